@@ -1,0 +1,45 @@
+/**
+ * An enumeration traced as a plain bit vector (FSM states, opcodes, event types, syndromes).
+ * GTKWave shows the names through a translate filter file written beside the VCD.
+ */
+export class EnumType {
+  /** Bits needed to hold the largest value. */
+  readonly width: number;
+  private readonly byValue = new Map<number, string>();
+
+  constructor(
+    /** File-name-safe name of the type, e.g. `umr_state`; the filter file is `<vcd>.<name>.txt`. */
+    readonly name: string,
+    /** Value -> name. An array means values 0, 1, 2, ... */
+    values: readonly string[] | Readonly<Record<number, string>>,
+  ) {
+    if (!/^[A-Za-z0-9_]+$/.test(name)) throw new Error(`enum type name '${name}': letters, digits, '_' only`);
+    const entries: [number, string][] = Array.isArray(values)
+      ? values.map((n, i) => [i, n] as [number, string])
+      : Object.entries(values).map(([k, n]) => [Number(k), n] as [number, string]);
+    for (const [v, n] of entries) {
+      if (!Number.isInteger(v) || v < 0) throw new Error(`enum ${name}: value ${v} must be a non-negative integer`);
+      if (!/^\S+$/.test(n)) throw new Error(`enum ${name}: name '${n}' must have no spaces`);
+      this.byValue.set(v, n);
+    }
+    let max = 0;
+    for (const v of this.byValue.keys()) max = Math.max(max, v);
+    this.width = Math.max(1, Math.ceil(Math.log2(max + 1)));
+  }
+
+  /** The name of a value, or its hex form when unnamed. */
+  nameOf(v: number): string {
+    return this.byValue.get(v) ?? `0x${v.toString(16)}`;
+  }
+
+  /** The value of a name; throws for an unknown name. */
+  valueOf(name: string): number {
+    for (const [v, n] of this.byValue) if (n === name) return v;
+    throw new Error(`enum ${this.name} has no value named '${name}'`);
+  }
+
+  /** (value, name) pairs in increasing value order. */
+  entries(): [number, string][] {
+    return [...this.byValue.entries()].sort((a, b) => a[0] - b[0]);
+  }
+}

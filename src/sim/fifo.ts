@@ -1,0 +1,160 @@
+import type { Module } from './module.ts';
+import type { Committable } from './sim.ts';
+import type { EventTarget } from './event_queue.ts';
+import type { Signal } from './signal.ts';
+import { SimEvent } from './sim_event.ts';
+import { checkPs, type Ps } from './time.ts';
+
+/** Options of a FIFO. */
+export interface FifoOptions {
+  /** Items it holds (default 2). Full means back-pressure: `canPush()` is false. */
+  capacity?: number;
+  /** Extra time in ps from push to visibility (a fixed-latency channel; default 0). */
+  latency?: Ps;
+}
+
+/**
+ * A bounded FIFO channel between modules with valid/ready semantics, as a pipe queue: an item
+ * pushed during an edge becomes visible to the consumer from the next edge (after the commit,
+ * plus `latency`), and space freed by a pop becomes usable from the next edge too. So results
+ * never depend on which of producer and consumer ticks first.
+ *
+ * It wakes its consumer when an item becomes visible and its producer when space frees up.
+ * Occupancy (`count`) is traced, with `valid` (not empty) and `ready` (not full).
+ */
+export class Fifo<T> implements Committable, EventTarget {
+  readonly capacity: number;
+  readonly latency: Ps;
+  /** The module that pops (woken by pushes), or null for software. */
+  consumer: Module | null = null;
+  /** The module that pushes (woken when space frees), or null for software. */
+  producer: Module | null = null;
+  /** Notified after every commit that changed the FIFO, for software processes. */
+  readonly changed: SimEvent;
+  private readonly buf: (T | undefined)[];
+  private readonly readyAt: Float64Array;
+  private head = 0;
+  private count = 0; // committed items (visible once readyAt <= now)
+  private pushed = 0; // this cycle
+  private popped = 0; // this cycle
+  private dirty = false;
+  private readonly sCount: Signal;
+  private readonly sValid: Signal;
+  private readonly sReady: Signal;
+  /** Items pushed and popped over the run. */
+  readonly pushes;
+  readonly pops;
+
+  constructor(
+    readonly owner: Module,
+    readonly name: string,
+    opts: FifoOptions = {},
+  ) {
+    this.capacity = opts.capacity ?? 2;
+    this.latency = checkPs(opts.latency ?? 0, `fifo ${name} latency`);
+    if (!(Number.isInteger(this.capacity) && this.capacity >= 1)) {
+      throw new RangeError(`fifo ${owner.path}.${name}: capacity must be a positive integer`);
+    }
+    this.buf = new Array<T | undefined>(this.capacity).fill(undefined);
+    this.readyAt = new Float64Array(this.capacity);
+    const w = Math.max(1, Math.ceil(Math.log2(this.capacity + 1)));
+    this.sValid = owner.signal(`${name}_valid`, 1);
+    this.sReady = owner.signal(`${name}_ready`, 1, { init: 1 });
+    this.sCount = owner.signal(`${name}_count`, w);
+    this.changed = new SimEvent(owner.sim);
+    this.pushes = owner.stats.counter(`${name}_pushes`);
+    this.pops = owner.stats.counter(`${name}_pops`);
+  }
+
+  /** Committed items, visible or still in flight through the latency. */
+  get size(): number {
+    return this.count;
+  }
+
+  /** True when a push this cycle will be accepted. */
+  canPush(): boolean {
+    return this.count + this.pushed < this.capacity;
+  }
+
+  /** Pushes an item (visible from the next edge). Throws when full: check canPush() first. */
+  push(item: T): void {
+    if (this.count + this.pushed >= this.capacity) {
+      throw new Error(`fifo ${this.owner.path}.${this.name}: push while full (check canPush())`);
+    }
+    const i = (this.head + this.count + this.pushed) % this.capacity;
+    this.buf[i] = item;
+    this.readyAt[i] = this.owner.sim.now + this.latency;
+    this.pushed++;
+    this.touch();
+  }
+
+  /** True when an item is visible to pop now. */
+  canPop(): boolean {
+    if (this.popped >= this.count) return false;
+    return this.readyAt[(this.head + this.popped) % this.capacity] <= this.owner.sim.now;
+  }
+
+  /** The item a pop would return. Check canPop() first. */
+  peek(): T {
+    if (!this.canPop()) throw new Error(`fifo ${this.owner.path}.${this.name}: peek with nothing visible`);
+    return this.buf[(this.head + this.popped) % this.capacity] as T;
+  }
+
+  /** Removes and returns the oldest visible item. Check canPop() first. */
+  pop(): T {
+    if (!this.canPop()) throw new Error(`fifo ${this.owner.path}.${this.name}: pop with nothing visible`);
+    const i = (this.head + this.popped) % this.capacity;
+    const item = this.buf[i] as T;
+    this.buf[i] = undefined;
+    this.popped++;
+    this.touch();
+    return item;
+  }
+
+  /** @internal The update phase. */
+  commit(): void {
+    this.dirty = false;
+    const pushed = this.pushed;
+    const popped = this.popped;
+    this.head = (this.head + popped) % this.capacity;
+    this.count += pushed - popped;
+    this.pushed = 0;
+    this.popped = 0;
+    this.pushes.value += pushed;
+    this.pops.value += popped;
+    this.sCount.setNow(this.count);
+    this.sValid.setNow(this.count > 0 ? 1 : 0);
+    this.sReady.setNow(this.count < this.capacity ? 1 : 0);
+    if (pushed > 0 && this.consumer !== null) {
+      if (this.latency === 0) this.consumer.wake();
+      else this.owner.sim.at(this.readyAt[(this.head + this.count - 1) % this.capacity], this);
+    }
+    if (popped > 0 && this.producer !== null) this.producer.wake();
+    this.changed.notify();
+  }
+
+  /** @internal A latency timer expired: the consumer has an item to see. */
+  fire(): void {
+    this.consumer?.wake();
+    this.changed.notify();
+  }
+
+  /** Software: waits until an item is visible, then pops it. */
+  async popWait(): Promise<T> {
+    while (!this.canPop()) await this.changed.wait();
+    return this.pop();
+  }
+
+  /** Software: waits until there is space, then pushes. */
+  async pushWait(item: T): Promise<void> {
+    while (!this.canPush()) await this.changed.wait();
+    this.push(item);
+  }
+
+  private touch(): void {
+    if (!this.dirty) {
+      this.dirty = true;
+      this.owner.sim.markDirtyOther(this);
+    }
+  }
+}

@@ -1,0 +1,107 @@
+import type { Sim } from './sim.ts';
+import type { Clock } from './clock.ts';
+import { Reg, Signal } from './signal.ts';
+import type { EnumType } from './enum_type.ts';
+import { StatSet } from './stats.ts';
+
+/** Options of a traced register or signal. */
+export interface SignalOptions {
+  /** Initial value (default 0). */
+  init?: number;
+  /** Names for the values, shown in GTKWave through a translate filter. */
+  enum?: EnumType;
+}
+
+/**
+ * A hardware block with a hierarchical name (`tb.hca0.umr_engine`), children, traced
+ * registers and statistics. A clocked module overrides `tick()`; it is ticked on every edge
+ * of its clock while awake, and calls `sleep()` when it has nothing to do: a FIFO push, a DMA
+ * response or software wakes it again. A module with no clock is a scope (a container).
+ */
+export class Module {
+  readonly path: string;
+  readonly children: Module[] = [];
+  readonly signals: Signal[] = [];
+  readonly stats = new StatSet();
+  /** Scheduling state, owned by the clock. */
+  awake = false;
+  inList = false;
+  private clk: Clock | null = null;
+
+  constructor(
+    readonly sim: Sim,
+    readonly parent: Module | null,
+    readonly name: string,
+  ) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+      throw new Error(`module name '${name}': use letters, digits and '_' only`);
+    }
+    this.path = parent ? `${parent.path}.${name}` : name;
+    if (parent) {
+      if (parent.children.some((c) => c.name === name)) throw new Error(`module ${this.path} declared twice`);
+      parent.children.push(this);
+    }
+  }
+
+  /** The clock that ticks this module, or null for a plain scope. */
+  get clock(): Clock | null {
+    return this.clk;
+  }
+
+  /** Puts this module on `clock`. It starts asleep unless `awake` is true. */
+  clockedBy(clock: Clock, awake = false): this {
+    if (this.clk) throw new Error(`${this.path} already has a clock`);
+    this.clk = clock;
+    if (awake) this.wake();
+    return this;
+  }
+
+  /** Called on every edge of the clock while awake: read `q`, write with `set`, never both ways. */
+  tick(): void {}
+
+  /** Ticks start again from the next edge of the clock (strictly after now). */
+  wake(): void {
+    if (!this.awake && this.clk) this.clk.wakeModule(this);
+  }
+
+  /** No more ticks until woken. Takes effect after the current edge. */
+  sleep(): void {
+    if (this.awake) {
+      this.awake = false;
+      this.clk!.noteSleeper();
+    }
+  }
+
+  /** Declares a clocked register of this module. */
+  reg(name: string, width: number, opts: SignalOptions = {}): Reg {
+    const r = new Reg(this, name, width, opts.init ?? 0, opts.enum ?? null);
+    this.addSignal(r);
+    return r;
+  }
+
+  /** Declares a signal that changes at once (commit-phase or software values). */
+  signal(name: string, width: number, opts: SignalOptions = {}): Signal {
+    const s = new Signal(this, name, width, opts.init ?? 0, opts.enum ?? null);
+    this.addSignal(s);
+    return s;
+  }
+
+  /** Declares an enumerated register whose width comes from its type. */
+  stateReg(name: string, type: EnumType, init = 0): Reg {
+    return this.reg(name, type.width, { init, enum: type });
+  }
+
+  /** This module and every module below it, depth first, in creation order. */
+  *walk(): Generator<Module> {
+    yield this;
+    for (const c of this.children) yield* c.walk();
+  }
+
+  private addSignal(s: Signal): void {
+    if (this.signals.some((x) => x.name === s.name) || this.children.some((c) => c.name === s.name)) {
+      throw new Error(`signal ${s.path} declared twice`);
+    }
+    if (this.sim.tracer) throw new Error(`signal ${s.path} declared after tracing started: declare signals in constructors`);
+    this.signals.push(s);
+  }
+}

@@ -1,0 +1,225 @@
+import { EventQueue, PRIO_CLOCK, PRIO_NORMAL, type EventTarget } from './event_queue.ts';
+import { checkPs, type Ps } from './time.ts';
+import { Module } from './module.ts';
+import type { Clock } from './clock.ts';
+import type { Reg, Signal } from './signal.ts';
+import { Rng } from './rng.ts';
+import type { StatsJson } from './stats.ts';
+
+/** What the tracer does with the kernel: it is told of every change of a traced signal. */
+export interface TraceSink {
+  /** Called before `s.q` takes the new value `v` (so the tracer can still see the old one). */
+  change(s: Signal, v: number): void;
+  close(): void;
+}
+
+/** Something with next-state to commit after an edge (FIFOs). */
+export interface Committable {
+  commit(): void;
+}
+
+/** Resumes a process from a scheduled event (a delay). */
+class Resume implements EventTarget {
+  constructor(
+    private readonly sim: Sim,
+    private readonly resolve: () => void,
+  ) {}
+  fire(): void {
+    this.resolve();
+    this.sim.noteResume();
+  }
+}
+
+const drain = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+/**
+ * The simulation kernel: simulated time, the event queue, clock domains, the two-phase commit
+ * of registers and FIFOs, and software processes.
+ *
+ * Processes are async functions resumed only by the scheduler: when an event resolves a
+ * process's promise, the scheduler lets every pending continuation run (to its next await)
+ * before it looks at the next event, so what a process does happens at the time it resumed.
+ */
+export class Sim {
+  readonly queue = new EventQueue();
+  /** Current simulated time in ps. */
+  now: Ps = 0;
+  readonly rng: Rng;
+  /** The root scope, `tb`. */
+  readonly top: Module;
+  readonly clocks: Clock[] = [];
+  tracer: TraceSink | null = null;
+
+  private dirtyRegs: Reg[] = [];
+  private nDirtyRegs = 0;
+  private dirtyOther: Committable[] = [];
+  private nDirtyOther = 0;
+  private resumed = false;
+  private running = false;
+  private failure: unknown = null;
+  private failed = false;
+
+  constructor(opts: { seed?: number; top?: string } = {}) {
+    this.rng = new Rng(opts.seed ?? 1);
+    this.top = new Module(this, null, opts.top ?? 'tb');
+  }
+
+  /** @internal */
+  addClock(c: Clock): void {
+    this.clocks.push(c);
+  }
+
+  /** @internal A register written this cycle. */
+  markDirty(r: Reg): void {
+    this.dirtyRegs[this.nDirtyRegs++] = r;
+  }
+
+  /** @internal A FIFO (or other two-phase state) touched this cycle. */
+  markDirtyOther(c: Committable): void {
+    this.dirtyOther[this.nDirtyOther++] = c;
+  }
+
+  /** @internal A process was resumed: let it run before the next event. */
+  noteResume(): void {
+    this.resumed = true;
+  }
+
+  /** Schedules `target.fire(arg)` at absolute time `t` (>= now). */
+  at(t: Ps, target: EventTarget, arg = 0, prio = PRIO_NORMAL): void {
+    if (!(t >= this.now) || !Number.isSafeInteger(t)) {
+      throw new RangeError(`cannot schedule at ${t} ps: now is ${this.now} ps and times are whole picoseconds`);
+    }
+    this.queue.push(t, prio, target, arg);
+  }
+
+  /** Schedules `target.fire(arg)` after `dt` ps. */
+  after(dt: Ps, target: EventTarget, arg = 0): void {
+    this.at(this.now + checkPs(dt, 'delay'), target, arg, PRIO_NORMAL);
+  }
+
+  /** Suspends the calling process for `dt` ps of simulated time. */
+  delay(dt: Ps): Promise<void> {
+    checkPs(dt, 'delay');
+    this.checkInProcess('delay');
+    return new Promise<void>((resolve) => this.queue.push(this.now + dt, PRIO_NORMAL, new Resume(this, resolve), 0));
+  }
+
+  /** Throws a clear error when simulated time cannot pass (no run in progress). */
+  checkInProcess(what: string): void {
+    if (!this.running) throw new Error(`${what}: simulated time only passes inside run(): call it from the process given to run()`);
+  }
+
+  /**
+   * Runs `main` as the main process and the simulation until it finishes; returns its result.
+   * Throws if a process fails, or if main waits for something that nothing scheduled will bring.
+   */
+  async run<T>(main: () => Promise<T>): Promise<T> {
+    if (this.running) throw new Error('run() is already in progress: use spawn() for a concurrent process');
+    this.running = true;
+    let done = false;
+    let result: T | undefined;
+    let error: unknown = null;
+    let threw = false;
+    try {
+      main().then(
+        (v) => { done = true; result = v; },
+        (e: unknown) => { done = true; threw = true; error = e; },
+      );
+      await this.settle();
+      while (!done && !this.failed) {
+        if (this.queue.size === 0) {
+          throw new Error(`simulation stalled at ${this.now} ps: the main process waits, but no event is scheduled (nothing can wake it)`);
+        }
+        this.runEvents(Infinity);
+        await this.settle();
+      }
+    } finally {
+      this.running = false;
+    }
+    if (this.failed) throw this.failure;
+    if (threw) throw error;
+    return result as T;
+  }
+
+  /** Starts a concurrent process (inside run). Its failure fails the run. */
+  spawn<T>(fn: () => Promise<T>): Promise<T> {
+    this.checkInProcess('spawn');
+    const p = fn();
+    p.catch((e: unknown) => {
+      if (!this.failed) { this.failed = true; this.failure = e; }
+    });
+    return p;
+  }
+
+  /**
+   * Runs events synchronously up to and including time `t` (no software processes): for
+   * benches and hardware-only tests. Returns the number of events fired.
+   */
+  runUntil(t: Ps): number {
+    const n = this.runEvents(t);
+    if (this.now < t && Number.isFinite(t)) this.now = t;
+    return n;
+  }
+
+  /** Lets resumed processes run to their next await, then commits what they wrote. */
+  private async settle(): Promise<void> {
+    do {
+      this.resumed = false;
+      await drain();
+      this.commit();
+    } while (this.resumed);
+  }
+
+  /** Fires events in order until the queue is empty, the next is after `limit`, or a process resumed. */
+  private runEvents(limit: Ps): number {
+    const q = this.queue;
+    let fired = 0;
+    while (q.size > 0 && !this.resumed) {
+      const t = q.peekTime();
+      if (t > limit) break;
+      const s = q.pop();
+      const prio = q.slotPrio(s);
+      const arg = q.slotArg(s);
+      const target = q.takeTarget(s);
+      this.now = t;
+      fired++;
+      target.fire(arg);
+      // Clock edges at one time all evaluate before any commits (the update phase).
+      if (prio === PRIO_CLOCK && q.size > 0 && q.peekTime() === t && q.peekPrio() === PRIO_CLOCK) continue;
+      if (this.nDirtyRegs !== 0 || this.nDirtyOther !== 0) this.commit();
+    }
+    return fired;
+  }
+
+  /** The update phase: FIFOs then registers take their next values. */
+  private commit(): void {
+    if (this.nDirtyOther !== 0) {
+      const o = this.dirtyOther;
+      // commits may dirty more (a FIFO waking a producer does not), so loop on the count
+      for (let i = 0; i < this.nDirtyOther; i++) {
+        o[i].commit();
+        o[i] = undefined as unknown as Committable;
+      }
+      this.nDirtyOther = 0;
+    }
+    const regs = this.dirtyRegs;
+    const n = this.nDirtyRegs;
+    const tracer = this.tracer;
+    for (let i = 0; i < n; i++) {
+      const r = regs[i];
+      r.dirty = false;
+      if (r.d !== r.q) {
+        if (r.tid >= 0) tracer!.change(r, r.d);
+        r.q = r.d;
+      }
+    }
+    this.nDirtyRegs = 0;
+  }
+
+  /** Statistics of every module that has some, keyed by path, in tree order. */
+  stats(): Record<string, StatsJson> {
+    const out: Record<string, StatsJson> = {};
+    for (const m of this.top.walk()) if (!m.stats.empty) out[m.path] = m.stats.toJSON();
+    return out;
+  }
+}

@@ -1,0 +1,114 @@
+import { writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import type { Signal } from '../signal.ts';
+import type { EnumType } from '../enum_type.ts';
+
+/** One group of the save file: a module and its traced signals in declaration order. */
+export interface GtkwGroup {
+  /** Group label: the module path without the top scope (`hca0.umr_engine`). */
+  label: string;
+  signals: readonly Signal[];
+}
+
+// Trace flag words of GTKWave save files: hex bus, binary bit, translated hex, group begin/end.
+const F_BIT = '@28';
+const F_HEX = '@22';
+const F_ENUM = '@2022';
+const F_GROUP_BEGIN = '@800200';
+const F_GROUP_END = '@1000200';
+
+/** The filter file of an enum type for a VCD: `<vcd without .vcd>.<enum>.txt` beside it. */
+export function filterPath(vcdPath: string, type: EnumType): string {
+  return join(dirname(vcdPath), `${basename(vcdPath).replace(/\.vcd$/, '')}.${type.name}.txt`);
+}
+
+/** The save file of a VCD: `<vcd without .vcd>.gtkw` beside it. */
+export function gtkwPath(vcdPath: string): string {
+  return join(dirname(vcdPath), `${basename(vcdPath).replace(/\.vcd$/, '')}.gtkw`);
+}
+
+/** GTKWave's name for a traced signal: its dotted path, with `[msb:lsb]` for a bus. */
+export function gtkwName(s: Signal): string {
+  return s.width > 1 ? `${s.path}[${s.width - 1}:0]` : s.path;
+}
+
+/**
+ * A translate filter file: one `<hex value> <name>` line per value, the hex form padded to the
+ * signal's nibbles as GTKWave prints a hex bus (it compares the printed text, ignoring case).
+ */
+export function filterText(type: EnumType, width: number): string {
+  const digits = Math.max(1, Math.ceil(width / 4));
+  const lines = [`# ${type.name}: GTKWave translate filter written by mlx5sim`];
+  for (const [v, n] of type.entries()) lines.push(`${v.toString(16).toUpperCase().padStart(digits, '0')} ${n}`);
+  return lines.join('\n') + '\n';
+}
+
+/**
+ * Writes the .gtkw save file and the filter files of a traced run: clocks first, then one
+ * group per module in creation (data-flow) order, buses in hex, enums through their filter.
+ * Returns the paths written.
+ */
+export function writeGtkw(opts: {
+  vcdPath: string;
+  top: string;
+  clocks: readonly Signal[];
+  groups: readonly GtkwGroup[];
+  strings: boolean;
+  endTime: number;
+}): string[] {
+  const vcdAbs = resolve(opts.vcdPath);
+  const written: string[] = [];
+  const filterIndex = new Map<string, number>();
+  const filterFiles: string[] = [];
+  const enumLine = (s: Signal): string[] => {
+    const t = s.enumType!;
+    const key = `${t.name}/${s.width}`;
+    let idx = filterIndex.get(key);
+    if (idx === undefined) {
+      // one file per type; a type traced at two widths gets a file per width
+      const widthSuffix = s.width === t.width ? '' : `_w${s.width}`;
+      const p = filterPath(vcdAbs, t).replace(/\.txt$/, `${widthSuffix}.txt`);
+      writeFileSync(p, filterText(t, s.width));
+      written.push(p);
+      filterFiles.push(p);
+      idx = filterFiles.length;
+      filterIndex.set(key, idx);
+    }
+    return [`^${idx} ${filterFiles[idx - 1]}`, F_ENUM, gtkwName(s)];
+  };
+  const sigLines = (s: Signal): string[] => {
+    if (s.enumType && !opts.strings) return enumLine(s);
+    if (s.enumType && opts.strings) return [F_BIT, s.path]; // a string var: GTKWave shows its text
+    return s.width === 1 ? [F_BIT, s.path] : [F_HEX, gtkwName(s)];
+  };
+  const trees = new Set<string>([`${opts.top}.`]);
+  const body: string[] = [];
+  for (const c of opts.clocks) body.push(...sigLines(c));
+  for (const g of opts.groups) {
+    if (g.signals.length === 0) continue;
+    const parts = g.signals[0].owner.path.split('.');
+    for (let i = 1; i <= parts.length; i++) trees.add(parts.slice(0, i).join('.') + '.');
+    body.push(F_GROUP_BEGIN, `-${g.label}`);
+    for (const s of g.signals) body.push(...sigLines(s));
+    body.push(F_GROUP_END, `-${g.label}`);
+  }
+  const head = [
+    '[*]',
+    '[*] mlx5sim waveform view: gtkwave <run>.vcd <run>.gtkw',
+    '[*]',
+    `[dumpfile] "${vcdAbs}"`,
+    `[savefile] "${resolve(gtkwPath(vcdAbs))}"`,
+    '[timestart] 0',
+    '[size] 1600 900',
+    '[pos] -1 -1',
+    ...[...trees].map((t) => `[treeopen] ${t}`),
+    '[sst_width] 260',
+    '[signals_width] 360',
+    '[sst_expanded] 1',
+    '[sst_vpaned_height] 260',
+  ];
+  const p = gtkwPath(vcdAbs);
+  writeFileSync(p, [...head, ...body, ''].join('\n'));
+  written.unshift(p);
+  return written;
+}

@@ -1,0 +1,196 @@
+import type { Sim, TraceSink } from '../sim.ts';
+import type { Signal } from '../signal.ts';
+import type { Module } from '../module.ts';
+import { VcdWriter } from './vcd_writer.ts';
+import { vcdId } from './vcd_ids.ts';
+import { scopeSelector } from './glob.ts';
+import { writeGtkw, type GtkwGroup } from './gtkw.ts';
+import { checkPs, type Ps } from '../time.ts';
+
+/** What to trace and where (API.md `trace`). */
+export interface TraceOptions {
+  /** The VCD file to write. */
+  vcd: string;
+  /** Also write `<run>.gtkw` and the filter files beside the VCD (default true). */
+  gtkw?: boolean;
+  /** Globs over scope paths (default: all). A scope is selected with everything beneath it. */
+  scopes?: readonly string[];
+  /** Deepest scope level traced: 1 = the top scope only (default: all). */
+  depth?: number;
+  /** Time window in ps (default: the whole run). */
+  start?: Ps;
+  stop?: Ps;
+  /** Enums as `$var string` with their names (GTKWave, Surfer); not readable by vcd-stream. */
+  strings?: boolean;
+  /** The `$version` text (default `mlx5sim`). */
+  version?: string;
+}
+
+const enc = new TextEncoder();
+
+/**
+ * Turns a run into a VCD: it selects signals by scope and depth when attached (signals not
+ * selected keep tid -1 and cost one compare), writes the declarations, then one line per value
+ * change inside the time window. The initial `$dumpvars` is written at the window start.
+ */
+export class Tracer implements TraceSink {
+  private readonly w: VcdWriter;
+  private readonly signals: Signal[] = [];
+  private readonly ids: Uint8Array[] = [];
+  private readonly max: number[] = [];
+  private readonly vector: boolean[] = [];
+  private readonly strText: (Map<number, Uint8Array> | null)[] = [];
+  private readonly start: Ps;
+  private readonly stop: Ps;
+  private started = false;
+  private lastTime = -1;
+  private closed = false;
+  private readonly clocks: Signal[] = [];
+  private readonly groups: GtkwGroup[] = [];
+  /** Files written besides the VCD (after close). */
+  readonly files: string[] = [];
+
+  constructor(
+    private readonly sim: Sim,
+    readonly opts: TraceOptions,
+  ) {
+    this.start = checkPs(opts.start ?? 0, 'trace start');
+    this.stop = opts.stop === undefined ? Infinity : checkPs(opts.stop, 'trace stop');
+    if (this.stop < this.start) throw new RangeError(`trace stop ${this.stop} is before start ${this.start}`);
+    if (sim.tracer) throw new Error('a tracer is already attached to this simulation');
+    this.w = new VcdWriter(opts.vcd);
+    this.select();
+    this.header();
+    sim.tracer = this;
+  }
+
+  /** Number of traced signals. */
+  get signalCount(): number {
+    return this.signals.length;
+  }
+
+  /** Bytes of VCD written so far. */
+  get bytes(): number {
+    return this.w.bytes;
+  }
+
+  private select(): void {
+    const inScope = scopeSelector(this.opts.scopes);
+    const depth = this.opts.depth ?? Infinity;
+    const clockSignals = new Set(this.sim.clocks.map((c) => c.clkSignal));
+    for (const m of this.sim.top.walk()) {
+      const level = m.path.split('.').length;
+      if (level > depth || !inScope(m.path)) continue;
+      const mine: Signal[] = [];
+      for (const s of m.signals) {
+        this.add(s);
+        if (clockSignals.has(s)) this.clocks.push(s);
+        else mine.push(s);
+      }
+      const label = m.path.includes('.') ? m.path.slice(m.path.indexOf('.') + 1) : m.path;
+      if (mine.length > 0) this.groups.push({ label, signals: mine });
+    }
+  }
+
+  private add(s: Signal): void {
+    const tid = this.signals.length;
+    s.tid = tid;
+    this.signals.push(s);
+    this.ids.push(enc.encode(vcdId(tid)));
+    this.max.push(2 ** Math.min(s.width, 53) - 1);
+    this.vector.push(s.width > 1);
+    if (this.opts.strings && s.enumType) {
+      const m = new Map<number, Uint8Array>();
+      for (const [v, n] of s.enumType.entries()) m.set(v, enc.encode(n));
+      this.strText.push(m);
+    } else this.strText.push(null);
+  }
+
+  private header(): void {
+    const w = this.w;
+    w.text(`$date\n\tmlx5sim run (no wall-clock date: runs are reproducible)\n$end\n`);
+    w.text(`$version\n\t${this.opts.version ?? 'mlx5sim'}\n$end\n`);
+    w.text(`$timescale 1ps $end\n`);
+    // scopes: nested, in tree order, only those holding traced signals below them
+    const holds = new Map<Module, boolean>();
+    const has = (m: Module): boolean => {
+      let h = holds.get(m);
+      if (h === undefined) {
+        h = m.signals.some((s) => s.tid >= 0) || m.children.some(has);
+        holds.set(m, h);
+      }
+      return h;
+    };
+    const emit = (m: Module): void => {
+      if (!has(m)) return;
+      w.text(`$scope module ${m.name} $end\n`);
+      for (const s of m.signals) {
+        if (s.tid < 0) continue;
+        const id = vcdId(s.tid);
+        if (this.strText[s.tid]) w.text(`$var string 1 ${id} ${s.name} $end\n`);
+        else if (s.width > 1) w.text(`$var wire ${s.width} ${id} ${s.name} [${s.width - 1}:0] $end\n`);
+        else w.text(`$var wire 1 ${id} ${s.name} $end\n`);
+      }
+      for (const c of m.children) emit(c);
+      w.text(`$upscope $end\n`);
+    };
+    emit(this.sim.top);
+    w.text(`$enddefinitions $end\n`);
+  }
+
+  private begin(): void {
+    this.started = true;
+    this.w.time(this.start);
+    this.lastTime = this.start;
+    this.w.text('$dumpvars\n');
+    for (let tid = 0; tid < this.signals.length; tid++) this.value(tid, this.signals[tid].q);
+    this.w.text('$end\n');
+  }
+
+  /** @internal Called by the kernel before a traced signal takes value `v`. */
+  change(s: Signal, v: number): void {
+    const t = this.sim.now;
+    if (t < this.start || t > this.stop) return;
+    if (!this.started) this.begin();
+    if (t !== this.lastTime) {
+      this.w.time(t);
+      this.lastTime = t;
+    }
+    const tid = s.tid;
+    if (!(v >= 0 && v <= this.max[tid])) {
+      throw new RangeError(`signal ${s.path}: value ${v} does not fit its ${s.width} bits`);
+    }
+    this.value(tid, v);
+  }
+
+  private value(tid: number, v: number): void {
+    const st = this.strText[tid];
+    if (st !== null) this.w.string(st.get(v) ?? enc.encode(`0x${v.toString(16)}`), this.ids[tid]);
+    else if (this.vector[tid]) this.w.vector(v, this.ids[tid]);
+    else this.w.scalar(v, this.ids[tid]);
+  }
+
+  /** Ends the VCD at the last simulated time inside the window; writes the .gtkw and filters. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (!this.started) this.begin();
+    const end = Math.min(this.sim.now, this.stop);
+    if (end > this.lastTime) this.w.time(end);
+    this.w.close();
+    for (const s of this.signals) s.tid = -1;
+    if (this.sim.tracer === this) this.sim.tracer = null;
+    if (this.opts.gtkw !== false) {
+      this.files.push(
+        ...writeGtkw({
+          vcdPath: this.opts.vcd,
+          top: this.sim.top.name,
+          clocks: this.clocks,
+          groups: this.groups,
+          strings: this.opts.strings === true,
+          endTime: end,
+        }),
+      );
+    }
+  }
+}
