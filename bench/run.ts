@@ -1,0 +1,18 @@
+/**
+ * Benchmark runner: `npm run bench -- <name>...` (no name: all). Each benchmark prints JSON
+ * lines on stdout. Benchmarks are never part of `npm test`.
+ */
+import { benchKernel } from './kernel.ts';
+
+const benches: Record<string, () => void | Promise<void>> = {
+  kernel: benchKernel,
+};
+
+const names = process.argv.slice(2);
+for (const n of names) {
+  if (!(n in benches)) {
+    console.error(`unknown benchmark '${n}'; known: ${Object.keys(benches).join(', ')}`);
+    process.exit(2);
+  }
+}
+for (const n of names.length ? names : Object.keys(benches)) await benches[n]();

@@ -1,0 +1,181 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Sim, Tracer, type Signal, type TraceOptions } from '../../src/sim/index.ts';
+import { KernelDemo } from '../../scenarios/kernel_demo.ts';
+import { readVcd, readVcdFile, type ParsedVcd } from '../support/vcd_read.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'mlx5sim-vcd-'));
+let n = 0;
+const tmp = (name: string): string => join(dir, `${name}-${n++}.vcd`);
+
+/** Runs the example design traced; returns what the kernel reported to the tracer. */
+function tracedRun(seed: number, items: number, opts: Partial<TraceOptions> = {}, until = 2_000_000) {
+  const sim = new Sim({ seed });
+  const demo = new KernelDemo(sim, items);
+  const vcd = opts.vcd ?? tmp('run');
+  const tracer = new Tracer(sim, { vcd, ...opts });
+  const initial = new Map<string, number>();
+  const traced: Signal[] = [];
+  for (const m of sim.top.walk()) for (const s of m.signals) if (s.tid >= 0) { traced.push(s); initial.set(s.path, s.q); }
+  const changes: [number, string, number][] = [];
+  const orig = tracer.change.bind(tracer);
+  tracer.change = (s: Signal, v: number): void => {
+    changes.push([sim.now, s.path, v]);
+    orig(s, v);
+  };
+  sim.runUntil(until);
+  tracer.close();
+  return { sim, demo, vcd, tracer, initial, changes, traced };
+}
+
+/** Signal values at every timestamp: apply changes in order; the last value at a time wins. */
+function timeline(initial: Map<string, number>, changes: [number, string, number | null][], from = 0): Map<string, [number, number | null][]> {
+  const out = new Map<string, [number, number | null][]>();
+  for (const [p, v] of initial) out.set(p, [[from, v]]);
+  for (const [t, p, v] of changes) {
+    const h = out.get(p) ?? [];
+    if (h.length && h[h.length - 1][0] === t) h[h.length - 1][1] = v;
+    else h.push([t, v]);
+    out.set(p, h);
+  }
+  // drop repeated values so both sides are in canonical form
+  for (const [p, h] of out) out.set(p, h.filter((x, i) => i === 0 || x[1] !== h[i - 1][1]));
+  return out;
+}
+
+function vcdTimeline(v: ParsedVcd): Map<string, [number, number | null][]> {
+  return timeline(new Map(), v.changes);
+}
+
+describe('VCD tracing', () => {
+  it('reads back with vcd-stream to exactly the values the simulation traced', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 1000 }), fc.integer({ min: 1, max: 40 }), async (seed, items) => {
+        const r = tracedRun(seed, items);
+        const v = await readVcdFile(r.vcd);
+        expect(v.timescale).toBe('1ps');
+        const want = timeline(r.initial, r.changes);
+        const got = vcdTimeline(v);
+        expect([...got.keys()].sort()).toEqual([...want.keys()].sort());
+        for (const [p, h] of want) expect(got.get(p), p).toEqual(h);
+        // the design did its job (so the waves show real activity)
+        expect(r.demo.consumer.sum.q).toBe(KernelDemo.expectedSum(seed, items));
+      }),
+      { numRuns: 15 },
+    );
+  });
+
+  it('declares every scope of the run and ends at the last simulated time', async () => {
+    const r = tracedRun(7, 10);
+    const v = await readVcdFile(r.vcd);
+    expect(v.scopes).toEqual(['tb', 'tb.demo', 'tb.demo.source', 'tb.demo.consumer']);
+    expect(v.times[v.times.length - 1]).toBe(r.sim.now);
+    expect(v.decls.find((d) => d.path === 'tb.demo.consumer.state')?.width).toBe(2);
+    expect(v.decls.find((d) => d.path === 'tb.demo.source.data')?.width).toBe(32);
+  });
+
+  it('are byte-identical for the same seed, and differ for another seed', () => {
+    const a = readFileSync(tracedRun(42, 30).vcd);
+    const b = readFileSync(tracedRun(42, 30).vcd);
+    const c = readFileSync(tracedRun(43, 30).vcd);
+    expect(a.equals(b)).toBe(true);
+    expect(a.equals(c)).toBe(false);
+    const sa = JSON.stringify(tracedRun(42, 30).sim.stats());
+    expect(JSON.stringify(tracedRun(42, 30).sim.stats())).toBe(sa);
+  });
+
+  it('select by scope glob and depth; unselected signals are not traced at all', async () => {
+    const r = tracedRun(1, 10, { scopes: ['tb.demo.cons*'] });
+    const v = await readVcdFile(r.vcd);
+    expect(new Set(v.decls.map((d) => d.path.split('.').slice(0, 3).join('.')))).toEqual(new Set(['tb.demo.consumer']));
+    expect(r.demo.source.data.tid).toBe(-1);
+    expect(r.changes.every(([, p]) => p.startsWith('tb.demo.consumer.'))).toBe(true);
+    const d = tracedRun(1, 10, { depth: 2 });
+    const vd = await readVcdFile(d.vcd);
+    expect(vd.decls.map((x) => x.path)).toEqual(['tb.demo.clk_core', 'tb.demo.clk_io']);
+  });
+
+  it('write only the time window, starting with $dumpvars of the values at its start', async () => {
+    const full = tracedRun(5, 30);
+    const start = 20_000;
+    const stop = 60_000;
+    const w = tracedRun(5, 30, { start, stop });
+    const v = await readVcdFile(w.vcd);
+    expect(v.times[0]).toBe(start);
+    expect(v.times[v.times.length - 1]).toBeLessThanOrEqual(stop);
+    // every signal's value at any time in the window equals the full run's
+    const fullV = vcdTimeline(await readVcdFile(full.vcd));
+    const winV = vcdTimeline(v);
+    const at = (h: [number, number | null][], t: number): number | null => {
+      let val: number | null = null;
+      for (const [tt, x] of h) if (tt <= t) val = x;
+      return val;
+    };
+    for (const [p, h] of winV) for (let t = start; t <= stop; t += 1000) expect(at(h, t), `${p}@${t}`).toBe(at(fullV.get(p)!, t));
+  });
+
+  it('the strict reader rejects time going backwards, undeclared ids and over-wide values', async () => {
+    const good = readFileSync(tracedRun(3, 5).vcd, 'utf8');
+    await expect(readVcd(good)).resolves.toBeTruthy();
+    const backwards = good.replace(/^#4000$/m, '#1000');
+    expect(backwards).not.toBe(good);
+    await expect(readVcd(backwards)).rejects.toThrow(/backwards|strictly increase/);
+    const undeclared = good.replace(/^#4000$/m, '#4000\n1~~');
+    await expect(readVcd(undeclared)).rejects.toThrow(/undeclared id/);
+    // the consumer state is 2 bits wide: a 3-bit value is invalid
+    const id = /\$var wire 2 (\S+) state/.exec(good)![1];
+    const wide = good.replace(/^#4000$/m, `#4000\nb111 ${id}`);
+    await expect(readVcd(wide)).rejects.toThrow(/wider than 2 bits|exceeds 2 bits/);
+  });
+
+  it('refuse a value wider than its signal, naming the signal', () => {
+    const sim = new Sim();
+    new KernelDemo(sim, 1);
+    const tracer = new Tracer(sim, { vcd: tmp('wide'), gtkw: false });
+    const st = [...sim.top.walk()].find((m) => m.name === 'consumer')!.signals.find((s) => s.name === 'busy')!;
+    expect(() => tracer.change(st, 2)).toThrow(/tb\.demo\.consumer\.busy: value 2 does not fit its 1 bits/);
+    tracer.close();
+  });
+
+  it('write the string dialect only when asked', () => {
+    const r = tracedRun(2, 5, { strings: true });
+    const text = readFileSync(r.vcd, 'utf8');
+    expect(text).toMatch(/\$var string 1 \S+ state \$end/);
+    expect(text).toMatch(/^sFETCH \S+$/m);
+    const plain = readFileSync(tracedRun(2, 5).vcd, 'utf8');
+    expect(plain).not.toMatch(/\$var string/);
+  });
+});
+
+describe('GTKWave save file', () => {
+  it('names only signals that exist in its VCD, with their widths, in one group per module', async () => {
+    const r = tracedRun(11, 20);
+    const v = await readVcdFile(r.vcd);
+    const gtkw = readFileSync(r.vcd.replace(/\.vcd$/, '.gtkw'), 'utf8');
+    const decl = new Map(v.decls.map((d) => [d.path, d.width]));
+    const lines = gtkw.split('\n').filter((l) => l && !/^[[@\-^*]/.test(l));
+    expect(lines.length).toBe(decl.size);
+    for (const l of lines) {
+      const m = /^(.*?)(?:\[(\d+):0\])?$/.exec(l)!;
+      expect(decl.has(m[1]), l).toBe(true);
+      expect(decl.get(m[1])).toBe(m[2] ? Number(m[2]) + 1 : 1);
+    }
+    expect(gtkw).toContain(`[dumpfile] "${r.vcd}"`);
+    expect(gtkw.match(/^@800200$/gm)?.length).toBe(2);
+    expect(gtkw.indexOf('tb.demo.clk_core')).toBeLessThan(gtkw.indexOf('-demo.source'));
+  });
+
+  it('shows enums through a translate filter file with every value named at the signal width', () => {
+    const r = tracedRun(11, 5);
+    const gtkw = readFileSync(r.vcd.replace(/\.vcd$/, '.gtkw'), 'utf8');
+    const m = /^\^1 (.*)\n@2022\ntb\.demo\.consumer\.state\[1:0\]$/m.exec(gtkw);
+    expect(m).not.toBeNull();
+    expect(existsSync(m![1])).toBe(true);
+    const filter = readFileSync(m![1], 'utf8').split('\n').filter((l) => l && !l.startsWith('#'));
+    expect(filter).toEqual(['0 IDLE', '1 FETCH', '2 PROCESS', '3 WRITEBACK']);
+    expect(r.tracer.files).toContain(m![1]);
+  });
+});
