@@ -1,6 +1,6 @@
 import type { Sim } from './sim.ts';
 import type { Module } from './module.ts';
-import { PRIO_CLOCK, PRIO_NORMAL, type EventTarget } from './event_queue.ts';
+import { PRIO_CLOCK, type EventTarget } from './event_queue.ts';
 import type { Ps } from './time.ts';
 import { checkPs } from './time.ts';
 import type { Signal } from './signal.ts';
@@ -19,10 +19,9 @@ export class Clock implements EventTarget {
   private n = 0;
   private sleepers = 0;
   private running = false;
-  /** The clock as a traced signal: 1 from a rising edge to the half period (while running). */
+  /** The clock as a traced signal: 1 from a rising edge to the half period, while running. */
   readonly clkSignal: Signal;
   readonly sim: Sim;
-  private readonly fall: EventTarget;
 
   constructor(
     /** The scope that shows the clock signal in the waves. */
@@ -39,8 +38,6 @@ export class Clock implements EventTarget {
     if (period < 2) throw new RangeError(`clock ${name}: period must be at least 2 ps`);
     if (phase >= period) throw new RangeError(`clock ${name}: phase must be below the period`);
     this.clkSignal = owner.signal(name, 1);
-    const clk = this.clkSignal;
-    this.fall = { fire(): void { clk.setNow(0); } };
     sim.addClock(this);
   }
 
@@ -63,10 +60,7 @@ export class Clock implements EventTarget {
     const n = this.n; // modules woken during this edge tick from the next one
     for (let i = 0; i < n; i++) list[i].tick();
     if (this.sleepers > 0) this.compact();
-    if (this.clkSignal.tid >= 0) {
-      this.clkSignal.setNow(1);
-      sim.queue.push(sim.now + (this.period >> 1), PRIO_NORMAL, this.fall, 0);
-    }
+    if (this.clkSignal.tid >= 0) sim.tracer!.clockEdge(this.clkSignal, sim.now + (this.period >> 1));
     if (this.n > 0) sim.queue.push(sim.now + this.period, PRIO_CLOCK, this, 0);
     else this.running = false;
   }

@@ -10,6 +10,8 @@ import type { StatsJson } from './stats.ts';
 export interface TraceSink {
   /** Called before `s.q` takes the new value `v` (so the tracer can still see the old one). */
   change(s: Signal, v: number): void;
+  /** A traced clock rose now and falls at `fallTime` (written lazily: no event, no cost to time). */
+  clockEdge(s: Signal, fallTime: number): void;
   close(): void;
 }
 

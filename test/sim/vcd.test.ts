@@ -26,8 +26,20 @@ function tracedRun(seed: number, items: number, opts: Partial<TraceOptions> = {}
     changes.push([sim.now, s.path, v]);
     orig(s, v);
   };
+  // clocks: the tracer writes the fall itself, half a period after the rise
+  const origEdge = tracer.clockEdge.bind(tracer);
+  tracer.clockEdge = (s: Signal, fall: number): void => {
+    origEdge(s, fall);
+    changes.push([fall, s.path, 0]);
+  };
   sim.runUntil(until);
   tracer.close();
+  const end = Math.min(sim.now, opts.stop ?? Infinity);
+  const start = opts.start ?? 0;
+  changes.sort((a, b) => a[0] - b[0]); // stable: falls join the changes at their time
+  const inWindow = changes.filter(([t]) => t >= start && t <= end);
+  changes.length = 0;
+  changes.push(...inWindow);
   return { sim, demo, vcd, tracer, initial, changes, traced };
 }
 

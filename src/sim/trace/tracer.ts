@@ -46,6 +46,9 @@ export class Tracer implements TraceSink {
   private lastTime = -1;
   private closed = false;
   private readonly clocks: Signal[] = [];
+  /** Traced clocks that rose and have not yet been written falling: (signal, fall time). */
+  private readonly falls: Signal[] = [];
+  private readonly fallTimes: number[] = [];
   private readonly groups: GtkwGroup[] = [];
   /** Files written besides the VCD (after close). */
   readonly files: string[] = [];
@@ -139,6 +142,8 @@ export class Tracer implements TraceSink {
   }
 
   private begin(): void {
+    // clocks that fell before the window opened: only their value matters
+    if (this.falls.length !== 0) this.writeFalls(this.start - 1);
     this.started = true;
     this.w.time(this.start);
     this.lastTime = this.start;
@@ -152,6 +157,7 @@ export class Tracer implements TraceSink {
     const t = this.sim.now;
     if (t < this.start || t > this.stop) return;
     if (!this.started) this.begin();
+    if (this.falls.length !== 0) this.writeFalls(t);
     if (t !== this.lastTime) {
       this.w.time(t);
       this.lastTime = t;
@@ -161,6 +167,38 @@ export class Tracer implements TraceSink {
       throw new RangeError(`signal ${s.path}: value ${v} does not fit its ${s.width} bits`);
     }
     this.value(tid, v);
+  }
+
+  /** @internal A traced clock rose now; its fall is written when time passes it. */
+  clockEdge(s: Signal, fallTime: number): void {
+    this.change(s, 1);
+    s.q = 1;
+    this.falls.push(s);
+    this.fallTimes.push(fallTime);
+  }
+
+  /** Writes the falling edges due at or before `t`, in time order. */
+  private writeFalls(t: number): void {
+    for (;;) {
+      let k = -1;
+      for (let i = 0; i < this.falls.length; i++) {
+        if (this.fallTimes[i] <= t && (k < 0 || this.fallTimes[i] < this.fallTimes[k])) k = i;
+      }
+      if (k < 0) return;
+      const ft = this.fallTimes[k];
+      const s = this.falls[k];
+      this.falls.splice(k, 1);
+      this.fallTimes.splice(k, 1);
+      if (ft > this.stop) continue;
+      if (ft >= this.start) {
+        if (ft !== this.lastTime) {
+          this.w.time(ft);
+          this.lastTime = ft;
+        }
+        this.value(s.tid, 0);
+      }
+      s.q = 0;
+    }
   }
 
   private value(tid: number, v: number): void {
@@ -176,6 +214,7 @@ export class Tracer implements TraceSink {
     this.closed = true;
     if (!this.started) this.begin();
     const end = Math.min(this.sim.now, this.stop);
+    this.writeFalls(end);
     if (end > this.lastTime) this.w.time(end);
     this.w.close();
     for (const s of this.signals) s.tid = -1;

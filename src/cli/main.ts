@@ -1,0 +1,116 @@
+/**
+ * The `mlx5sim` command: list the scenarios, run one (built-in or a .ts file) with waves and
+ * stats, or run them all (`demo`) with a summary table. Exit 0 on success, 1 when a scenario's
+ * own checks fail, 2 on bad usage.
+ */
+import { mkdirSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs, USAGE, UsageError, type RunArgs } from './args.ts';
+import { readConfigFile } from './config_file.ts';
+import { scenarios } from '../../scenarios/index.ts';
+import type { Scenario, ScenarioResult } from '../scenario.ts';
+import { formatPs } from '../sim/time.ts';
+import type { TraceOptions } from '../sim/index.ts';
+
+const progress = (msg: string): void => {
+  if (process.stderr.isTTY) process.stderr.write(msg + '\n');
+};
+
+async function loadScenario(target: string): Promise<Scenario> {
+  const builtin = scenarios.find((s) => s.name === target);
+  if (builtin) return builtin;
+  if (!/\.[cm]?[tj]s$/.test(target)) {
+    throw new UsageError(`no scenario named '${target}' (see 'mlx5sim list'), and it is not a .ts file`);
+  }
+  const mod = (await import(pathToFileURL(resolve(target)).href)) as { default?: Partial<Scenario> };
+  const s = mod.default;
+  if (!s || typeof s.run !== 'function' || typeof s.name !== 'string') {
+    throw new Error(`${target}: the default export must be a Scenario { name, summary, run(opts) }`);
+  }
+  return s as Scenario;
+}
+
+function traceOf(a: RunArgs, name: string): TraceOptions | undefined {
+  if (a.vcd === null) return undefined;
+  const vcd = a.vcd ?? `waves/${name}.vcd`;
+  mkdirSync(resolve(vcd, '..'), { recursive: true });
+  const t: TraceOptions = { vcd, gtkw: a.gtkw, strings: a.strings };
+  if (a.scopes.length) t.scopes = a.scopes;
+  if (a.depth !== undefined) t.depth = a.depth;
+  if (a.from !== undefined) t.start = a.from;
+  if (a.to !== undefined) t.stop = a.to;
+  return t;
+}
+
+function printChecks(name: string, r: ScenarioResult): boolean {
+  const failed = r.checks.filter((c) => !c.ok);
+  for (const c of failed) console.log(`FAIL ${name}: ${c.what}${c.detail ? `: ${c.detail}` : ''}`);
+  return failed.length === 0 && r.checks.length > 0;
+}
+
+function printStats(r: ScenarioResult, how: 'text' | 'json'): void {
+  if (how === 'json') {
+    console.log(JSON.stringify(r.stats));
+    return;
+  }
+  for (const [mod, st] of Object.entries(r.stats)) {
+    const parts = Object.entries(st).map(([k, v]) => (typeof v === 'number' ? `${k}=${v}` : `${k}={n=${v.count} mean=${v.mean.toFixed(0)} p99<=${v.p99}}`));
+    console.log(`${mod}: ${parts.join(' ')}`);
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  const a = parseArgs(argv);
+  if (a.cmd === 'list') {
+    const w = Math.max(...scenarios.map((s) => s.name.length));
+    for (const s of scenarios) console.log(`${s.name.padEnd(w)}  ${s.summary}`);
+    return 0;
+  }
+  if (a.cmd === 'demo') {
+    const rows: string[][] = [['scenario', 'result', 'simulated time', 'waves']];
+    let allOk = true;
+    for (const s of scenarios) {
+      progress(`running ${s.name} ...`);
+      const vcd = `waves/${s.name}.vcd`;
+      mkdirSync('waves', { recursive: true });
+      let ok = false;
+      let time = '-';
+      try {
+        const r = await s.run({ seed: a.seed, trace: { vcd } });
+        ok = printChecks(s.name, r);
+        time = formatPs(r.simTime);
+      } catch (e) {
+        console.log(`FAIL ${s.name}: ${(e as Error).stack ?? String(e)}`);
+      }
+      allOk &&= ok;
+      rows.push([s.name, ok ? 'pass' : 'FAIL', time, vcd]);
+    }
+    const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+    for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd());
+    console.log(`\nOpen one with: gtkwave waves/<scenario>.vcd waves/<scenario>.gtkw`);
+    return allOk ? 0 : 1;
+  }
+  const s = await loadScenario(a.target);
+  const config = a.config ? readConfigFile(a.config) : undefined;
+  const trace = traceOf(a, s.name);
+  progress(`running ${s.name} ...`);
+  const r = await s.run({ seed: a.seed, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
+  const ok = printChecks(s.name, r);
+  console.log(`${s.name}: ${ok ? 'pass' : 'FAIL'} (${r.checks.length} checks, simulated ${formatPs(r.simTime)})${trace ? `, waves in ${trace.vcd}` : ''}`);
+  if (a.stats) printStats(r, a.stats);
+  return ok ? 0 : 1;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code; },
+  (e: unknown) => {
+    if (e instanceof UsageError) {
+      console.error(`mlx5sim: ${e.message}\n${USAGE}`);
+      process.exitCode = 2;
+    } else {
+      console.error(`mlx5sim: ${e instanceof Error ? e.message : String(e)}`);
+      process.exitCode = 1;
+    }
+  },
+);

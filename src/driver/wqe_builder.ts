@@ -1,0 +1,588 @@
+/**
+ * Send WQE builder and parser (spec/mlx5.md "Send WQE").
+ *
+ * Each `build*` function writes one complete WQE at `off` of a DataView, as the kernel's
+ * drivers/infiniband/hw/mlx5/wr.c and rdma-core's providers/mlx5/qp.c do with their set_*_seg
+ * functions, and returns its size in 16-byte DS (also written into the control segment). The
+ * WQE is written contiguously: a caller whose send queue wraps builds into a scratch WQE of
+ * MAX_WQEBBS_PER_WQE * 64 bytes and copies it block by block.
+ *
+ * `parseWqe` is the inverse, used by the hardware's SQ parser: it returns a tagged union of the
+ * decoded segments, and reports a malformed WQE as `kind: 'invalid'` instead of throwing, so
+ * the hardware can complete it with an error.
+ *
+ * The builders do not choose fences: after a REG_MR, LOCAL_INV or BIND_MW the driver gives the
+ * next WQE FenceMode.INITIATOR_SMALL (kernel qp->next_fence, rdma-core next_fence).
+ */
+
+import {
+  CeMode,
+  DATA_SEG_SIZE,
+  DS_SIZE,
+  FenceMode,
+  KLM_SIZE,
+  MKEY_CONTEXT_SIZE,
+  MKEY_QPN_NONE,
+  MTT_SIZE,
+  MkcAccessMode,
+  RADDR_SEG_SIZE,
+  ATOMIC_SEG_SIZE,
+  CTRL_SEG_SIZE,
+  UMR_CTRL_SEG_SIZE,
+  UmrCtrlFlag,
+  WQEBB_SIZE,
+  WqeOpcode,
+  dataSegByteCount,
+  decodeAtomicSeg,
+  decodeCtrlSeg,
+  decodeDataSeg,
+  decodeInlineSeg,
+  decodeMkeyContext,
+  decodeRaddrSeg,
+  decodeUmrCtrlSeg,
+  encodeAtomicSeg,
+  encodeCtrlSeg,
+  encodeDataSeg,
+  encodeInlineSeg,
+  encodeKlm,
+  encodeMkeyContext,
+  encodeMtt,
+  encodeRaddrSeg,
+  encodeUmrCtrlSeg,
+  inlineSegDs,
+  mkeyMask,
+  mkeyTag,
+  zeroMkeyContext,
+  MLX5_INLINE_SEG,
+} from '../rtl/formats/index.ts';
+import type {
+  AtomicSeg,
+  CtrlSeg,
+  DataSeg,
+  Klm,
+  MkeyContext,
+  MkeyMaskName,
+  RaddrSeg,
+  UmrCtrlSeg,
+} from '../rtl/formats/index.ts';
+
+// ---------------------------------------------------------------------------------------------
+// Parameters
+// ---------------------------------------------------------------------------------------------
+
+/** What every WQE's control segment needs. */
+export interface WqeCommonParams {
+  /** The WQE's index: the send queue's producer counter, low 16 bits. */
+  wqeIndex: number;
+  /** The posting QP's number (24 bits). */
+  qpn: number;
+  /** Write a CQE on success (CeMode.CQ_UPDATE); else only on error. */
+  signaled?: boolean;
+  /** FenceMode (default NONE). */
+  fence?: number;
+  /** Solicited event (SE bit). */
+  solicited?: boolean;
+}
+
+/** One scatter/gather entry. */
+export interface Sge {
+  /** Virtual address in lkey's space. */
+  addr: number;
+  /** Bytes, 0 .. 2 GiB; zero-length entries are skipped, as in the kernel and rdma-core. */
+  length: number;
+  /** Local key. */
+  lkey: number;
+}
+
+/** The local data of a send or RDMA WQE: pointers, or bytes carried inline in the WQE. */
+export interface WqeDataParams {
+  /** Data segments, one per non-empty entry. */
+  sgList?: readonly Sge[];
+  /** Data copied into the WQE (IBV_SEND_INLINE); exclusive with a non-empty sgList. */
+  inlineData?: Uint8Array;
+}
+
+/** Parameters of a SEND, SEND_IMM or SEND_INVAL WQE. */
+export type SendWqeParams = WqeCommonParams &
+  WqeDataParams &
+  (
+    | { opcode: typeof WqeOpcode.SEND }
+    | { opcode: typeof WqeOpcode.SEND_IMM; immData: number }
+    | { opcode: typeof WqeOpcode.SEND_INVAL; invalidateRkey: number }
+  );
+
+/** Parameters of an RDMA_WRITE, RDMA_WRITE_IMM or RDMA_READ WQE. */
+export type RdmaWqeParams = WqeCommonParams &
+  WqeDataParams & { remoteAddr: number; rkey: number } & (
+    | { opcode: typeof WqeOpcode.RDMA_WRITE }
+    | { opcode: typeof WqeOpcode.RDMA_WRITE_IMM; immData: number }
+    | { opcode: typeof WqeOpcode.RDMA_READ }
+  );
+
+/** Parameters of an ATOMIC_CS or ATOMIC_FA WQE; sgList is where the original value lands. */
+export type AtomicWqeParams = WqeCommonParams & { remoteAddr: number; rkey: number; sgList: readonly Sge[] } & (
+    | { opcode: typeof WqeOpcode.ATOMIC_CS; compare: number; swap: number }
+    | { opcode: typeof WqeOpcode.ATOMIC_FA; add: number }
+  );
+
+/** Access rights of a registration or window (verbs names; local read is always granted). */
+export interface MrAccess {
+  localWrite?: boolean;
+  remoteWrite?: boolean;
+  remoteRead?: boolean;
+  remoteAtomic?: boolean;
+}
+
+/** The translations of a fast registration: MTT pages (MEM_REG) or KLMs (SG_GAPS). */
+export type XltList =
+  | {
+      mode: 'MTT';
+      /** Physical (DMA) address of each page, 4 KiB aligned; written as `addr | 3` (RD | WR). */
+      pages: readonly number[];
+      /** log2 of the page size. */
+      logPageSize: number;
+    }
+  | {
+      mode: 'KLM';
+      /** KLMs; `key` is the PD's local DMA lkey and `va` the segment's DMA address. */
+      klms: readonly Klm[];
+    };
+
+/** Parameters of a fast-registration (IB_WR_REG_MR) UMR WQE. */
+export interface RegMrWqeParams extends WqeCommonParams {
+  /** The new key: it goes to imm, and its tag into the mkey segment. */
+  key: number;
+  /** The access rights to grant. */
+  access: MrAccess;
+  /** The MR's first virtual address. */
+  iova: number;
+  /** The MR's length in bytes. */
+  length: number;
+  /** The translation list. */
+  translations: XltList;
+  /** Address of the list in host memory (mr->desc_map); needed when the list exceeds 64 bytes. */
+  listAddr?: number;
+  /** lkey of listAddr (the PD's local DMA lkey); needed with listAddr. */
+  listLkey?: number;
+}
+
+/** Parameters of a LOCAL_INV UMR WQE. */
+export interface LocalInvWqeParams extends WqeCommonParams {
+  /** The key to invalidate. */
+  key: number;
+}
+
+/** What a memory window is bound to. */
+export interface MwBindInfo {
+  /** The MR's lkey (the KLM's key). */
+  mrLkey: number;
+  /** First address of the window, in the MR's space. */
+  addr: number;
+  /** Bytes; 0 unbinds. */
+  length: number;
+  /** The window's access rights. */
+  access: MrAccess;
+  /** The window's addresses start at 0 (IBV_ACCESS_ZERO_BASED). */
+  zeroBased?: boolean;
+}
+
+/** Parameters of a BIND_MW UMR WQE (rdma-core set_bind_wr). */
+export interface BindMwWqeParams extends WqeCommonParams {
+  /** Window type. */
+  mwType: 1 | 2;
+  /** The window's current rkey: goes to imm (the UMR's target). */
+  mwRkey: number;
+  /** The rkey after the bind: its tag goes into the mkey segment. */
+  newRkey: number;
+  /** The binding; absent or length 0 unbinds (invalidates) the window. */
+  bind?: MwBindInfo;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+/** Bytes UMR copies translations in (MLX5_IB_UMR_XLT_ALIGNMENT). */
+const XLT_ALIGN = 64;
+/** Lists up to this many bytes go inline in the UMR WQE (MLX5_IB_SQ_UMR_INLINE_THRESHOLD). */
+export const UMR_INLINE_THRESHOLD = 64;
+/** Offset of the UMR control segment, the mkey segment and what follows, within a UMR WQE. */
+const UMR_CTRL_OFF = CTRL_SEG_SIZE;
+const UMR_MKEY_OFF = UMR_CTRL_OFF + UMR_CTRL_SEG_SIZE;
+const UMR_XLT_OFF = UMR_MKEY_OFF + MKEY_CONTEXT_SIZE;
+/** DS of control + UMR control + mkey segment. */
+const UMR_HEADER_DS = UMR_XLT_OFF / DS_SIZE;
+/** The largest WQE: ds is 6 bits (63 DS = 1008 bytes, within MAX_WQEBBS_PER_WQE blocks). */
+export const MAX_WQE_DS = 63;
+
+function alignUp(n: number, a: number): number {
+  return Math.ceil(n / a) * a;
+}
+
+/** WQEBBs a WQE of `ds` 16-byte units occupies: ceil(ds * 16 / 64). */
+export function wqeBasicBlocks(ds: number): number {
+  return Math.ceil((ds * DS_SIZE) / WQEBB_SIZE);
+}
+
+/** `xlt_octowords` for `bytes` of translations: ALIGN(bytes, 64) / 16 (mlx5r_umr_get_xlt_octo). */
+export function xltOctowords(bytes: number): number {
+  return alignUp(bytes, XLT_ALIGN) / DS_SIZE;
+}
+
+/** Bytes of a translation list: 8 per MTT, 16 per KLM. */
+export function xltListBytes(list: XltList): number {
+  return list.mode === 'MTT' ? list.pages.length * MTT_SIZE : list.klms.length * KLM_SIZE;
+}
+
+/**
+ * The mkey segment's translations_octword_size for a fast registration: ALIGN(n, 8) / 2 for n
+ * MTTs, twice that for KLMs (kernel wr.c set_reg_mkey_seg: "KLMs take twice the size of MTTs").
+ */
+export function regMrXltOctSize(list: XltList): number {
+  const n = list.mode === 'MTT' ? list.pages.length : list.klms.length;
+  const mtts = alignUp(n, 8) / 2;
+  return list.mode === 'MTT' ? mtts : mtts * 2;
+}
+
+/**
+ * Writes a translation list at `off` (inline in a WQE, or the driver's desc_map in host memory),
+ * zero-padded to a multiple of 64 bytes; returns the padded size in bytes.
+ */
+export function encodeXltList(view: DataView, off: number, list: XltList): number {
+  const bytes = xltListBytes(list);
+  const padded = alignUp(bytes, XLT_ALIGN);
+  if (list.mode === 'MTT') {
+    for (let i = 0; i < list.pages.length; i++) {
+      encodeMtt(view, off + i * MTT_SIZE, { addr: list.pages[i], read: true, write: true });
+    }
+  } else {
+    for (let i = 0; i < list.klms.length; i++) encodeKlm(view, off + i * KLM_SIZE, list.klms[i]);
+  }
+  for (let b = bytes; b < padded; b++) view.setUint8(off + b, 0);
+  return padded;
+}
+
+function ctrlOf(p: WqeCommonParams, opcode: number, ds: number, imm: number): CtrlSeg {
+  return {
+    opmod: 0,
+    wqeIndex: p.wqeIndex,
+    opcode,
+    qpn: p.qpn,
+    ds,
+    signature: 0,
+    fence: p.fence ?? FenceMode.NONE,
+    ce: p.signaled ? CeMode.CQ_UPDATE : CeMode.ERROR_ONLY,
+    se: p.solicited ?? false,
+    imm,
+  };
+}
+
+/** DS the local data of `p` takes (0-length SGEs are skipped: a 0 byte_count would mean 2 GiB). */
+function dataDs(p: WqeDataParams): number {
+  const sges = p.sgList ?? [];
+  if (p.inlineData !== undefined) {
+    if (sges.some((s) => s.length !== 0)) throw new Error('a WQE carries inlineData or sgList, not both');
+    return p.inlineData.length === 0 ? 0 : inlineSegDs(p.inlineData.length);
+  }
+  let n = 0;
+  for (const s of sges) if (s.length !== 0) n++;
+  return n;
+}
+
+/** Throws a RangeError, before anything is written, when a WQE would not fit ds's 6 bits. */
+function checkWqeDs(ds: number): void {
+  if (ds > MAX_WQE_DS) throw new RangeError(`WQE of ${ds} DS exceeds ${MAX_WQE_DS} DS (ds is 6 bits)`);
+}
+
+/** Writes the local data (inline or pointer segments) at `off`. */
+function writeData(view: DataView, off: number, p: WqeDataParams): void {
+  if (p.inlineData !== undefined) {
+    if (p.inlineData.length !== 0) encodeInlineSeg(view, off, p.inlineData);
+    return;
+  }
+  let ds = 0;
+  for (const s of p.sgList ?? []) {
+    if (s.length === 0) continue;
+    encodeDataSeg(view, off + ds * DS_SIZE, {
+      byteCount: dataSegByteCount(s.length),
+      inline: false,
+      lkey: s.lkey,
+      addr: s.addr,
+    });
+    ds++;
+  }
+}
+
+function umrPerms(a: MrAccess): Pick<MkeyContext, 'atomic' | 'remoteWrite' | 'remoteRead' | 'localWrite'> {
+  return {
+    atomic: a.remoteAtomic ?? false,
+    remoteWrite: a.remoteWrite ?? false,
+    remoteRead: a.remoteRead ?? false,
+    localWrite: a.localWrite ?? false,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Builders
+// ---------------------------------------------------------------------------------------------
+
+/** Writes a SEND / SEND_IMM / SEND_INVAL WQE at `off`; returns its DS. */
+export function buildSendWqe(view: DataView, off: number, p: SendWqeParams): number {
+  const imm =
+    p.opcode === WqeOpcode.SEND_IMM ? p.immData : p.opcode === WqeOpcode.SEND_INVAL ? p.invalidateRkey : 0;
+  const ds = 1 + dataDs(p);
+  checkWqeDs(ds);
+  writeData(view, off + CTRL_SEG_SIZE, p);
+  encodeCtrlSeg(view, off, ctrlOf(p, p.opcode, ds, imm));
+  return ds;
+}
+
+/** Writes an RDMA_WRITE / RDMA_WRITE_IMM / RDMA_READ WQE at `off` (raddr + data); returns its DS. */
+export function buildRdmaWqe(view: DataView, off: number, p: RdmaWqeParams): number {
+  if (p.opcode === WqeOpcode.RDMA_READ && p.inlineData !== undefined) {
+    throw new Error('RDMA_READ cannot carry inline data: the read data lands in its sgList');
+  }
+  const ds = 2 + dataDs(p);
+  checkWqeDs(ds);
+  encodeRaddrSeg(view, off + CTRL_SEG_SIZE, { raddr: p.remoteAddr, rkey: p.rkey });
+  writeData(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE, p);
+  encodeCtrlSeg(view, off, ctrlOf(p, p.opcode, ds, p.opcode === WqeOpcode.RDMA_WRITE_IMM ? p.immData : 0));
+  return ds;
+}
+
+/** Writes an ATOMIC_CS / ATOMIC_FA WQE at `off` (raddr + atomic + data); returns its DS. */
+export function buildAtomicWqe(view: DataView, off: number, p: AtomicWqeParams): number {
+  const ds = 3 + dataDs({ sgList: p.sgList });
+  checkWqeDs(ds);
+  encodeRaddrSeg(view, off + CTRL_SEG_SIZE, { raddr: p.remoteAddr, rkey: p.rkey });
+  const atomic: AtomicSeg =
+    p.opcode === WqeOpcode.ATOMIC_CS ? { swapAdd: p.swap, compare: p.compare } : { swapAdd: p.add, compare: 0 };
+  encodeAtomicSeg(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE, atomic);
+  writeData(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE + ATOMIC_SEG_SIZE, { sgList: p.sgList });
+  encodeCtrlSeg(view, off, ctrlOf(p, p.opcode, ds, 0));
+  return ds;
+}
+
+/** The mkey_mask of a fast registration (kernel wr.c frwr_mkey_mask), with A for remote atomic. */
+export function regMrMkeyMask(remoteAtomic: boolean): number {
+  const names: MkeyMaskName[] = ['LEN', 'PAGE_SIZE', 'START_ADDR', 'EN_RINVAL', 'KEY', 'LR', 'LW', 'RR', 'RW', 'SMALL_FENCE', 'FREE'];
+  if (remoteAtomic) names.push('A');
+  return mkeyMask(...names);
+}
+
+/**
+ * Writes a fast-registration UMR WQE at `off` (kernel wr.c set_reg_wr): control (imm = key),
+ * UMR control (flags CHECK_FREE [| INLINE], xlt_octowords = ALIGN(bytes, 64) / 16, the frwr
+ * mask), mkey segment, then the list inline (<= 64 bytes, padded to 64) or a data segment
+ * pointing at listAddr with byte_count ALIGN(bytes, 64). Returns its DS.
+ */
+export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): number {
+  const list = p.translations;
+  const bytes = xltListBytes(list);
+  const inline = bytes <= UMR_INLINE_THRESHOLD;
+  if (!inline && (p.listAddr === undefined || p.listLkey === undefined)) {
+    throw new Error(`a ${bytes}-byte translation list is not inline: listAddr and listLkey are needed`);
+  }
+  const ds = UMR_HEADER_DS + (inline ? xltOctowords(bytes) : DATA_SEG_SIZE / DS_SIZE);
+  encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
+    flags: UmrCtrlFlag.CHECK_FREE | (inline ? UmrCtrlFlag.INLINE : 0),
+    xltOctowords: xltOctowords(bytes),
+    xltOffset: 0,
+    mkeyMask: regMrMkeyMask(p.access.remoteAtomic ?? false),
+  });
+  encodeMkeyContext(view, off + UMR_MKEY_OFF, {
+    ...zeroMkeyContext(),
+    ...umrPerms(p.access),
+    localRead: true,
+    umrEn: true,
+    accessMode: list.mode === 'MTT' ? MkcAccessMode.MTT : MkcAccessMode.KLMS,
+    qpn: MKEY_QPN_NONE,
+    tag: mkeyTag(p.key),
+    remoteInval: true,
+    startAddr: p.iova,
+    len: p.length,
+    translationsOctwordSize: regMrXltOctSize(list),
+    logPageSize: list.mode === 'MTT' ? list.logPageSize : 0,
+  });
+  if (inline) {
+    encodeXltList(view, off + UMR_XLT_OFF, list);
+  } else {
+    encodeDataSeg(view, off + UMR_XLT_OFF, {
+      byteCount: alignUp(bytes, XLT_ALIGN),
+      inline: false,
+      lkey: p.listLkey as number,
+      addr: p.listAddr as number,
+    });
+  }
+  encodeCtrlSeg(view, off, ctrlOf(p, WqeOpcode.UMR, ds, p.key));
+  return ds;
+}
+
+/**
+ * Writes a LOCAL_INV UMR WQE at `off` (kernel wr.c set_linv_umr_seg / set_linv_mkey_seg):
+ * imm = key, flags INLINE, mask FREE, xlt_octowords 0, mkey segment zero but status free.
+ * Returns its DS (8).
+ */
+export function buildLocalInvWqe(view: DataView, off: number, p: LocalInvWqeParams): number {
+  encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
+    flags: UmrCtrlFlag.INLINE,
+    xltOctowords: 0,
+    xltOffset: 0,
+    mkeyMask: mkeyMask('FREE'),
+  });
+  encodeMkeyContext(view, off + UMR_MKEY_OFF, { ...zeroMkeyContext(), free: true });
+  encodeCtrlSeg(view, off, ctrlOf(p, WqeOpcode.UMR, UMR_HEADER_DS, p.key));
+  return UMR_HEADER_DS;
+}
+
+/**
+ * Writes a BIND_MW UMR WQE at `off` (rdma-core qp.c set_bind_wr): imm = the window's current
+ * rkey; flags INLINE | TRANSLATION_OFFSET_EN, plus CHECK_FREE for a type-2 bind or CHECK_QPN for
+ * a type-2 unbind; mask FREE | KEY (+ QPN for type 2), plus LEN | START_ADDR | LW | RR | RW | A
+ * when binding; mkey segment with the new tag, the QP (type-2 bind) or 0xffffff, start (0 when
+ * zero-based), length and access, or just FREE when unbinding; then one KLM
+ * `{ length, mrLkey, addr }` padded to 64 bytes (12 DS in all; 8 when unbinding).
+ */
+export function buildBindMwWqe(view: DataView, off: number, p: BindMwWqeParams): number {
+  const b = p.bind !== undefined && p.bind.length !== 0 ? p.bind : undefined;
+  const type2 = p.mwType === 2;
+  const names: MkeyMaskName[] = ['FREE', 'KEY'];
+  if (type2) names.push('QPN');
+  let flags = UmrCtrlFlag.INLINE | UmrCtrlFlag.TRANSLATION_OFFSET_EN;
+  if (b !== undefined) {
+    names.push('LEN', 'START_ADDR', 'LW', 'RR', 'RW', 'A');
+    if (type2) flags |= UmrCtrlFlag.CHECK_FREE;
+  } else if (type2) {
+    flags |= UmrCtrlFlag.CHECK_QPN;
+  }
+  const klmBytes = b !== undefined ? KLM_SIZE : 0;
+  encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
+    flags,
+    xltOctowords: xltOctowords(klmBytes),
+    xltOffset: 0,
+    mkeyMask: mkeyMask(...names),
+  });
+  const mkey: MkeyContext = {
+    ...zeroMkeyContext(),
+    qpn: type2 && b !== undefined ? p.qpn : MKEY_QPN_NONE,
+    tag: mkeyTag(p.newRkey),
+  };
+  if (b !== undefined) {
+    Object.assign(mkey, umrPerms(b.access));
+    mkey.startAddr = b.zeroBased ? 0 : b.addr;
+    mkey.len = b.length;
+  } else {
+    mkey.free = true;
+  }
+  encodeMkeyContext(view, off + UMR_MKEY_OFF, mkey);
+  let ds = UMR_HEADER_DS;
+  if (b !== undefined) {
+    ds += encodeXltList(view, off + UMR_XLT_OFF, { mode: 'KLM', klms: [{ bcount: b.length, key: b.mrLkey, va: b.addr }] }) / DS_SIZE;
+  }
+  encodeCtrlSeg(view, off, ctrlOf(p, WqeOpcode.UMR, ds, p.mwRkey));
+  return ds;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parser
+// ---------------------------------------------------------------------------------------------
+
+/** One local data segment of a parsed WQE: a pointer, or data carried inline. */
+export type WqeData = { kind: 'ptr'; seg: DataSeg } | { kind: 'inline'; data: Uint8Array };
+
+/** Where a UMR's translations are: none, inline in the WQE (byte offset in the view), or in host memory. */
+export type UmrXlt =
+  | { kind: 'none' }
+  | { kind: 'inline'; off: number; bytes: number }
+  | { kind: 'pointer'; seg: DataSeg };
+
+/** A decoded send WQE, by shape. */
+export type ParsedWqe =
+  | { kind: 'nop'; ctrl: CtrlSeg }
+  | { kind: 'send'; ctrl: CtrlSeg; data: WqeData[] }
+  | { kind: 'rdma'; ctrl: CtrlSeg; raddr: RaddrSeg; data: WqeData[] }
+  | { kind: 'atomic'; ctrl: CtrlSeg; raddr: RaddrSeg; atomic: AtomicSeg; data: WqeData[] }
+  | { kind: 'umr'; ctrl: CtrlSeg; umrCtrl: UmrCtrlSeg; mkeySeg: MkeyContext; xlt: UmrXlt }
+  | { kind: 'invalid'; ctrl: CtrlSeg; reason: string };
+
+/** Decodes data segments from DS `from` up to `ds` of the WQE at `off`; a string says what is wrong. */
+function parseData(view: DataView, off: number, from: number, ds: number): WqeData[] | string {
+  const out: WqeData[] = [];
+  let i = from;
+  while (i < ds) {
+    const at = off + i * DS_SIZE;
+    if (view.getUint32(at) >= MLX5_INLINE_SEG) {
+      const n = inlineSegDs(view.getUint32(at) & 0x7fffffff);
+      if (i + n > ds) return `inline segment at DS ${i} runs past ds ${ds}`;
+      out.push({ kind: 'inline', data: decodeInlineSeg(view, at) });
+      i += n;
+    } else {
+      out.push({ kind: 'ptr', seg: decodeDataSeg(view, at) });
+      i++;
+    }
+  }
+  return out;
+}
+
+/**
+ * Decodes the send WQE at `off` (laid out contiguously) into its segments, by opcode. A WQE
+ * whose opcode is unknown or whose ds is too small for its segments, or reaches past the
+ * view, comes back as `kind: 'invalid'` with the reason.
+ */
+export function parseWqe(view: DataView, off: number): ParsedWqe {
+  const ctrl = decodeCtrlSeg(view, off);
+  const ds = ctrl.ds;
+  const invalid = (reason: string): ParsedWqe => ({ kind: 'invalid', ctrl, reason });
+  if (ds < 1) return invalid('ds 0');
+  if (off + ds * DS_SIZE > view.byteLength) return invalid(`ds ${ds} reaches past the buffer`);
+  const need = (n: number): string | undefined => (ds < n ? `ds ${ds} < ${n} for opcode 0x${ctrl.opcode.toString(16)}` : undefined);
+  switch (ctrl.opcode) {
+    case WqeOpcode.NOP:
+      return { kind: 'nop', ctrl };
+    case WqeOpcode.SEND:
+    case WqeOpcode.SEND_IMM:
+    case WqeOpcode.SEND_INVAL: {
+      const data = parseData(view, off, 1, ds);
+      return typeof data === 'string' ? invalid(data) : { kind: 'send', ctrl, data };
+    }
+    case WqeOpcode.RDMA_WRITE:
+    case WqeOpcode.RDMA_WRITE_IMM:
+    case WqeOpcode.RDMA_READ: {
+      const short = need(2);
+      if (short) return invalid(short);
+      const raddr = decodeRaddrSeg(view, off + CTRL_SEG_SIZE);
+      const data = parseData(view, off, 2, ds);
+      return typeof data === 'string' ? invalid(data) : { kind: 'rdma', ctrl, raddr, data };
+    }
+    case WqeOpcode.ATOMIC_CS:
+    case WqeOpcode.ATOMIC_FA: {
+      const short = need(3);
+      if (short) return invalid(short);
+      const raddr = decodeRaddrSeg(view, off + CTRL_SEG_SIZE);
+      const atomic = decodeAtomicSeg(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE);
+      const data = parseData(view, off, 3, ds);
+      return typeof data === 'string' ? invalid(data) : { kind: 'atomic', ctrl, raddr, atomic, data };
+    }
+    case WqeOpcode.UMR: {
+      const short = need(UMR_HEADER_DS);
+      if (short) return invalid(short);
+      const umrCtrl = decodeUmrCtrlSeg(view, off + UMR_CTRL_OFF);
+      const mkeySeg = decodeMkeyContext(view, off + UMR_MKEY_OFF);
+      let xlt: UmrXlt;
+      if (umrCtrl.xltOctowords === 0) {
+        xlt = { kind: 'none' };
+      } else if (umrCtrl.flags & UmrCtrlFlag.INLINE) {
+        const s = need(UMR_HEADER_DS + umrCtrl.xltOctowords);
+        if (s) return invalid(`inline translations: ${s}`);
+        xlt = { kind: 'inline', off: off + UMR_XLT_OFF, bytes: umrCtrl.xltOctowords * DS_SIZE };
+      } else {
+        const s = need(UMR_HEADER_DS + 1);
+        if (s) return invalid(`translation pointer: ${s}`);
+        xlt = { kind: 'pointer', seg: decodeDataSeg(view, off + UMR_XLT_OFF) };
+      }
+      return { kind: 'umr', ctrl, umrCtrl, mkeySeg, xlt };
+    }
+    default:
+      return invalid(`unknown opcode 0x${ctrl.opcode.toString(16)}`);
+  }
+}

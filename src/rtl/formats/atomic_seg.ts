@@ -1,0 +1,34 @@
+/**
+ * The 16-byte atomic segment (spec/mlx5.md "Other segments"; kernel struct mlx5_wqe_atomic_seg):
+ * swap_add u64 @0, compare u64 @8. Operands are JS numbers, so this simulator limits them to
+ * below 2^53 (DESIGN.md: numbers, not bigint).
+ */
+
+import { checkU64, getU64, setU64 } from './field.ts';
+
+/** Bytes of an atomic segment. */
+export const ATOMIC_SEG_SIZE = 16;
+
+/** The fields of an atomic segment. */
+export interface AtomicSeg {
+  /** The swap value (ATOMIC_CS) or the addend (ATOMIC_FA). */
+  swapAdd: number;
+  /** The compare value (ATOMIC_CS); 0 for ATOMIC_FA. */
+  compare: number;
+}
+
+/** Writes `f` as a 16-byte atomic segment at `off`; throws RangeError for a field that does not fit. */
+export function encodeAtomicSeg(view: DataView, off: number, f: AtomicSeg): void {
+  checkU64('swapAdd', f.swapAdd);
+  checkU64('compare', f.compare);
+  setU64(view, off + 0, f.swapAdd);
+  setU64(view, off + 8, f.compare);
+}
+
+/** Reads the 16-byte atomic segment at `off`. */
+export function decodeAtomicSeg(view: DataView, off: number): AtomicSeg {
+  return {
+    swapAdd: getU64(view, off + 0, 'swapAdd'),
+    compare: getU64(view, off + 8, 'compare'),
+  };
+}

@@ -1,0 +1,54 @@
+/**
+ * Field helpers shared by the byte layouts: range checks that name the field, and u64 fields
+ * stored as two big-endian u32 halves (spec/mlx5.md: all multi-byte fields are big-endian).
+ *
+ * u64 fields are JS numbers below 2^53 (DESIGN.md "numbers not bigint"), so a u64 that does not
+ * fit 53 bits is rejected on encode and on decode rather than rounded.
+ */
+
+const TWO_32 = 2 ** 32;
+
+/** Largest bit width a number field may have; wider fields (u64) are limited to this. */
+export const SAFE_BITS = 53;
+
+function show(v: number): string {
+  return Number.isInteger(v) && v >= 0 ? `0x${v.toString(16)}` : String(v);
+}
+
+/** Throws a RangeError naming `field` unless `v` is an integer in [0, 2^bits). */
+export function checkUint(field: string, v: number, bits: number): void {
+  if (!Number.isInteger(v) || v < 0 || v >= 2 ** bits) {
+    throw new RangeError(`${field} ${show(v)} does not fit ${bits} bits`);
+  }
+}
+
+/** Throws a RangeError naming `field` unless `v` is a u64 representable as a JS number (< 2^53). */
+export function checkU64(field: string, v: number): void {
+  if (!Number.isSafeInteger(v) || v < 0) {
+    throw new RangeError(`${field} ${show(v)} does not fit ${SAFE_BITS} bits (u64 fields are numbers below 2^53)`);
+  }
+}
+
+/** Writes u64 `v` (already checked) big-endian at `off` as hi/lo u32 halves. */
+export function setU64(view: DataView, off: number, v: number): void {
+  view.setUint32(off, Math.floor(v / TWO_32));
+  view.setUint32(off + 4, v >>> 0);
+}
+
+/** Reads a big-endian u64 at `off`; throws a RangeError naming `field` if it is 2^53 or more. */
+export function getU64(view: DataView, off: number, field: string): number {
+  const hi = view.getUint32(off);
+  if (hi >= 2 ** (SAFE_BITS - 32)) {
+    throw new RangeError(`${field} 0x${hi.toString(16)}_${view.getUint32(off + 4).toString(16).padStart(8, '0')} does not fit ${SAFE_BITS} bits`);
+  }
+  return hi * TWO_32 + view.getUint32(off + 4);
+}
+
+/** Zeroes `len` bytes at `off` (reserved bytes are written as zero, never left stale). */
+export function zero(view: DataView, off: number, len: number): void {
+  // Checked here because a Uint8Array over the buffer could reach past the view's window.
+  if (off < 0 || off + len > view.byteLength) {
+    throw new RangeError(`bytes ${off}..${off + len} lie outside the view (${view.byteLength} bytes)`);
+  }
+  new Uint8Array(view.buffer, view.byteOffset + off, len).fill(0);
+}

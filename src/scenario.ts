@@ -1,0 +1,45 @@
+import type { TraceOptions } from './sim/index.ts';
+import type { StatsJson } from './sim/stats.ts';
+
+/** How the command line (or a test) runs a scenario. */
+export interface ScenarioOptions {
+  seed: number;
+  /** Where to write waves; undefined: no tracing. */
+  trace?: TraceOptions;
+  /** A partial configuration (from `--config cfg.json`), validated by what it configures. */
+  config?: Record<string, unknown>;
+}
+
+/** What a scenario reports: its own checks, simulated time, and statistics. */
+export interface ScenarioResult {
+  /** Each check the scenario made, with whether it held. */
+  checks: { what: string; ok: boolean; detail?: string }[];
+  /** Simulated time at the end, in ps. */
+  simTime: number;
+  stats: Record<string, StatsJson>;
+}
+
+/**
+ * A runnable, self-checking scenario: `mlx5sim run <name|file.ts>` runs it, `npm run demo`
+ * runs every built-in one. A scenario file's default export is a Scenario.
+ */
+export interface Scenario {
+  /** Short name, file-name safe: the waves are `waves/<name>.vcd`. */
+  name: string;
+  /** One line for `mlx5sim list`. */
+  summary: string;
+  run(opts: ScenarioOptions): Promise<ScenarioResult>;
+}
+
+/** Collects a scenario's checks: `check(cond, what, detail?)`. */
+export class Checks {
+  readonly list: ScenarioResult['checks'] = [];
+  check(ok: boolean, what: string, detail?: string): boolean {
+    this.list.push(detail === undefined ? { what, ok } : { what, ok, detail });
+    return ok;
+  }
+  equal<T>(got: T, want: T, what: string): boolean {
+    const ok = Object.is(got, want) || JSON.stringify(got) === JSON.stringify(want);
+    return this.check(ok, what, ok ? undefined : `got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
+  }
+}
