@@ -28,12 +28,13 @@ export function gtkwPath(vcdPath: string): string {
 }
 
 /**
- * The zoom line (`*<zoom> <marker> <named markers>`), chosen so the whole run fits the wave
- * pane of a 1600x900 window. Measured with GTKWave 3.3.118 on a 1 ps timescale: it shows about
+ * The zoom line (`*<zoom> <marker> <named markers>`), chosen so `span` ps fit the wave pane of
+ * a 1600x900 window: the whole run, or its first 50 clock cycles when longer (so FSM state
+ * names are readable at once; GTKWave's zoom-fit shows the rest). Measured with GTKWave 3.3.118 on a 1 ps timescale: it shows about
  * 2^-zoom / 200 ps per pixel, and the pane is about 950 pixels wide.
  */
-function zoomLine(endTime: number): string {
-  const zoom = -Math.ceil(Math.log2(Math.max(endTime, 1000) / 4.75));
+function zoomLine(span: number): string {
+  const zoom = -Math.ceil(Math.log2(Math.max(span, 1000) / 4.75));
   return `*${zoom.toFixed(6)} -1${' -1'.repeat(26)}`;
 }
 
@@ -65,6 +66,8 @@ export function writeGtkw(opts: {
   groups: readonly GtkwGroup[];
   strings: boolean;
   endTime: number;
+  /** Period of the fastest traced clock, if any: the first view shows ~50 of its cycles. */
+  fastestPeriod?: number;
 }): string[] {
   const vcdAbs = resolve(opts.vcdPath);
   const written: string[] = [];
@@ -111,7 +114,7 @@ export function writeGtkw(opts: {
     '[timestart] 0',
     '[size] 1600 900',
     '[pos] -1 -1',
-    zoomLine(opts.endTime),
+    zoomLine(Math.min(opts.endTime, opts.fastestPeriod ? 50 * opts.fastestPeriod : Infinity)),
     ...[...trees].map((t) => `[treeopen] ${t}`),
     '[sst_width] 260',
     '[signals_width] 360',

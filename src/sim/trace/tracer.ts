@@ -228,6 +228,7 @@ export class Tracer implements TraceSink {
           groups: this.groups,
           strings: this.opts.strings === true,
           endTime: end,
+          fastestPeriod: Math.min(...this.sim.clocks.filter((c) => this.clocks.includes(c.clkSignal)).map((c) => c.period)),
         }),
       );
     }
