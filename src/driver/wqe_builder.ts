@@ -16,6 +16,8 @@
  */
 
 import {
+  ATOMIC_SEG_SIZE,
+  CTRL_SEG_SIZE,
   CeMode,
   DATA_SEG_SIZE,
   DS_SIZE,
@@ -23,11 +25,10 @@ import {
   KLM_SIZE,
   MKEY_CONTEXT_SIZE,
   MKEY_QPN_NONE,
+  MLX5_INLINE_SEG,
   MTT_SIZE,
   MkcAccessMode,
   RADDR_SEG_SIZE,
-  ATOMIC_SEG_SIZE,
-  CTRL_SEG_SIZE,
   UMR_CTRL_SEG_SIZE,
   UmrCtrlFlag,
   WQEBB_SIZE,
@@ -53,7 +54,6 @@ import {
   mkeyMask,
   mkeyTag,
   zeroMkeyContext,
-  MLX5_INLINE_SEG,
 } from '../rtl/formats/index.ts';
 import type {
   AtomicSeg,
