@@ -1,0 +1,37 @@
+/** The ATU's request and result: what data-path modules ask of address translation. */
+
+/** Translate `[va, va + length)` of `key` for `access` (ib_access_flags bits) on behalf of a QP. */
+export interface AtuRequest {
+  key: number;
+  va: number;
+  length: number;
+  access: number;
+  pd: number;
+  qpn: number;
+  /** The client's own tag, returned with the result. */
+  tag: number;
+}
+
+/** Why a translation failed (the order of checks follows spec/semantics.md "Data path"). */
+export type AtuError = 'INVALID_KEY' | 'FREE' | 'PD' | 'QPN' | 'ACCESS' | 'BOUNDS' | 'INDIRECTION';
+
+/** A physically contiguous piece of the translated range. */
+export interface PhysSegment {
+  pa: number;
+  length: number;
+}
+
+/**
+ * The outcome: physical segments in va order (adjacent ones merged), an error with the key
+ * where it was found (outer or nested), or a page fault (ODP) at the outer va of the first byte
+ * not present, with the bytes translated before it.
+ */
+export type AtuResult =
+  | { kind: 'ok'; segments: PhysSegment[] }
+  | { kind: 'error'; error: AtuError; key: number }
+  | { kind: 'fault'; va: number; bytesCommitted: number; write: boolean };
+
+export interface AtuResponse {
+  tag: number;
+  result: AtuResult;
+}

@@ -1,0 +1,233 @@
+/**
+ * The configuration of one HCA: clocks, latencies, cache geometries and policies. Every timing
+ * value is a field with a default; each default names its row of spec/timing.md ("Suggested
+ * defaults" / "Published anchors") or says "assumed".
+ */
+import { NS, US } from '../sim/time.ts';
+
+/** How DESTROY_MKEY / dereg affects the on-chip caches: drop that entry, or flush everything. */
+export type DestroyInvalidates = 'entry' | 'all';
+
+/** The IB path MTUs (bytes). */
+export type Mtu = 256 | 512 | 1024 | 2048 | 4096;
+
+/** Timing, sizes and policies of one HCA. Times are whole picoseconds. */
+export interface HcaConfig {
+  /** Core clock of the HCA pipeline, MHz. */
+  coreClockMHz: number;
+  /** PCIe DMA read: fixed round trip, ps (before the size term). */
+  pcieReadBasePs: number;
+  /** PCIe DMA read completion bandwidth, bytes per ps (12 GB/s = 0.012). */
+  pcieReadBytesPerPs: number;
+  /** PCIe DMA reads in flight at most (tags); more wait (back-pressure). */
+  pcieMaxOutstandingReads: number;
+  /** PCIe posted write: acceptance to visible in host memory, ps. */
+  pcieWritePs: number;
+  /** Doorbell (MMIO write) from the driver to the HCA, ps. */
+  doorbellPs: number;
+  /** mkey cache entries. */
+  mkeyCacheEntries: number;
+  /** mkey cache associativity; divides mkeyCacheEntries. */
+  mkeyCacheWays: number;
+  /** mkey cache hit latency, core cycles. */
+  mkeyCacheHitCycles: number;
+  /** MTT cache line size, bytes (a power of two, at least one 8-byte MTT). */
+  mttCacheLineBytes: number;
+  /** MTT cache lines. */
+  mttCacheLines: number;
+  /** MTT cache associativity; divides mttCacheLines. */
+  mttCacheWays: number;
+  /** MTT cache hit latency, core cycles. */
+  mttCacheHitCycles: number;
+  /** KLM entries fetched per host read (one 64-byte line holds 4 KLMs). */
+  klmEntriesPerRead: number;
+  /** KLM walker cycles per entry scanned. */
+  klmCyclesPerEntry: number;
+  /** Deepest KLM indirection (nested indirect mkeys) before the walk fails. */
+  klmMaxIndirection: number;
+  /** One-way latency of the link between HCAs (cable + switch), ps. */
+  linkLatencyPs: number;
+  /** Link bandwidth, Gb/s. */
+  linkGbps: number;
+  /** Default path MTU, bytes. */
+  mtu: Mtu;
+  /** Firmware latency of CREATE_MKEY, ps. */
+  fwCreateMkeyPs: number;
+  /** Firmware latency of every other command, ps. */
+  fwCommandPs: number;
+  /** Interrupt (EQE written) to handler running, ps. */
+  interruptPs: number;
+  /** ODP fault handling in software: fixed part per fault, ps. */
+  odpFaultFixedPs: number;
+  /** ODP fault handling in software: per extra 4 KiB page, ps. */
+  odpFaultPerPagePs: number;
+  /** Pinning one 4 KiB host page (reg_mr, get_user_pages), ps. */
+  pinPagePs: number;
+  /** Default RNR timer, IB encoding 0..31 (12 = 0.64 ms). */
+  rnrTimerCode: number;
+  /** Default local ACK timeout exponent, 0..31: 4.096 us x 2^ackTimeout (0 = infinite). */
+  ackTimeout: number;
+  /** Default transport retry count, 0..7. */
+  retryCount: number;
+  /** What deregistering / destroying an mkey invalidates in the on-chip caches. */
+  destroyInvalidates: DestroyInvalidates;
+  /** Accept RDMA_READ_WITH_INV (iWARP only; mlx5 rejects it with EOPNOTSUPP when false). */
+  readWithInvalidate: boolean;
+  /** Host physical memory size, bytes (a multiple of 2 MiB). */
+  hostMemBytes: number;
+  /** mkey indices reachable in the ICM mkey context table (the index field is 24 bits). */
+  icmMkeyEntries: number;
+}
+
+/** The defaults: spec/timing.md "Suggested defaults", with the anchors they reproduce. */
+export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
+  coreClockMHz: 500, // timing.md "core clock" 500 MHz (assumed)
+  pcieReadBasePs: 520 * NS, // timing.md "PCIe read" 520 ns + size / 12 GB/s (SIGCOMM'18 anchor: 64 B ~550 ns, 8 B ~520 ns)
+  pcieReadBytesPerPs: 0.012, // timing.md "PCIe read": 12 GB/s
+  pcieMaxOutstandingReads: 64, // timing.md "PCIe read": at most 64 outstanding reads
+  pcieWritePs: 250 * NS, // timing.md "PCIe posted write visible to host" 250 ns (assumed, as csRNA)
+  doorbellPs: 200 * NS, // timing.md "doorbell (MMIO) to HCA" 200 ns (assumed)
+  mkeyCacheEntries: 512, // timing.md "mkey cache" 512 entries (assumed)
+  mkeyCacheWays: 4, // timing.md "mkey cache" 4-way (assumed)
+  mkeyCacheHitCycles: 2, // timing.md "mkey cache" hit 2 cycles (assumed)
+  mttCacheLineBytes: 64, // timing.md "MTT cache" 64-byte lines = 8 MTTs (assumed)
+  mttCacheLines: 4096, // timing.md "MTT cache" 4096 lines (assumed)
+  mttCacheWays: 8, // timing.md "MTT cache" 8-way (assumed)
+  mttCacheHitCycles: 2, // timing.md "MTT cache" hit 2 cycles (assumed)
+  klmEntriesPerRead: 4, // timing.md "KLM walk" one 64-byte line (4 KLMs) per read (assumed)
+  klmCyclesPerEntry: 1, // timing.md "KLM walk" 1 cycle per entry scanned (assumed)
+  klmMaxIndirection: 4, // timing.md "KLM walk" max indirection 4 (assumed)
+  linkLatencyPs: 300 * NS, // timing.md "link between HCAs" 300 ns (assumed: cable + switch)
+  linkGbps: 100, // timing.md "link between HCAs" 100 Gb/s (assumed)
+  mtu: 4096, // timing.md "MTU" 4096
+  fwCreateMkeyPs: 230 * US, // timing.md "firmware command" CREATE_MKEY 230 us (anchor: ~230 us per MR without the mkey cache)
+  fwCommandPs: 50 * US, // timing.md "firmware command" others 50 us (assumed)
+  interruptPs: 5 * US, // timing.md "interrupt to handler" 5 us (assumed)
+  // timing.md "ODP fault handling in software": fitted so a 4 KB fault totals ~220 us (ASPLOS'17):
+  // 220 us - interrupt 5 us - PAGE_FAULT_RESUME 50 us - ~5 us of hardware and UMR work = 160 us.
+  odpFaultFixedPs: 160 * US,
+  odpFaultPerPagePs: 130 * NS, // timing.md "ODP fault handling": ~0.13 us per extra 4 KB page (4 MB: ~350 us)
+  pinPagePs: 400 * NS, // timing.md anchor "pinning host pages" 0.25-0.6 us per 4 KB page: the middle
+  rnrTimerCode: 12, // timing.md "RNR timer": IB code 12 = 0.64 ms (IBTA)
+  ackTimeout: 14, // timing.md "ACK timeout": 4.096 us x 2^14 (IBTA default used here)
+  retryCount: 7, // timing.md "ACK timeout": retry count 7
+  destroyInvalidates: 'entry', // timing.md shape 3: configurable; per-entry is what a careful design does (assumed)
+  readWithInvalidate: false, // API.md: mlx5 rejects RDMA_READ_WITH_INV unless this is on
+  hostMemBytes: 64 * 2 ** 30, // 64 GiB of host physical memory (assumed)
+  icmMkeyEntries: 2 ** 16, // mkey indices reachable (assumed; the index field is 24 bits)
+} satisfies HcaConfig);
+
+/** Returns a requirement text when `v` breaks the rule, or null when it is fine. */
+type Rule = (v: unknown, c: Readonly<Record<string, unknown>>) => string | null;
+
+const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
+const intIn = (lo: number, hi: number, what?: string): Rule => (v) =>
+  isInt(v) && v >= lo && v <= hi ? null : (what ?? `must be an integer in ${lo}..${hi}`);
+const posInt = (max = 2 ** 32): Rule => intIn(1, max, `must be a positive integer (at most ${max})`);
+/** A duration: whole picoseconds, below about 2.5 simulated hours. */
+const ps: Rule = intIn(0, 2 ** 53 - 1, 'must be a whole, non-negative number of picoseconds');
+const posNumber = (max: number): Rule => (v) =>
+  typeof v === 'number' && Number.isFinite(v) && v > 0 && v <= max ? null : `must be a finite number in (0, ${max}]`;
+const isPow2 = (v: number): boolean => v > 0 && (v & (v - 1)) === 0;
+const dividing = (other: string): Rule => (v, c) =>
+  isInt(v) && v >= 1 && isInt(c[other]) && (c[other] as number) % v === 0
+    ? null
+    : `must be a positive integer dividing ${other}`;
+const oneOf = (values: readonly (string | number | boolean)[]): Rule => (v) =>
+  values.includes(v as string | number | boolean) ? null : `must be one of ${values.map((x) => JSON.stringify(x)).join(', ')}`;
+
+/** One rule per field, in declaration order (so a field is checked after the fields it refers to). */
+const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
+  // periods are whole ps of at least 2 (Clock): at most 500 GHz
+  coreClockMHz: posNumber(500_000),
+  pcieReadBasePs: ps,
+  pcieReadBytesPerPs: posNumber(1_000),
+  // PCIe 10-bit tags give at most 1024 non-posted requests in flight
+  pcieMaxOutstandingReads: intIn(1, 1024, 'must be an integer in 1..1024 (PCIe 10-bit tags)'),
+  pcieWritePs: ps,
+  doorbellPs: ps,
+  mkeyCacheEntries: posInt(2 ** 24),
+  mkeyCacheWays: dividing('mkeyCacheEntries'),
+  mkeyCacheHitCycles: posInt(1_000_000),
+  mttCacheLineBytes: (v) =>
+    isInt(v) && v >= 8 && v <= 4096 && isPow2(v) ? null : 'must be a power of two in 8..4096 (whole 8-byte MTTs)',
+  mttCacheLines: posInt(2 ** 24),
+  mttCacheWays: dividing('mttCacheLines'),
+  mttCacheHitCycles: posInt(1_000_000),
+  klmEntriesPerRead: posInt(256),
+  klmCyclesPerEntry: posInt(1_000_000),
+  klmMaxIndirection: posInt(64),
+  linkLatencyPs: ps,
+  linkGbps: posNumber(1e6),
+  mtu: oneOf([256, 512, 1024, 2048, 4096]),
+  fwCreateMkeyPs: ps,
+  fwCommandPs: ps,
+  interruptPs: ps,
+  odpFaultFixedPs: ps,
+  odpFaultPerPagePs: ps,
+  pinPagePs: ps,
+  rnrTimerCode: intIn(0, 31),
+  ackTimeout: intIn(0, 31),
+  retryCount: intIn(0, 7),
+  destroyInvalidates: oneOf(['entry', 'all']),
+  readWithInvalidate: (v) => (typeof v === 'boolean' ? null : 'must be a boolean'),
+  // 2 MiB multiples so huge pages fit; at most 16 TiB (2^32 frames of 4 KiB)
+  hostMemBytes: (v) =>
+    isInt(v) && v >= 4 * 2 ** 20 && v <= 2 ** 44 && v % (2 * 2 ** 20) === 0
+      ? null
+      : 'must be a multiple of 2 MiB in 4 MiB..16 TiB',
+  icmMkeyEntries: intIn(1, 2 ** 24, 'must be an integer in 1..2^24 (24-bit mkey index)'),
+};
+
+function show(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v);
+  if (v === null || typeof v !== 'object') return String(v);
+  return Array.isArray(v) ? 'an array' : 'an object';
+}
+
+/**
+ * The full configuration: the defaults overridden by `partial`, every field checked for type
+ * and range. Throws an Error naming the first bad or unknown field, e.g.
+ * `config.mkeyCacheWays: must be a positive integer dividing mkeyCacheEntries, got 3`.
+ * Fields given as `undefined` keep their default.
+ */
+export function resolveConfig(partial: Partial<HcaConfig> = {}): HcaConfig {
+  if (partial === null || typeof partial !== 'object' || Array.isArray(partial)) {
+    throw new TypeError(`config: must be an object of HcaConfig fields, got ${show(partial)}`);
+  }
+  const given = partial as Readonly<Record<string, unknown>>;
+  const unknown = Object.keys(given).filter((k) => !Object.hasOwn(RULES, k)).sort();
+  if (unknown.length > 0) {
+    throw new Error(`config.${unknown[0]}: unknown field (known: ${Object.keys(RULES).join(', ')})`);
+  }
+  const c: Record<string, unknown> = { ...DEFAULT_HCA_CONFIG };
+  for (const k of Object.keys(given)) if (given[k] !== undefined) c[k] = given[k];
+  for (const k of Object.keys(RULES) as (keyof HcaConfig)[]) {
+    const bad = RULES[k](c[k], c);
+    if (bad !== null) throw new Error(`config.${k}: ${bad}, got ${show(c[k])}`);
+  }
+  return c as unknown as HcaConfig;
+}
+
+/** The core clock period in whole ps (500 MHz: 2000 ps). */
+export function corePeriodPs(c: Pick<HcaConfig, 'coreClockMHz'>): number {
+  return Math.round(1e6 / c.coreClockMHz);
+}
+
+/** The RNR timer of an IB encoding (0..31), ps: IBTA table, code 1 = 0.01 ms ... 31 = 491.52 ms, 0 = 655.36 ms. */
+export function rnrTimerPs(code: number): number {
+  if (!isInt(code) || code < 0 || code > 31) throw new RangeError(`rnrTimerPs: code must be an integer in 0..31, got ${code}`);
+  return RNR_TIMER_10US[code] * 10 * US;
+}
+
+/** The local ACK timeout of an IB exponent (1..31), ps: 4.096 us x 2^t (IBTA; 0 means no timeout: Infinity). */
+export function ackTimeoutPs(t: number): number {
+  if (!isInt(t) || t < 0 || t > 31) throw new RangeError(`ackTimeoutPs: timeout must be an integer in 0..31, got ${t}`);
+  return t === 0 ? Infinity : 4096 * NS * 2 ** t;
+}
+
+/** IBTA RNR NAK timer field encoding, in units of 10 us (0.01 ms), indexed by code. */
+const RNR_TIMER_10US: readonly number[] = [
+  65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
+  256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+];

@@ -1,0 +1,67 @@
+/**
+ * One simulated adapter (`tb.hcaN`) with its host: host physical memory and a process address
+ * space, PCIe, ICM, and the translation pipeline (mkey cache, MTT, KLM walker, ATU), all on the
+ * core clock. Modules are created in data-flow order, which is the order of the .gtkw groups.
+ */
+import { Clock, Module, type Sim } from '../sim/index.ts';
+import { corePeriodPs, type HcaConfig } from './config.ts';
+import { HostMem } from './host_mem.ts';
+import { HostSpace } from './host_space.ts';
+import { Pcie } from './pcie.ts';
+import { Icm } from './icm.ts';
+import { MkeyCache } from './mkey_cache.ts';
+import { Mtt } from './mtt.ts';
+import { KlmWalker } from './klm_walker.ts';
+import { Atu } from './atu.ts';
+
+/** Translation contexts of the ATU and outstanding misses per cache (assumed; no public figure). */
+export const ATU_CONTEXTS = 8;
+export const CACHE_MSHRS = 8;
+
+export class Hca extends Module {
+  readonly coreClock: Clock;
+  readonly mem: HostMem;
+  readonly host: HostSpace;
+  readonly pcie: Pcie;
+  readonly icm: Icm;
+  readonly mkeyCache: MkeyCache;
+  readonly mtt: Mtt;
+  readonly klmWalker: KlmWalker;
+  readonly atu: Atu;
+
+  constructor(sim: Sim, parent: Module, name: string, readonly cfg: HcaConfig) {
+    super(sim, parent, name);
+    const period = corePeriodPs(cfg);
+    this.coreClock = new Clock(this, 'core_clk', period);
+    this.mem = new HostMem(cfg.hostMemBytes, sim.rng.fork());
+    this.host = new HostSpace(this.mem);
+    this.icm = new Icm(this.mem, { mkeyEntries: cfg.icmMkeyEntries });
+    this.pcie = new Pcie(this, this.mem, this.coreClock, cfg);
+    this.mkeyCache = new MkeyCache(sim, this, 'mkey_cache', {
+      entries: cfg.mkeyCacheEntries,
+      ways: cfg.mkeyCacheWays,
+      hitCycles: cfg.mkeyCacheHitCycles,
+      mshrs: CACHE_MSHRS,
+      period,
+      icm: this.icm,
+      port: this.pcie.port('mkey_cache'),
+    }).clockedBy(this.coreClock);
+    this.mtt = new Mtt(sim, this, 'mtt', {
+      lineBytes: cfg.mttCacheLineBytes,
+      lines: cfg.mttCacheLines,
+      ways: cfg.mttCacheWays,
+      hitCycles: cfg.mttCacheHitCycles,
+      mshrs: CACHE_MSHRS,
+      period,
+      port: this.pcie.port('mtt'),
+    }).clockedBy(this.coreClock);
+    this.klmWalker = new KlmWalker(sim, this, 'klm_walker', { lineReq: this.mtt.lineReq, lineResp: this.mtt.lineResp }).clockedBy(this.coreClock);
+    this.atu = new Atu(sim, this, 'atu', {
+      contexts: ATU_CONTEXTS,
+      maxIndirection: cfg.klmMaxIndirection,
+      mkeyCache: this.mkeyCache,
+      mtt: this.mtt,
+      klmWalker: this.klmWalker,
+    }).clockedBy(this.coreClock);
+  }
+}

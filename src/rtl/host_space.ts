@@ -1,0 +1,335 @@
+/**
+ * A host process address space over HostMem: what API.md calls the host (`tb.host(i)`).
+ * Virtual addresses come from a bump allocator; every allocation is backed by scattered 4 KiB
+ * frames, or by physically contiguous 2 MiB huge pages. madviseDontNeed drops pages (an ODP
+ * MR then faults on them) and faultIn brings them back, as an ODP fault handler does.
+ */
+import { FRAME_SIZE, isPow2, type HostMem } from './host_mem.ts';
+
+/** Bytes of a base page. */
+export const PAGE_SIZE = 4096;
+/** Bytes of a huge page (x86-64 PMD size). */
+export const HUGE_PAGE_SIZE = 2 * 1024 * 1024;
+/** First virtual address handed out (where Linux puts mmap regions on x86-64). */
+export const HOST_VA_BASE = 0x7f00_0000_0000;
+/** End of the user address space (x86-64, 47 bits). */
+export const HOST_VA_END = 0x8000_0000_0000;
+/** Unmapped bytes left after every allocation, so an overrun faults instead of landing in a neighbour. */
+export const GUARD_GAP = PAGE_SIZE;
+
+/** A host buffer: the virtual address and length asked for. */
+export interface HostBuffer {
+  addr: number;
+  length: number;
+}
+
+/** Options of `HostSpace.alloc`. */
+export interface HostAllocOptions {
+  /** Alignment of `addr` in bytes, a power of two (default 4096; buffers always start on a page). */
+  align?: number;
+  /** Back the buffer with 2 MiB physically contiguous pages (default false: scattered 4 KiB pages). */
+  hugePages?: boolean;
+}
+
+/** The errno-style codes of host errors, as the kernel would return them. */
+export type HostErrno = 'EFAULT' | 'EINVAL' | 'ENOMEM';
+
+/** A failed host memory operation; `errno` says which rule, the message names the address. */
+export class HostError extends Error {
+  constructor(
+    readonly errno: HostErrno,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'HostError';
+  }
+}
+
+/** Called after pages are dropped (the range is page-aligned), e.g. so the ODP driver zaps MTTs. */
+export type UnmapListener = (addr: number, length: number) => void;
+
+/** One allocation: a run of pages, each mapped to a physical address or dropped (-1). */
+interface Region {
+  readonly addr: number;
+  readonly length: number;
+  readonly pageSize: number;
+  /** Physical address of each page, -1 when dropped. */
+  readonly pages: Float64Array;
+}
+
+function hex(v: number): string {
+  return `0x${v.toString(16)}`;
+}
+
+/**
+ * A process address space. Addresses are JS numbers (user addresses are below 2^47). Pages are
+ * 4 KiB, or 2 MiB for `hugePages` allocations. Reads and writes through the space fault with a
+ * HostError (EFAULT) on dropped or never-allocated memory.
+ */
+export class HostSpace {
+  private readonly regions: Region[] = []; // ascending addr (bump allocation)
+  private readonly listeners: UnmapListener[] = [];
+  private cursor = HOST_VA_BASE;
+  private last: Region | null = null; // lookup cache: accesses are local
+
+  constructor(
+    /** The physical memory under this space. */
+    readonly mem: HostMem,
+  ) {}
+
+  /** Allocates `length` bytes, populated with zeroed frames. */
+  alloc(length: number, opts: HostAllocOptions = {}): HostBuffer {
+    if (!Number.isSafeInteger(length) || length < 1) {
+      throw new RangeError(`host.alloc: length must be a positive integer, got ${length}`);
+    }
+    const align = opts.align ?? PAGE_SIZE;
+    if (!isPow2(align) || align > 2 ** 30) {
+      throw new RangeError(`host.alloc: align must be a power of two up to 1 GiB, got ${align}`);
+    }
+    const pageSize = opts.hugePages === true ? HUGE_PAGE_SIZE : PAGE_SIZE;
+    const a = Math.max(align, pageSize);
+    const addr = Math.ceil(this.cursor / a) * a;
+    const nPages = Math.ceil(length / pageSize);
+    const end = addr + nPages * pageSize;
+    if (end > HOST_VA_END) {
+      throw new HostError('ENOMEM', `host.alloc: ENOMEM: ${length} bytes do not fit the address space (next free ${hex(this.cursor)})`);
+    }
+    const pages = new Float64Array(nPages).fill(-1);
+    const region: Region = { addr, length, pageSize, pages };
+    this.populate(region, 0, nPages, 'alloc');
+    this.regions.push(region);
+    this.cursor = end + GUARD_GAP;
+    return { addr, length };
+  }
+
+  /** Writes `bytes` at virtual address `addr`. */
+  write(addr: number, bytes: Uint8Array): void {
+    let done = 0;
+    const len = bytes.length;
+    this.checkRange('write', addr, len);
+    this.requireMapped('write', addr, len);
+    while (done < len) {
+      const va = addr + done;
+      const [pa, n] = this.translate('write', addr, len, va, len - done);
+      this.mem.write(pa, bytes.subarray(done, done + n));
+      done += n;
+    }
+  }
+
+  /** A copy of `length` bytes at virtual address `addr`. */
+  read(addr: number, length: number): Uint8Array {
+    this.checkRange('read', addr, length);
+    const out = new Uint8Array(length);
+    let done = 0;
+    while (done < length) {
+      const [pa, n] = this.translate('read', addr, length, addr + done, length - done);
+      this.mem.readInto(pa, out, done, n);
+      done += n;
+    }
+    return out;
+  }
+
+  /** Sets `len` bytes at `addr` to `byte`. */
+  fill(addr: number, len: number, byte: number): void {
+    this.checkRange('fill', addr, len);
+    if (!Number.isInteger(byte) || byte < 0 || byte > 255) throw new RangeError(`host.fill: byte must be 0..255, got ${byte}`);
+    this.requireMapped('fill', addr, len);
+    let done = 0;
+    while (done < len) {
+      const [pa, n] = this.translate('fill', addr, len, addr + done, len - done);
+      this.mem.fill(pa, n, byte);
+      done += n;
+    }
+  }
+
+  /** The physical (DMA) address behind virtual address `addr`; HostError EFAULT when unmapped. */
+  dmaAddress(addr: number): number {
+    this.checkRange('dmaAddress', addr, 1);
+    return this.translate('dmaAddress', addr, 1, addr, 1)[0];
+  }
+
+  /** The page size (4 KiB or 2 MiB) of the allocation holding `addr`; HostError EFAULT outside any. */
+  pageSizeAt(addr: number): number {
+    this.checkRange('pageSizeAt', addr, 1);
+    const r = this.regionOf(addr);
+    if (r === null) throw new HostError('EFAULT', `host.pageSizeAt: ${hex(addr)} is not in any allocation`);
+    return r.pageSize;
+  }
+
+  /** True when every byte of [addr, addr + len) is mapped (len 0: true). */
+  isMapped(addr: number, len: number): boolean {
+    this.checkRange('isMapped', addr, len);
+    return len === 0 || this.firstUnmapped(addr, len) < 0;
+  }
+
+  /**
+   * Drops the pages of [addr, addr + length) (MADV_DONTNEED): their frames are freed and later
+   * accesses through the space fault until faultIn. `addr` must be page-aligned (2 MiB in a
+   * huge-page allocation: hugetlbfs rules) and `length` is rounded up to whole pages; the range
+   * must lie inside allocations. Listeners are told the page-aligned range.
+   */
+  madviseDontNeed(addr: number, length: number): void {
+    this.checkRange('madviseDontNeed', addr, length);
+    if (length === 0) return;
+    const spans = this.spans('madviseDontNeed', addr, length, 'ENOMEM');
+    const first = spans[0].r;
+    if ((addr - first.addr) % first.pageSize !== 0) {
+      throw new HostError('EINVAL', `host.madviseDontNeed: EINVAL: ${hex(addr)} is not aligned to the ${first.pageSize === HUGE_PAGE_SIZE ? '2 MiB huge' : '4 KiB'} page size`);
+    }
+    let end = addr;
+    for (const { r, lo, hi } of spans) {
+      const freed: number[] = [];
+      for (let p = lo; p < hi; p++) {
+        const pa = r.pages[p];
+        if (pa < 0) continue;
+        for (let off = 0; off < r.pageSize; off += FRAME_SIZE) freed.push(pa + off);
+        r.pages[p] = -1;
+      }
+      this.mem.freeFrames(freed);
+      end = r.addr + hi * r.pageSize;
+    }
+    for (const cb of [...this.listeners]) cb(addr, end - addr);
+  }
+
+  /** Registers `cb` to hear of every madviseDontNeed; returns a function that unregisters it. */
+  onUnmap(cb: UnmapListener): () => void {
+    this.listeners.push(cb);
+    return () => {
+      const i = this.listeners.indexOf(cb);
+      if (i >= 0) this.listeners.splice(i, 1);
+    };
+  }
+
+  /**
+   * Populates the dropped pages of [addr, addr + length) with new zeroed frames (what the
+   * kernel does for an ODP fault, hmm_range_fault). The range must lie inside allocations
+   * (HostError EFAULT otherwise). Returns the virtual addresses of the pages it populated,
+   * ascending (empty when all were mapped).
+   */
+  faultIn(addr: number, length: number): number[] {
+    this.checkRange('faultIn', addr, length);
+    if (length === 0) return [];
+    const out: number[] = [];
+    for (const { r, lo, hi } of this.spans('faultIn', addr, length, 'EFAULT')) {
+      let p = lo;
+      while (p < hi) {
+        if (r.pages[p] >= 0) { p++; continue; }
+        let q = p;
+        while (q < hi && r.pages[q] < 0) q++;
+        this.populate(r, p, q, 'faultIn');
+        for (let i = p; i < q; i++) out.push(r.addr + i * r.pageSize);
+        p = q;
+      }
+    }
+    return out;
+  }
+
+  // --- internals -------------------------------------------------------------------------------
+
+  private checkRange(op: string, addr: number, len: number): void {
+    if (!Number.isSafeInteger(addr) || addr < 0) throw new RangeError(`host.${op}: addr must be a non-negative integer, got ${addr}`);
+    if (!Number.isSafeInteger(len) || len < 0) throw new RangeError(`host.${op}: length must be a non-negative integer, got ${len}`);
+  }
+
+  /** Maps pages [lo, hi) of `r` to fresh frames. */
+  private populate(r: Region, lo: number, hi: number, op: string): void {
+    try {
+      if (r.pageSize === PAGE_SIZE) {
+        const frames = this.mem.allocFrames(hi - lo);
+        for (let i = lo; i < hi; i++) r.pages[i] = frames[i - lo];
+      } else {
+        for (let i = lo; i < hi; i++) {
+          r.pages[i] = this.mem.allocFrames(HUGE_PAGE_SIZE / FRAME_SIZE, { contiguous: true, align: HUGE_PAGE_SIZE })[0];
+        }
+      }
+    } catch (e) {
+      // undo a partial huge-page population so a failed call changes nothing
+      for (let i = lo; i < hi; i++) {
+        const pa = r.pages[i];
+        if (pa < 0) continue;
+        const fr: number[] = [];
+        for (let off = 0; off < r.pageSize; off += FRAME_SIZE) fr.push(pa + off);
+        this.mem.freeFrames(fr);
+        r.pages[i] = -1;
+      }
+      throw new HostError('ENOMEM', `host.${op}: ENOMEM: ${(hi - lo) * r.pageSize} bytes of host memory not available (${(e as Error).message})`);
+    }
+  }
+
+  /** The allocation whose pages hold `va`, or null. */
+  private regionOf(va: number): Region | null {
+    const l = this.last;
+    if (l !== null && va >= l.addr && va < l.addr + l.pages.length * l.pageSize) return l;
+    const rs = this.regions;
+    let lo = 0;
+    let hi = rs.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (rs[mid].addr <= va) lo = mid + 1;
+      else hi = mid - 1;
+    }
+    if (hi < 0) return null;
+    const r = rs[hi];
+    if (va >= r.addr + r.pages.length * r.pageSize) return null;
+    this.last = r;
+    return r;
+  }
+
+  /**
+   * The physical address of `va` and how many bytes (at most `want`) follow it contiguously in
+   * its page. Throws HostError EFAULT naming the access [addr, addr + len) and why.
+   */
+  private translate(op: string, addr: number, len: number, va: number, want: number): [number, number] {
+    const r = this.regionOf(va);
+    if (r === null) {
+      throw new HostError('EFAULT', `host.${op}: ${hex(addr)}+${len} is not mapped (${hex(va)} was never allocated)`);
+    }
+    const off = va - r.addr;
+    const p = Math.floor(off / r.pageSize);
+    const pa = r.pages[p];
+    if (pa < 0) {
+      throw new HostError('EFAULT', `host.${op}: ${hex(addr)}+${len} is not mapped (page ${hex(r.addr + p * r.pageSize)} was dropped by madvise DONTNEED)`);
+    }
+    const inPage = off - p * r.pageSize;
+    return [pa + inPage, Math.min(want, r.pageSize - inPage)];
+  }
+
+  /** Throws the fault of the first unmapped byte, so a faulting write or fill changes nothing. */
+  private requireMapped(op: string, addr: number, len: number): void {
+    const va = len === 0 ? -1 : this.firstUnmapped(addr, len);
+    if (va >= 0) this.translate(op, addr, len, va, 1);
+  }
+
+  /** The first unmapped address in [addr, addr + len), or -1. */
+  private firstUnmapped(addr: number, len: number): number {
+    let va = addr;
+    const end = addr + len;
+    while (va < end) {
+      const r = this.regionOf(va);
+      if (r === null) return va;
+      const p = Math.floor((va - r.addr) / r.pageSize);
+      if (r.pages[p] < 0) return va;
+      va = r.addr + (p + 1) * r.pageSize;
+    }
+    return -1;
+  }
+
+  /** The page runs [lo, hi) of each allocation covering [addr, addr + length); throws if a byte is outside all. */
+  private spans(op: string, addr: number, length: number, errno: HostErrno): { r: Region; lo: number; hi: number }[] {
+    const out: { r: Region; lo: number; hi: number }[] = [];
+    let va = addr;
+    const end = addr + length;
+    while (va < end) {
+      const r = this.regionOf(va);
+      if (r === null) {
+        throw new HostError(errno, `host.${op}: ${errno}: ${hex(addr)}+${length} is not inside an allocation (${hex(va)} was never allocated)`);
+      }
+      const rEnd = r.addr + r.pages.length * r.pageSize;
+      const lo = Math.floor((va - r.addr) / r.pageSize);
+      const hi = Math.ceil((Math.min(end, rEnd) - r.addr) / r.pageSize);
+      out.push({ r, lo, hi });
+      va = rEnd;
+    }
+    return out;
+  }
+}
