@@ -3,9 +3,11 @@
  * lines on stdout. Benchmarks are never part of `npm test`.
  */
 import { benchKernel } from './kernel.ts';
+import { benchAtu } from './atu.ts';
 
 const benches: Record<string, () => void | Promise<void>> = {
   kernel: benchKernel,
+  atu: benchAtu,
 };
 
 const names = process.argv.slice(2);

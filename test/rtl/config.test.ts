@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULT_HCA_CONFIG, ackTimeoutPs, corePeriodPs, resolveConfig, rnrTimerPs, type HcaConfig } from '../../src/rtl/config.ts';
+
+describe('config', () => {
+  it('has the defaults of spec/timing.md, and they are valid', () => {
+    const c = resolveConfig({});
+    expect(c).toEqual(DEFAULT_HCA_CONFIG);
+    expect(c).not.toBe(DEFAULT_HCA_CONFIG);
+    expect(Object.isFrozen(DEFAULT_HCA_CONFIG)).toBe(true);
+    expect(corePeriodPs(c)).toBe(2000);
+    expect(c.pcieReadBasePs + Math.ceil(64 / c.pcieReadBytesPerPs)).toBe(525_334); // the ~550 ns anchor
+    expect([c.pcieMaxOutstandingReads, c.pcieWritePs, c.doorbellPs]).toEqual([64, 250_000, 200_000]);
+    expect([c.mkeyCacheEntries, c.mkeyCacheWays, c.mkeyCacheHitCycles]).toEqual([512, 4, 2]);
+    expect([c.mttCacheLineBytes, c.mttCacheLines, c.mttCacheWays, c.mttCacheHitCycles]).toEqual([64, 4096, 8, 2]);
+    expect([c.klmEntriesPerRead, c.klmCyclesPerEntry, c.klmMaxIndirection]).toEqual([4, 1, 4]);
+    expect([c.linkLatencyPs, c.linkGbps, c.mtu]).toEqual([300_000, 100, 4096]);
+    expect([c.fwCreateMkeyPs, c.fwCommandPs, c.interruptPs]).toEqual([230e6, 50e6, 5e6]);
+    expect([c.odpFaultPerPagePs, c.pinPagePs]).toEqual([130_000, 400_000]);
+    expect(c.pinPagePs).toBeGreaterThanOrEqual(250_000);
+    expect(c.pinPagePs).toBeLessThanOrEqual(600_000);
+    // ODP: 4 MB = 1024 pages costs ~133 us more than 4 KB (anchors 220 us and 350 us)
+    expect(1023 * c.odpFaultPerPagePs).toBeGreaterThan(100e6);
+    expect([c.rnrTimerCode, c.ackTimeout, c.retryCount]).toEqual([12, 14, 7]);
+    expect([c.destroyInvalidates, c.readWithInvalidate, c.hostMemBytes]).toEqual(['entry', false, 64 * 2 ** 30]);
+  });
+
+  it('overrides fields, keeping the default for undefined ones', () => {
+    const c = resolveConfig({ mkeyCacheEntries: 64, mkeyCacheWays: 64, destroyInvalidates: 'all', mtu: 1024, pcieReadBytesPerPs: undefined });
+    expect([c.mkeyCacheEntries, c.mkeyCacheWays, c.destroyInvalidates, c.mtu]).toEqual([64, 64, 'all', 1024]);
+    expect(c.pcieReadBytesPerPs).toBe(0.012);
+  });
+
+  const bad: [Record<string, unknown>, string][] = [
+    [{ mkeyCacheWays: 3 }, 'config.mkeyCacheWays: must be a positive integer dividing mkeyCacheEntries, got 3'],
+    [{ mttCacheLines: 100 }, 'config.mttCacheWays: must be a positive integer dividing mttCacheLines, got 8'],
+    [{ coreClockMHz: 0 }, 'config.coreClockMHz: must be a finite number in (0, 500000], got 0'],
+    [{ coreClockMHz: '500' }, 'config.coreClockMHz: must be a finite number in (0, 500000], got "500"'],
+    [{ pcieReadBytesPerPs: Infinity }, 'config.pcieReadBytesPerPs: must be a finite number'],
+    [{ pcieReadBasePs: 1.5 }, 'config.pcieReadBasePs: must be a whole, non-negative number of picoseconds, got 1.5'],
+    [{ doorbellPs: -1 }, 'config.doorbellPs: must be a whole, non-negative number of picoseconds, got -1'],
+    [{ pcieMaxOutstandingReads: 0 }, 'config.pcieMaxOutstandingReads: must be an integer in 1..1024'],
+    [{ mkeyCacheEntries: NaN }, 'config.mkeyCacheEntries: must be a positive integer'],
+    [{ mttCacheLineBytes: 48 }, 'config.mttCacheLineBytes: must be a power of two in 8..4096'],
+    [{ klmMaxIndirection: 0 }, 'config.klmMaxIndirection: must be a positive integer'],
+    [{ mtu: 1500 }, 'config.mtu: must be one of 256, 512, 1024, 2048, 4096, got 1500'],
+    [{ rnrTimerCode: 32 }, 'config.rnrTimerCode: must be an integer in 0..31, got 32'],
+    [{ retryCount: 8 }, 'config.retryCount: must be an integer in 0..7, got 8'],
+    [{ destroyInvalidates: 'none' }, 'config.destroyInvalidates: must be one of "entry", "all", got "none"'],
+    [{ readWithInvalidate: 1 }, 'config.readWithInvalidate: must be a boolean, got 1'],
+    [{ hostMemBytes: 2 ** 30 + 4096 }, 'config.hostMemBytes: must be a multiple of 2 MiB'],
+    [{ icmMkeyEntries: 2 ** 24 + 1 }, 'config.icmMkeyEntries: must be an integer in 1..2^24'],
+    [{ linkGbps: null }, 'config.linkGbps: must be a finite number in (0, 1000000], got null'],
+    [{ mkeyCacheSize: 512 }, 'config.mkeyCacheSize: unknown field'],
+  ];
+  for (const [partial, msg] of bad) {
+    it(`rejects ${JSON.stringify(partial) ?? String(partial)}`, () => {
+      expect(() => resolveConfig(partial as Partial<HcaConfig>)).toThrow(msg);
+    });
+  }
+
+  it('rejects a non-object', () => {
+    expect(() => resolveConfig(null as unknown as Partial<HcaConfig>)).toThrow(/config: must be an object/);
+  });
+
+  it('converts the IB timer encodings', () => {
+    expect(rnrTimerPs(12)).toBe(640e6); // 0.64 ms
+    expect(rnrTimerPs(1)).toBe(10e6); // 0.01 ms
+    expect(rnrTimerPs(31)).toBe(491_520e6); // 491.52 ms
+    expect(rnrTimerPs(0)).toBe(655_360e6); // 655.36 ms
+    expect(ackTimeoutPs(14)).toBe(4_096_000 * 2 ** 14); // ~67 ms
+    expect(ackTimeoutPs(0)).toBe(Infinity);
+    expect(() => rnrTimerPs(32)).toThrow(/code must be an integer in 0\.\.31/);
+  });
+});
