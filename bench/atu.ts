@@ -75,6 +75,16 @@ function setup(kind: string, vcd?: string): { sim: Sim; hca: Hca; load: Load; tr
   return { sim, hca, load, tracer, n };
 }
 
+/** One case, untraced: for profiling (`tsx bench/atu.ts warm-mtt`). */
+export function runAtuCase(c: string): number {
+  const { sim, load, n } = setup(c);
+  const t0 = process.hrtime.bigint();
+  sim.runUntil(Infinity);
+  const s = Number(process.hrtime.bigint() - t0) / 1e9;
+  if (load.done !== n) throw new Error('incomplete');
+  return n / s;
+}
+
 export function benchAtu(): void {
   const dir = mkdtempSync(join(tmpdir(), 'mlx5sim-atu-'));
   try {

@@ -29,6 +29,8 @@ export const AtuResultKind = new EnumType('atu_result', ['OK', 'ERROR', 'FAULT']
 export const AtuErrorCode = new EnumType('atu_error', ['NONE', 'INVALID_KEY', 'FREE', 'PD', 'QPN', 'ACCESS', 'BOUNDS', 'INDIRECTION']);
 
 const NOT_BOUND_QPN = 0xffffff;
+/** 2^n for page sizes (a table: `2 ** n` with a variable exponent is a slow path). */
+const POW2 = Array.from({ length: 64 }, (_, n) => 2 ** n);
 const WRITE_ACCESS = IB_LOCAL_WRITE | IB_REMOTE_WRITE | IB_REMOTE_ATOMIC;
 
 /** A client's connection to the ATU. */
@@ -173,7 +175,8 @@ export class Atu extends Module {
     let respValid = 0;
     let busy = 0;
     let active = false;
-    for (const c of this.ctxs) {
+    for (let ci = 0; ci < this.ctxs.length; ci++) {
+      const c = this.ctxs[ci];
       if (c.state === RESPOND) {
         if (c.port!.resp.canPush()) {
           c.port!.resp.push({ tag: c.req!.tag, result: c.result! });
@@ -200,8 +203,14 @@ export class Atu extends Module {
     }
     // 3. accept one new request (round-robin over ports) into a free context
     let reqValid = 0;
-    const free = this.ctxs.find((c) => c.state === IDLE);
-    if (free) {
+    let free: Ctx | null = null;
+    for (let i = 0; i < this.ctxs.length; i++) {
+      if (this.ctxs[i].state === IDLE) {
+        free = this.ctxs[i];
+        break;
+      }
+    }
+    if (free !== null) {
       for (let i = 0; i < this.ports.length; i++) {
         const p = this.ports[(this.rr + i) % this.ports.length];
         if (!p.req.canPop()) continue;
@@ -216,8 +225,11 @@ export class Atu extends Module {
     this.rReqValid.set(reqValid);
     this.rRespValid.set(respValid);
     this.rBusy.set(busy);
-    const waiting = this.ports.some((p) => p.req.canPop());
-    if (!active && !(waiting && free) && (reqValid | respValid) === 0) this.sleep();
+    if (!active && (reqValid | respValid) === 0) {
+      let waiting = false;
+      for (let i = 0; i < this.ports.length; i++) if (this.ports[i].req.canPop()) waiting = true;
+      if (!(waiting && free !== null)) this.sleep();
+    }
   }
 
   private setState(c: Ctx, s: number): void {
@@ -305,13 +317,15 @@ export class Atu extends Module {
   private issueMtt(c: Ctx): void {
     const f = c.frames[c.sp - 1];
     const e = f.entry!;
-    const P = 2 ** e.logPageSize;
-    const rel = f.va + f.done - e.start + (e.start % P);
+    const P = POW2[e.logPageSize];
+    // integers below 2^53 and P a power of two: `>>> 0` keeps the low bits exactly
+    const small = e.logPageSize <= 30;
+    const rel = f.va + f.done - e.start + (small ? (e.start >>> 0) & (P - 1) : e.start % P);
     if (rel < 0) return this.fail(c, 'BOUNDS', f.key);
     const index = Math.floor(rel / P);
     if (index >= e.xltCount) return this.fail(c, 'BOUNDS', f.key);
     if (!this.mtt.req.canPush()) return;
-    f.pieceOff = rel % P;
+    f.pieceOff = small ? (rel >>> 0) & (P - 1) : rel % P;
     f.pieceLen = Math.min(f.length - f.done, P - f.pieceOff);
     this.mtt.req.push({ ctx: c.id, addr: e.xltAddr + 8 * index });
     this.setState(c, MTT_WAIT);
@@ -321,13 +335,14 @@ export class Atu extends Module {
     const c = this.ctxs[r.ctx];
     const f = c.frames[c.sp - 1];
     const e = f.entry!;
-    const read = r.value % 2 === 1;
-    const write = Math.floor(r.value / 2) % 2 === 1;
+    const low = r.value >>> 0; // the flag bits are the low bits of the entry
+    const read = (low & 1) !== 0;
+    const write = (low & 2) !== 0;
     // ODP (pg_access): a page needs RD, and WR too for a write; else it is not present
     if (e.pgAccess && !(read && (write || !c.needWrite))) {
       return this.respond(c, { kind: 'fault', va: f.outerVa + f.done, bytesCommitted: c.committed, write: c.needWrite });
     }
-    const page = r.value - (r.value % 4096);
+    const page = r.value - (low & 4095);
     this.emit(c, page + f.pieceOff, f.pieceLen);
     f.done += f.pieceLen;
     if (f.done === f.length) this.frameDone(c);
@@ -358,8 +373,8 @@ export class Atu extends Module {
   }
 
   private emit(c: Ctx, pa: number, length: number): void {
-    const last = c.segs[c.segs.length - 1];
-    if (last !== undefined && last.pa + last.length === pa) last.length += length;
+    const n = c.segs.length;
+    if (n > 0 && c.segs[n - 1].pa + c.segs[n - 1].length === pa) c.segs[n - 1].length += length;
     else c.segs.push({ pa, length });
     c.committed += length;
   }

@@ -11,6 +11,7 @@ export class MissQueue {
   private readonly since: Float64Array;
   readonly waiters: number[][];
   private used = 0;
+  private toIssue = 0;
 
   constructor(readonly size: number) {
     this.key = new Float64Array(size).fill(-1);
@@ -37,6 +38,7 @@ export class MissQueue {
         this.key[m] = key;
         this.stale[m] = 0;
         this.needIssue[m] = 1;
+        this.toIssue++;
         this.since[m] = now;
         this.used++;
         return m;
@@ -55,11 +57,13 @@ export class MissQueue {
 
   /** An MSHR whose read must be (re)issued, or -1. */
   nextToIssue(): number {
+    if (this.toIssue === 0) return -1;
     for (let m = 0; m < this.size; m++) if (this.key[m] >= 0 && this.needIssue[m]) return m;
     return -1;
   }
 
   issued(m: number): void {
+    if (this.needIssue[m]) this.toIssue--;
     this.needIssue[m] = 0;
     this.stale[m] = 0;
   }
@@ -68,6 +72,7 @@ export class MissQueue {
   completed(m: number): boolean {
     if (this.stale[m]) {
       this.needIssue[m] = 1;
+      this.toIssue++;
       return false;
     }
     return true;

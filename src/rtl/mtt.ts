@@ -126,7 +126,7 @@ export class Mtt extends Module {
 
   private answer(kind: number, ctx: number, addr: number, slot: number): void {
     if (kind === ENTRY) {
-      const off = slot * 64 + (addr % 64);
+      const off = slot * 64 + ((addr >>> 0) & 63); // low bits of an integer address
       this.resp.push({ ctx, value: this.view.getUint32(off) * 2 ** 32 + this.view.getUint32(off + 4) });
     } else {
       const off = slot * 64;
@@ -174,30 +174,30 @@ export class Mtt extends Module {
     let ctx = 0;
     let addr = 0;
     if (this.requeue.length > 0) {
-      [kind, ctx, addr] = this.requeue[0];
+      const w = this.requeue[0];
+      kind = w[0];
+      ctx = w[1];
+      addr = w[2];
     } else {
-      const order = this.rr === 0 ? [ENTRY, LINE] : [LINE, ENTRY];
-      for (const k of order) {
-        if (k === ENTRY && this.req.canPop()) {
-          const q = this.req.peek();
-          kind = ENTRY;
-          ctx = q.ctx;
-          addr = q.addr;
-          break;
-        }
-        if (k === LINE && this.lineReq.canPop()) {
-          const q = this.lineReq.peek();
-          kind = LINE;
-          ctx = q.ctx;
-          addr = q.lineAddr;
-          break;
-        }
+      const entryReady = this.req.canPop();
+      const lineReady = this.lineReq.canPop();
+      // round-robin between the ATU's entries and the walker's lines
+      if (entryReady && (this.rr === 0 || !lineReady)) {
+        const q = this.req.peek();
+        kind = ENTRY;
+        ctx = q.ctx;
+        addr = q.addr;
+      } else if (lineReady) {
+        const q = this.lineReq.peek();
+        kind = LINE;
+        ctx = q.ctx;
+        addr = q.lineAddr;
       }
     }
     if (kind >= 0 && (kind === ENTRY ? this.resp : this.lineResp).canPush()) {
       valid = 1;
       this.rReqAddr.set(addr);
-      const lineAddr = addr - (addr % 64);
+      const lineAddr = addr - ((addr >>> 0) & 63);
       const slot = this.tags.lookup(lineAddr, lineAddr / 64);
       let taken = false;
       if (slot >= 0) {

@@ -5,6 +5,8 @@
  */
 export class SetAssoc {
   readonly sets: number;
+  /** sets - 1 when sets is a power of two (a mask beats a float modulo), else -1. */
+  private readonly mask: number;
   private readonly keys: Float64Array; // -1: invalid
   private readonly stamp: Float64Array; // last use, for LRU
   private clock = 0;
@@ -19,13 +21,15 @@ export class SetAssoc {
       throw new RangeError(`cache geometry: ${entries} entries is not a whole number of ${ways}-way sets`);
     }
     this.sets = entries / ways;
+    this.mask = (this.sets & (this.sets - 1)) === 0 ? this.sets - 1 : -1;
     this.keys = new Float64Array(entries).fill(-1);
     this.stamp = new Float64Array(entries);
   }
 
   /** The set a key maps to (`setKey` is the key, or the line number for line addresses). */
   private setOf(key: number): number {
-    return key % this.sets;
+    // keys are integers below 2^53: `>>> 0` keeps their low 32 bits exactly
+    return this.mask >= 0 ? (key >>> 0) & this.mask : key % this.sets;
   }
 
   /** Slot holding `key`, marking it most recently used; -1 on a miss. */

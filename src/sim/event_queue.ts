@@ -20,6 +20,7 @@ export class EventQueue {
   private time = new Float64Array(256);
   private key = new Float64Array(256); // priority * 2^48 + sequence
   private arg = new Float64Array(256);
+  private prio = new Uint8Array(256);
   private target: (EventTarget | null)[] = new Array(256).fill(null);
   private heap = new Int32Array(256); // slot ids, heap-ordered
   private free = new Int32Array(256); // free slot ids (a stack)
@@ -38,6 +39,7 @@ export class EventQueue {
     const s = this.free[--this.nFree];
     this.time[s] = t;
     this.key[s] = prio * SEQ_SPAN + this.seq++;
+    this.prio[s] = prio;
     this.arg[s] = arg;
     this.target[s] = target;
     // sift up
@@ -60,7 +62,7 @@ export class EventQueue {
 
   /** Priority of the earliest event (call only when size > 0). */
   peekPrio(): number {
-    return Math.floor(this.key[this.heap[0]] / SEQ_SPAN);
+    return this.prio[this.heap[0]];
   }
 
   /** Removes the earliest event and returns its slot; read it with slotTime/slotTarget/slotArg before the next push. */
@@ -91,7 +93,7 @@ export class EventQueue {
     return this.time[s];
   }
   slotPrio(s: number): number {
-    return Math.floor(this.key[s] / SEQ_SPAN);
+    return this.prio[s];
   }
   slotArg(s: number): number {
     return this.arg[s];
@@ -120,6 +122,9 @@ export class EventQueue {
     this.time = f64(this.time);
     this.key = f64(this.key);
     this.arg = f64(this.arg);
+    const prio = new Uint8Array(cap);
+    prio.set(this.prio);
+    this.prio = prio;
     for (let i = old; i < cap; i++) this.target.push(null);
     const heap = new Int32Array(cap);
     heap.set(this.heap);

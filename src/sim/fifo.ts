@@ -25,8 +25,8 @@ export interface FifoOptions {
 export class Fifo<T> implements Committable, EventTarget {
   readonly capacity: number;
   readonly latency: Ps;
-  /** The module that pops (woken by pushes), or null for software. */
-  consumer: Module | null = null;
+  private cons: Module | null = null;
+  private wakeAt = -1; // time of the pending latency wake event, -1 when none
   /** The module that pushes (woken when space frees), or null for software. */
   producer: Module | null = null;
   /** Notified after every commit that changed the FIFO, for software processes. */
@@ -66,6 +66,15 @@ export class Fifo<T> implements Committable, EventTarget {
     this.pops = owner.stats.counter(`${name}_pops`);
   }
 
+  /** The module that pops (woken when an item becomes visible), or null for software. */
+  get consumer(): Module | null {
+    return this.cons;
+  }
+  set consumer(m: Module | null) {
+    this.cons = m;
+    if (m !== null && this.latency > 0) m.latencyInputs.push(this as Fifo<unknown>);
+  }
+
   /** Committed items, visible or still in flight through the latency. */
   get size(): number {
     return this.count;
@@ -81,7 +90,7 @@ export class Fifo<T> implements Committable, EventTarget {
     if (this.count + this.pushed >= this.capacity) {
       throw new Error(`fifo ${this.owner.path}.${this.name}: push while full (check canPush())`);
     }
-    const i = (this.head + this.count + this.pushed) % this.capacity;
+    const i = this.wrap(this.head + this.count + this.pushed);
     this.buf[i] = item;
     this.readyAt[i] = this.owner.sim.now + this.latency;
     this.pushed++;
@@ -91,19 +100,19 @@ export class Fifo<T> implements Committable, EventTarget {
   /** True when an item is visible to pop now. */
   canPop(): boolean {
     if (this.popped >= this.count) return false;
-    return this.readyAt[(this.head + this.popped) % this.capacity] <= this.owner.sim.now;
+    return this.readyAt[this.wrap(this.head + this.popped)] <= this.owner.sim.now;
   }
 
   /** The item a pop would return. Check canPop() first. */
   peek(): T {
     if (!this.canPop()) throw new Error(`fifo ${this.owner.path}.${this.name}: peek with nothing visible`);
-    return this.buf[(this.head + this.popped) % this.capacity] as T;
+    return this.buf[this.wrap(this.head + this.popped)] as T;
   }
 
   /** Removes and returns the oldest visible item. Check canPop() first. */
   pop(): T {
     if (!this.canPop()) throw new Error(`fifo ${this.owner.path}.${this.name}: pop with nothing visible`);
-    const i = (this.head + this.popped) % this.capacity;
+    const i = this.wrap(this.head + this.popped);
     const item = this.buf[i] as T;
     this.buf[i] = undefined;
     this.popped++;
@@ -116,26 +125,44 @@ export class Fifo<T> implements Committable, EventTarget {
     this.dirty = false;
     const pushed = this.pushed;
     const popped = this.popped;
-    this.head = (this.head + popped) % this.capacity;
+    this.head = this.wrap(this.head + popped);
     this.count += pushed - popped;
     this.pushed = 0;
     this.popped = 0;
     this.pushes.value += pushed;
     this.pops.value += popped;
-    this.sCount.setNow(this.count);
-    this.sValid.setNow(this.count > 0 ? 1 : 0);
-    this.sReady.setNow(this.count < this.capacity ? 1 : 0);
-    if (pushed > 0 && this.consumer !== null) {
-      if (this.latency === 0) this.consumer.wake();
-      else this.owner.sim.at(this.readyAt[(this.head + this.count - 1) % this.capacity], this);
+    if (this.sCount.q !== this.count) {
+      this.sCount.setNow(this.count);
+      this.sValid.setNow(this.count > 0 ? 1 : 0);
+      this.sReady.setNow(this.count < this.capacity ? 1 : 0);
+    }
+    if (pushed > 0 && this.cons !== null) {
+      // an awake consumer polls; one that sleeps gets a wake event when its item is due (see armWake)
+      if (this.latency === 0) this.cons.wake();
+      else if (!this.cons.awake) this.armWake();
     }
     if (popped > 0 && this.producer !== null) this.producer.wake();
     this.changed.notify();
   }
 
+  /**
+   * @internal Schedules one wake of the consumer for when the oldest unpopped item becomes
+   * visible. Called when the consumer goes to sleep with items in flight, or when items
+   * arrive for a sleeping consumer.
+   */
+  armWake(): void {
+    if (this.count === 0) return;
+    // 1 ps early: the wake lands the consumer on the first edge at or after the item is due
+    const t = Math.max(this.readyAt[this.head] - 1, this.owner.sim.now);
+    if (this.wakeAt >= 0 && this.wakeAt <= t) return;
+    this.wakeAt = t;
+    this.owner.sim.at(t, this);
+  }
+
   /** @internal A latency timer expired: the consumer has an item to see. */
   fire(): void {
-    this.consumer?.wake();
+    if (this.wakeAt === this.owner.sim.now) this.wakeAt = -1;
+    this.cons?.wake();
     this.changed.notify();
   }
 
@@ -149,6 +176,11 @@ export class Fifo<T> implements Committable, EventTarget {
   async pushWait(item: T): Promise<void> {
     while (!this.canPush()) await this.changed.wait();
     this.push(item);
+  }
+
+  /** A ring index (i < 2 * capacity): cheaper than a modulo on the hot path. */
+  private wrap(i: number): number {
+    return i >= this.capacity ? i - this.capacity : i;
   }
 
   private touch(): void {

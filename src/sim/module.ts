@@ -3,6 +3,7 @@ import type { Clock } from './clock.ts';
 import { Reg, Signal } from './signal.ts';
 import type { EnumType } from './enum_type.ts';
 import { StatSet } from './stats.ts';
+import type { Fifo } from './fifo.ts';
 
 /** Options of a traced register or signal. */
 export interface SignalOptions {
@@ -23,6 +24,8 @@ export class Module {
   readonly children: Module[] = [];
   readonly signals: Signal[] = [];
   readonly stats = new StatSet();
+  /** FIFOs with latency that this module consumes: armed when it goes to sleep. */
+  readonly latencyInputs: Fifo<unknown>[] = [];
   /** Scheduling state, owned by the clock. */
   awake = false;
   inList = false;
@@ -69,6 +72,8 @@ export class Module {
     if (this.awake) {
       this.awake = false;
       this.clk!.noteSleeper();
+      // items still on their way through a latency FIFO must wake it when they arrive
+      for (let i = 0; i < this.latencyInputs.length; i++) this.latencyInputs[i].armWake();
     }
   }
 

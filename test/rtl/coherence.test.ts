@@ -37,26 +37,20 @@ describe('coherence of the on-chip caches', () => {
     });
   });
 
-  it('a rewrite while the context is on its way from host memory cancels the fill and reads again', () => {
+  it('a rewrite while the context is on its way from host memory cancels the fill and reads again', async () => {
     const m = mttMkey(9, 1);
     const b = xlateBench([m]);
     const mkc = b.hca.mkeyCache;
-    b.sim.at(0, { fire: () => mkc.req.push({ index: 9, ctx: 0 }) });
-    // run until the PCIe read's completion waits in the cache's port (not yet consumed)
-    let t = 0;
-    while (mkc.port.resp.size === 0) {
-      t += 500;
-      b.sim.runUntil(t);
-      expect(t).toBeLessThan(2_000_000);
-    }
-    writeMkey(b.hca, desc(m, 0x42)); // lands between the read's data and the fill
-    while (!mkc.resp.canPop()) {
-      t += 500;
-      b.sim.runUntil(t);
-      expect(t).toBeLessThan(4_000_000);
-    }
-    const r = mkc.resp.peek();
-    expect(r.entry.tag).toBe(0x42);
+    await b.sim.run(async () => {
+      const pending = b.sim.spawn(() => b.translate([req(makeKey(9, 0x42))]));
+      // resumes when the PCIe read's completion has entered the cache's port, before the fill
+      await mkc.port.resp.changed.wait();
+      expect(mkc.port.resp.size).toBe(1);
+      writeMkey(b.hca, desc(m, 0x42));
+      const r = await pending;
+      // a stale fill would have installed tag 1 and failed the key
+      expect(r.results[0]).toEqual({ kind: 'ok', segments: [{ pa: page(16), length: 8 }] });
+    });
     expect(b.sim.stats()['tb.hca0.mkey_cache'].stale_fills).toBe(1);
   });
 
