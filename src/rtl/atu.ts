@@ -72,6 +72,9 @@ interface Ctx {
   sp: number;
   result: AtuResult | null;
   started: number;
+  /** Reused request objects: a context has at most one lookup of each kind in flight. */
+  mkReq: { index: number; ctx: number };
+  mttReq: { ctx: number; addr: number };
   rState: Reg;
   rKey: Reg;
 }
@@ -135,6 +138,8 @@ export class Atu extends Module {
         sp: 0,
         result: null,
         started: 0,
+        mkReq: { index: 0, ctx: i },
+        mttReq: { ctx: i, addr: 0 },
         rState: this.stateReg(`ctx${i}_state`, AtuCtxState),
         rKey: this.reg(`ctx${i}_key`, 32),
       });
@@ -185,8 +190,8 @@ export class Atu extends Module {
         }
       } else if (c.state === LOOKUP) {
         if (this.mkc.req.canPush()) {
-          const f = c.frames[c.sp - 1];
-          this.mkc.req.push({ index: f.key >>> 8, ctx: c.id });
+          c.mkReq.index = c.frames[c.sp - 1].key >>> 8;
+          this.mkc.req.push(c.mkReq);
           this.setState(c, MKEY_WAIT);
         }
       } else if (c.state === MTT_REQ) this.issueMtt(c);
@@ -254,7 +259,8 @@ export class Atu extends Module {
     this.push(c, req.key, true, req.va, req.length, req.va, 0);
     // issue the lookup in this same cycle
     if (this.mkc.req.canPush()) {
-      this.mkc.req.push({ index: req.key >>> 8, ctx: c.id });
+      c.mkReq.index = req.key >>> 8;
+      this.mkc.req.push(c.mkReq);
       this.setState(c, MKEY_WAIT);
     }
   }
@@ -327,7 +333,8 @@ export class Atu extends Module {
     if (!this.mtt.req.canPush()) return;
     f.pieceOff = small ? (rel >>> 0) & (P - 1) : rel % P;
     f.pieceLen = Math.min(f.length - f.done, P - f.pieceOff);
-    this.mtt.req.push({ ctx: c.id, addr: e.xltAddr + 8 * index });
+    c.mttReq.addr = e.xltAddr + 8 * index;
+    this.mtt.req.push(c.mttReq);
     this.setState(c, MTT_WAIT);
   }
 

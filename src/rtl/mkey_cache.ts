@@ -12,7 +12,10 @@ import { decodeIcmMkey, type MkeyEntry } from './icm_mkey.ts';
 import type { DmaPort } from './pcie.ts';
 import type { Icm } from './icm.ts';
 
-/** A lookup of an mkey index on behalf of an ATU context. */
+/**
+ * A lookup of an mkey index on behalf of an ATU context. Requests and responses are reused per
+ * context (a context has one lookup in flight), so a warm hit allocates nothing.
+ */
 export interface MkeyLookup {
   index: number;
   ctx: number;
@@ -45,6 +48,7 @@ export class MkeyCache extends Module {
   private readonly data: (MkeyEntry | null)[];
   private readonly mq: MissQueue;
   private readonly ready: MkeyLookupResp[] = [];
+  private readonly respOf: MkeyLookupResp[] = [];
   private readonly icm: Pick<Icm, 'mkeyContextAddr' | 'mkeyEntries'>;
   readonly port: DmaPort;
   // traced
@@ -120,6 +124,14 @@ export class MkeyCache extends Module {
     return this.tags.find(index) >= 0;
   }
 
+  /** The response object of a context, filled in. */
+  private answer(ctx: number, entry: MkeyEntry): MkeyLookupResp {
+    let r = this.respOf[ctx];
+    if (r === undefined) this.respOf[ctx] = r = { ctx, entry };
+    r.entry = entry;
+    return r;
+  }
+
   override tick(): void {
     let fill = 0;
     // 1. a read came back: install it and answer its waiters
@@ -133,7 +145,7 @@ export class MkeyCache extends Module {
         const slot = this.tags.insert(index);
         if (this.tags.evictedKey >= 0) this.sEvictions.inc();
         this.data[slot] = entry;
-        for (const ctx of this.mq.waiters[m]) this.ready.push({ ctx, entry });
+        for (const ctx of this.mq.waiters[m]) this.ready.push(this.answer(ctx, entry));
         this.sMissLatency.add(this.sim.now - this.mq.sinceOf(m));
         this.mq.release(m);
         fill = 1;
@@ -163,11 +175,11 @@ export class MkeyCache extends Module {
       if (slot === -2) {
         // beyond the mkey table: no context exists, the key is invalid (no host read)
         this.req.pop();
-        this.resp.push({ ctx: q.ctx, entry: unallocated(q.index) });
+        this.resp.push(this.answer(q.ctx, unallocated(q.index)));
         this.sLookups.inc();
       } else if (slot >= 0) {
         this.req.pop();
-        this.resp.push({ ctx: q.ctx, entry: this.data[slot]! });
+        this.resp.push(this.answer(q.ctx, this.data[slot]!));
         this.sLookups.inc();
         this.sHits.inc();
         hit = 1;

@@ -124,10 +124,16 @@ export class Mtt extends Module {
     this.mq.invalidateWhere(() => true);
   }
 
+  private readonly respOf: MttResp[] = [];
+
   private answer(kind: number, ctx: number, addr: number, slot: number): void {
     if (kind === ENTRY) {
       const off = slot * 64 + ((addr >>> 0) & 63); // low bits of an integer address
-      this.resp.push({ ctx, value: this.view.getUint32(off) * 2 ** 32 + this.view.getUint32(off + 4) });
+      // one entry lookup in flight per ATU context: its response object is reused
+      let r = this.respOf[ctx];
+      if (r === undefined) this.respOf[ctx] = r = { ctx, value: 0 };
+      r.value = this.view.getUint32(off) * 4294967296 + this.view.getUint32(off + 4);
+      this.resp.push(r);
     } else {
       const off = slot * 64;
       this.lineResp.push({ ctx, lineAddr: addr, line: this.store.slice(off, off + 64) });

@@ -1,4 +1,5 @@
 import type { Module } from './module.ts';
+import type { Sim } from './sim.ts';
 import type { Committable } from './sim.ts';
 import type { EventTarget } from './event_queue.ts';
 import type { Signal } from './signal.ts';
@@ -31,6 +32,7 @@ export class Fifo<T> implements Committable, EventTarget {
   producer: Module | null = null;
   /** Notified after every commit that changed the FIFO, for software processes. */
   readonly changed: SimEvent;
+  private readonly sim: Sim;
   private readonly buf: (T | undefined)[];
   private readonly readyAt: Float64Array;
   private head = 0;
@@ -50,6 +52,7 @@ export class Fifo<T> implements Committable, EventTarget {
     readonly name: string,
     opts: FifoOptions = {},
   ) {
+    this.sim = owner.sim;
     this.capacity = opts.capacity ?? 2;
     this.latency = checkPs(opts.latency ?? 0, `fifo ${name} latency`);
     if (!(Number.isInteger(this.capacity) && this.capacity >= 1)) {
@@ -92,7 +95,7 @@ export class Fifo<T> implements Committable, EventTarget {
     }
     const i = this.wrap(this.head + this.count + this.pushed);
     this.buf[i] = item;
-    this.readyAt[i] = this.owner.sim.now + this.latency;
+    this.readyAt[i] = this.sim.now + this.latency;
     this.pushed++;
     this.touch();
   }
@@ -100,7 +103,7 @@ export class Fifo<T> implements Committable, EventTarget {
   /** True when an item is visible to pop now. */
   canPop(): boolean {
     if (this.popped >= this.count) return false;
-    return this.readyAt[this.wrap(this.head + this.popped)] <= this.owner.sim.now;
+    return this.readyAt[this.wrap(this.head + this.popped)] <= this.sim.now;
   }
 
   /** The item a pop would return. Check canPop() first. */
@@ -142,7 +145,7 @@ export class Fifo<T> implements Committable, EventTarget {
       else if (!this.cons.awake) this.armWake();
     }
     if (popped > 0 && this.producer !== null) this.producer.wake();
-    this.changed.notify();
+    if (this.changed.hasWaiters) this.changed.notify();
   }
 
   /**
@@ -153,15 +156,15 @@ export class Fifo<T> implements Committable, EventTarget {
   armWake(): void {
     if (this.count === 0) return;
     // 1 ps early: the wake lands the consumer on the first edge at or after the item is due
-    const t = Math.max(this.readyAt[this.head] - 1, this.owner.sim.now);
+    const t = Math.max(this.readyAt[this.head] - 1, this.sim.now);
     if (this.wakeAt >= 0 && this.wakeAt <= t) return;
     this.wakeAt = t;
-    this.owner.sim.at(t, this);
+    this.sim.at(t, this);
   }
 
   /** @internal A latency timer expired: the consumer has an item to see. */
   fire(): void {
-    if (this.wakeAt === this.owner.sim.now) this.wakeAt = -1;
+    if (this.wakeAt === this.sim.now) this.wakeAt = -1;
     this.cons?.wake();
     this.changed.notify();
   }
@@ -186,7 +189,7 @@ export class Fifo<T> implements Committable, EventTarget {
   private touch(): void {
     if (!this.dirty) {
       this.dirty = true;
-      this.owner.sim.markDirtyOther(this);
+      this.sim.markDirtyOther(this);
     }
   }
 }

@@ -1,5 +1,6 @@
 import type { Module } from './module.ts';
 import type { EnumType } from './enum_type.ts';
+import type { Sim } from './sim.ts';
 
 /**
  * A traced value of a module: the thing that becomes one `$var` in the VCD. `q` is its current
@@ -57,10 +58,12 @@ export class Reg extends Signal {
   d: number;
   /** Set once per cycle when first written, so a commit visits only written registers. */
   dirty = false;
+  private readonly sim: Sim;
 
   constructor(owner: Module, name: string, width: number, init: number, enumType: EnumType | null) {
     super(owner, name, width, init, enumType);
     this.d = init;
+    this.sim = owner.sim;
   }
 
   /** Writes the value the register takes at the end of this edge. */
@@ -69,7 +72,7 @@ export class Reg extends Signal {
     else if (v !== this.q) {
       this.d = v;
       this.dirty = true;
-      this.owner.sim.markDirty(this);
+      this.sim.markDirty(this);
     }
   }
 }
