@@ -63,5 +63,11 @@ export class Hca extends Module {
       mtt: this.mtt,
       klmWalker: this.klmWalker,
     }).clockedBy(this.coreClock);
+    // the .gtkw shows the pipeline in data-flow order (DESIGN.md "GTKWave save file")
+    this.atu.waveRank = 10;
+    this.mkeyCache.waveRank = 20;
+    this.mtt.waveRank = 30;
+    this.klmWalker.waveRank = 31;
+    this.pcie.waveRank = 90;
   }
 }

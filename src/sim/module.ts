@@ -24,6 +24,11 @@ export class Module {
   readonly children: Module[] = [];
   readonly signals: Signal[] = [];
   readonly stats = new StatSet();
+  /**
+   * Where this module's group goes in the .gtkw (lower first; equal ranks keep creation order).
+   * Set it to show the pipeline in data-flow order when construction order differs.
+   */
+  waveRank = 0;
   /** FIFOs with latency that this module consumes: armed when it goes to sleep. */
   readonly latencyInputs: Fifo<unknown>[] = [];
   /** Scheduling state, owned by the clock. */

@@ -29,7 +29,7 @@ export function gtkwPath(vcdPath: string): string {
 
 /**
  * The zoom line (`*<zoom> <marker> <named markers>`), chosen so `span` ps fit the wave pane of
- * a 1600x900 window: the whole run, or its first 50 clock cycles when longer (so FSM state
+ * a 1600x900 window: the whole run, or its first 1000 clock cycles when longer (so FSM state
  * names are readable at once; GTKWave's zoom-fit shows the rest). Measured with GTKWave 3.3.118 on a 1 ps timescale: it shows about
  * 2^-zoom / 200 ps per pixel, and the pane is about 950 pixels wide.
  */
@@ -66,7 +66,7 @@ export function writeGtkw(opts: {
   groups: readonly GtkwGroup[];
   strings: boolean;
   endTime: number;
-  /** Period of the fastest traced clock, if any: the first view shows ~50 of its cycles. */
+  /** Period of the fastest traced clock, if any: the first view shows up to ~1000 of its cycles. */
   fastestPeriod?: number;
 }): string[] {
   const vcdAbs = resolve(opts.vcdPath);
@@ -114,7 +114,7 @@ export function writeGtkw(opts: {
     '[timestart] 0',
     '[size] 1600 900',
     '[pos] -1 -1',
-    zoomLine(Math.min(opts.endTime, opts.fastestPeriod ? 50 * opts.fastestPeriod : Infinity)),
+    zoomLine(Math.min(opts.endTime, opts.fastestPeriod ? 1000 * opts.fastestPeriod : Infinity)),
     ...[...trees].map((t) => `[treeopen] ${t}`),
     '[sst_width] 260',
     '[signals_width] 360',

@@ -77,6 +77,8 @@ export class Tracer implements TraceSink {
     return this.w.bytes;
   }
 
+  private readonly groupRank: number[] = [];
+
   private select(): void {
     const inScope = scopeSelector(this.opts.scopes);
     const depth = this.opts.depth ?? Infinity;
@@ -91,8 +93,14 @@ export class Tracer implements TraceSink {
         else mine.push(s);
       }
       const label = m.path.includes('.') ? m.path.slice(m.path.indexOf('.') + 1) : m.path;
-      if (mine.length > 0) this.groups.push({ label, signals: mine });
+      if (mine.length > 0) {
+        this.groups.push({ label, signals: mine });
+        this.groupRank.push(m.waveRank);
+      }
     }
+    // data-flow order for the save file: by rank, creation order within a rank (stable)
+    const order = this.groups.map((g, i) => ({ g, r: this.groupRank[i], i })).sort((a, b) => a.r - b.r || a.i - b.i);
+    this.groups.splice(0, this.groups.length, ...order.map((o) => o.g));
   }
 
   private add(s: Signal): void {
