@@ -1,0 +1,86 @@
+/**
+ * The testbed (API.md "Testbed and time"): one or more HCAs, each with its own host, on one
+ * simulated timeline, optionally traced to a VCD. All verbs calls happen inside `run()`.
+ */
+import { Sim, Tracer, type Ps, type StatsJson, type TraceOptions } from '../sim/index.ts';
+import { Hca } from '../rtl/hca.ts';
+import { resolveConfig, type HcaConfig } from '../rtl/config.ts';
+import type { HostSpace } from '../rtl/host_space.ts';
+
+/** Options of a testbed. */
+export interface TestbedOptions {
+  /** Every random choice derives from it (default 1). */
+  seed?: number;
+  /** Adapters, each with its own host; their ports are linked (default 1). */
+  hcas?: number;
+  /** A partial HcaConfig (clocks, caches, latencies); defaults in spec/timing.md. */
+  config?: Partial<HcaConfig>;
+  /** Omit for no tracing (no cost). */
+  trace?: TraceOptions;
+}
+
+export class Testbed {
+  readonly sim: Sim;
+  readonly hcas: readonly Hca[];
+  readonly config: HcaConfig;
+  private readonly tracer: Tracer | null;
+
+  constructor(opts: TestbedOptions = {}) {
+    const n = opts.hcas ?? 1;
+    if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new RangeError(`Testbed: hcas must be an integer in 1..16, got ${n}`);
+    this.config = resolveConfig(opts.config ?? {});
+    this.sim = new Sim({ seed: opts.seed ?? 1 });
+    const hcas: Hca[] = [];
+    for (let i = 0; i < n; i++) hcas.push(new Hca(this.sim, this.sim.top, `hca${i}`, this.config));
+    this.hcas = hcas;
+    // tracing starts once every module and signal exists
+    this.tracer = opts.trace ? new Tracer(this.sim, opts.trace) : null;
+  }
+
+  /** Runs `main` as the main process and the simulation until it finishes; returns its result. */
+  run<T>(main: () => Promise<T>): Promise<T> {
+    return this.sim.run(main);
+  }
+
+  /** A concurrent process (call inside run); returns its promise. */
+  spawn<T>(fn: () => Promise<T>): Promise<T> {
+    return this.sim.spawn(fn);
+  }
+
+  /** Lets `ps` of simulated time pass (inside run). */
+  delay(ps: Ps): Promise<void> {
+    return this.sim.delay(ps);
+  }
+
+  /** Simulated time in ps. */
+  get now(): Ps {
+    return this.sim.now;
+  }
+
+  /** The host (process address space) of adapter `i`. */
+  host(i = 0): HostSpace {
+    return this.hca(i).host;
+  }
+
+  /** Adapter `i` (hardware view, for inspection and tests). */
+  hca(i = 0): Hca {
+    const h = this.hcas[i];
+    if (!h) throw new RangeError(`Testbed: no adapter ${i} (this testbed has ${this.hcas.length})`);
+    return h;
+  }
+
+  /** Statistics of every module, keyed by scope path. */
+  stats(): Record<string, StatsJson> {
+    return this.sim.stats();
+  }
+
+  /** Flushes and closes the trace files (VCD, .gtkw, filters). */
+  async close(): Promise<void> {
+    this.tracer?.close();
+  }
+
+  /** Files the tracer wrote besides the VCD (after close). */
+  get traceFiles(): readonly string[] {
+    return this.tracer ? [this.tracer.opts.vcd, ...this.tracer.files] : [];
+  }
+}

@@ -1,0 +1,23 @@
+/**
+ * mlx5sim's public API (../shared/API.md). Nothing else is public.
+ */
+export { Testbed, type TestbedOptions } from './driver/testbed.ts';
+export { VerbsError, type Errno } from './driver/verbs_error.ts';
+export { incRkey } from './rtl/formats/constants.ts';
+export type { HcaConfig } from './rtl/config.ts';
+export { DEFAULT_HCA_CONFIG } from './rtl/config.ts';
+export type { TraceOptions, Ps } from './sim/index.ts';
+export { PS, NS, US, MS } from './sim/index.ts';
+export type { Scenario, ScenarioOptions, ScenarioResult } from './scenario.ts';
+export { Checks } from './scenario.ts';
+
+/** ib_access_flags bits (API.md "Constants and errors"). */
+export const Access = {
+  LOCAL_WRITE: 1,
+  REMOTE_WRITE: 2,
+  REMOTE_READ: 4,
+  REMOTE_ATOMIC: 8,
+  MW_BIND: 16,
+  ZERO_BASED: 32,
+  ON_DEMAND: 64,
+} as const;
