@@ -13,6 +13,7 @@ import { MkeyCache } from './mkey_cache.ts';
 import { Mtt } from './mtt.ts';
 import { KlmWalker } from './klm_walker.ts';
 import { Atu } from './atu.ts';
+import { Cmdif, type CmdifOptions } from './cmdif.ts';
 
 /** Translation contexts of the ATU and outstanding misses per cache (assumed; no public figure). */
 export const ATU_CONTEXTS = 8;
@@ -28,8 +29,9 @@ export class Hca extends Module {
   readonly mtt: Mtt;
   readonly klmWalker: KlmWalker;
   readonly atu: Atu;
+  readonly cmdif: Cmdif;
 
-  constructor(sim: Sim, parent: Module, name: string, readonly cfg: HcaConfig) {
+  constructor(sim: Sim, parent: Module, name: string, readonly cfg: HcaConfig, opts: CmdifOptions = {}) {
     super(sim, parent, name);
     const period = corePeriodPs(cfg);
     this.coreClock = new Clock(this, 'core_clk', period);
@@ -63,11 +65,13 @@ export class Hca extends Module {
       mtt: this.mtt,
       klmWalker: this.klmWalker,
     }).clockedBy(this.coreClock);
+    this.cmdif = new Cmdif(this, opts);
     // the .gtkw shows the pipeline in data-flow order (DESIGN.md "GTKWave save file")
     this.atu.waveRank = 10;
     this.mkeyCache.waveRank = 20;
     this.mtt.waveRank = 30;
     this.klmWalker.waveRank = 31;
     this.pcie.waveRank = 90;
+    this.cmdif.waveRank = 5;
   }
 }

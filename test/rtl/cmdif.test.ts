@@ -47,8 +47,8 @@ interface Bench {
 
 function bench(config: Partial<HcaConfig> = {}, opts: CmdifOptions = {}): Bench {
   const sim = new Sim();
-  const hca = new Hca(sim, sim.top, 'hca0', resolveConfig(config));
-  const cmdif = new Cmdif(hca, opts);
+  const hca = new Hca(sim, sim.top, 'hca0', resolveConfig(config), opts);
+  const cmdif = hca.cmdif;
   const port = hca.atu.port('x'); // ports before tracing and before the run
   return { sim, hca, cmdif, port };
 }
