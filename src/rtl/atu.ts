@@ -95,6 +95,8 @@ export class Atu extends Module {
   private readonly mtt: Mtt;
   private readonly walker: KlmWalker;
   private rr = 0;
+  /** Contexts not IDLE (so an idle ATU skips the context loop). */
+  private nBusy = 0;
   private readonly rReqValid: Reg;
   private readonly rReqKey: Reg;
   private readonly rReqVa: Reg;
@@ -180,8 +182,9 @@ export class Atu extends Module {
     let respValid = 0;
     let busy = 0;
     let active = false;
-    for (let ci = 0; ci < this.ctxs.length; ci++) {
+    for (let ci = 0; ci < this.ctxs.length && this.nBusy > 0; ci++) {
       const c = this.ctxs[ci];
+      if (c.state === IDLE) continue;
       if (c.state === RESPOND) {
         if (c.port!.resp.canPush()) {
           c.port!.resp.push({ tag: c.req!.tag, result: c.result! });
@@ -244,6 +247,7 @@ export class Atu extends Module {
 
   private accept(c: Ctx, port: AtuPort, req: AtuRequest): void {
     this.sRequests.inc();
+    this.nBusy++;
     c.port = port;
     c.req = req;
     c.needWrite = (req.access & WRITE_ACCESS) !== 0;
@@ -403,6 +407,7 @@ export class Atu extends Module {
   }
 
   private finish(c: Ctx): void {
+    this.nBusy--;
     this.sLatency.add(this.sim.now - c.started);
     c.req = null;
     c.result = null;
