@@ -33,6 +33,10 @@ export interface MkeyDesc {
   klm?: readonly Klm[];
   /** Translation entries to reserve (default: the list given); UMR may fill them later. */
   xltCapacity?: number;
+  /** IB_ACCESS_MW_BIND (see umr_types.ts). */
+  mwBind?: boolean;
+  /** MKEY_KIND_MR (default), MKEY_KIND_MW1 or MKEY_KIND_MW2. */
+  kind?: number;
 }
 
 /** Writes a new mkey (CREATE_MKEY's effect): its translation table and its context. */
@@ -76,7 +80,7 @@ export function writeMkey(hca: Hca, d: MkeyDesc): MkeyEntry {
       translationsOctwordSize: isMtt ? Math.ceil(count / 2) : isKlm ? count : 0,
       logPageSize: d.logPageSize,
     },
-    { allocated: true, pgAccess: d.pgAccess, xltCount: given, xltAddr },
+    { allocated: true, pgAccess: d.pgAccess, xltCount: given, xltAddr, mwBind: d.mwBind ?? false, kind: d.kind ?? 0, mwCount: 0 },
   );
   hca.mem.write(ctxAddr, buf);
   hca.mkeyCache.invalidate(d.index); // no older cached copy of the index survives a create

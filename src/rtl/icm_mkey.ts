@@ -13,6 +13,8 @@
 import { decodeMkeyContext, encodeMkeyContext, type MkeyContext } from './formats/mkey_context.ts';
 import { MkcAccessMode } from './formats/constants.ts';
 
+import { ICM_KIND_MASK, ICM_KIND_SHIFT, ICM_MW_BIND, ICM_MW_COUNT } from './umr_types.ts';
+
 export const ICM_BYTE3 = 3;
 export const ICM_ALLOCATED = 0x80;
 export const ICM_PG_ACCESS = 0x01;
@@ -46,6 +48,12 @@ export interface MkeyEntry {
   pgAccess: boolean;
   xltCount: number;
   xltAddr: number;
+  /** The MR may have windows bound (IB_ACCESS_MW_BIND; see umr_types.ts). */
+  mwBind: boolean;
+  /** MKEY_KIND_MR, MKEY_KIND_MW1 or MKEY_KIND_MW2. */
+  kind: number;
+  /** Windows bound to this MR. */
+  mwCount: number;
 }
 
 /** ib_access bits of an mkey context's permission flags. */
@@ -80,6 +88,9 @@ export function decodeIcmMkey(view: DataView, off: number, index: number): MkeyE
     pgAccess: (b3 & ICM_PG_ACCESS) !== 0,
     xltCount: view.getUint32(off + ICM_XLT_COUNT),
     xltAddr: view.getUint32(off + ICM_XLT_ADDR) * 2 ** 32 + view.getUint32(off + ICM_XLT_ADDR + 4),
+    mwBind: (b3 & ICM_MW_BIND) !== 0,
+    kind: (b3 & ICM_KIND_MASK) >>> ICM_KIND_SHIFT,
+    mwCount: view.getUint32(off + ICM_MW_COUNT),
   };
 }
 
@@ -89,6 +100,9 @@ export interface IcmPrivate {
   pgAccess: boolean;
   xltCount: number;
   xltAddr: number;
+  mwBind?: boolean;
+  kind?: number;
+  mwCount?: number;
 }
 
 /** Writes a whole ICM entry: the context bytes, then the private fields into reserved bytes. */
@@ -99,7 +113,11 @@ export function encodeIcmMkey(view: DataView, off: number, c: MkeyContext, p: Ic
 
 /** Rewrites only the private fields (a UMR that changes the context keeps them). */
 export function writeIcmPrivate(view: DataView, off: number, p: IcmPrivate): void {
-  view.setUint8(off + ICM_BYTE3, (p.allocated ? ICM_ALLOCATED : 0) | (p.pgAccess ? ICM_PG_ACCESS : 0));
+  view.setUint8(
+    off + ICM_BYTE3,
+    (p.allocated ? ICM_ALLOCATED : 0) | (p.pgAccess ? ICM_PG_ACCESS : 0) | (p.mwBind ? ICM_MW_BIND : 0) | (((p.kind ?? 0) << ICM_KIND_SHIFT) & ICM_KIND_MASK),
+  );
+  view.setUint32(off + ICM_MW_COUNT, (p.mwCount ?? 0) >>> 0);
   view.setUint32(off + ICM_XLT_COUNT, p.xltCount >>> 0);
   view.setUint32(off + ICM_XLT_ADDR, Math.floor(p.xltAddr / 2 ** 32));
   view.setUint32(off + ICM_XLT_ADDR + 4, p.xltAddr >>> 0);
@@ -111,6 +129,9 @@ export function readIcmPrivate(view: DataView, off: number): IcmPrivate {
   return {
     allocated: (b3 & ICM_ALLOCATED) !== 0,
     pgAccess: (b3 & ICM_PG_ACCESS) !== 0,
+    mwBind: (b3 & ICM_MW_BIND) !== 0,
+    kind: (b3 & ICM_KIND_MASK) >>> ICM_KIND_SHIFT,
+    mwCount: view.getUint32(off + ICM_MW_COUNT),
     xltCount: view.getUint32(off + ICM_XLT_COUNT),
     xltAddr: view.getUint32(off + ICM_XLT_ADDR) * 2 ** 32 + view.getUint32(off + ICM_XLT_ADDR + 4),
   };
