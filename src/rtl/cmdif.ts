@@ -506,8 +506,18 @@ export class Cmdif extends Module {
       rnrRetry: 7,
       pageFaultResumes: 0,
       lastResumeFlags: 0,
+      remoteHca: 0,
     });
     return { qpn };
+  }
+
+  /**
+   * The hardware moved a QP to ERR (a work request completed in error, or a remote access
+   * error hit its responder): at once, no command latency (IB: the QP enters the error state).
+   */
+  hwError(qpn: number): void {
+    const qp = this.qps.get(qpn);
+    if (qp) qp.state = 'ERR';
   }
 
   private modifyQp(c: CmdOf<'RST2INIT_QP'> | CmdOf<'INIT2RTR_QP'> | CmdOf<'RTR2RTS_QP'> | CmdOf<'2ERR_QP'>): { state: QpState } {
@@ -534,6 +544,7 @@ export class Cmdif extends Module {
         const remoteQpn = this.uint('remote_qpn', c.remoteQpn ?? 0, 24);
         qp.rqPsn = this.uint('rq_psn', c.rqPsn ?? 0, 24);
         qp.remoteQpn = remoteQpn;
+        qp.remoteHca = this.uint('remote_hca', c.remoteHca ?? 0, 8);
         qp.mtu = mtu;
         break;
       }

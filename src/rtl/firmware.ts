@@ -6,9 +6,10 @@
  * a rewritten table are dropped, before any later access can see them.
  */
 import type { Hca } from './hca.ts';
-import { encodeIcmMkey, decodeIcmMkey, readIcmPrivate, writeIcmPrivate, type MkeyEntry } from './icm_mkey.ts';
+import { encodeIcmMkey, decodeIcmMkey, readIcmPrivate, writeIcmPrivate, type IcmPrivate, type MkeyEntry } from './icm_mkey.ts';
+import { decodeMkeyContext, type MkeyContext } from './formats/mkey_context.ts';
 import { MkcAccessMode, MKEY_QPN_NONE } from './formats/constants.ts';
-import { encodeKlm, type Klm } from './formats/klm.ts';
+import { decodeKlm, encodeKlm, type Klm } from './formats/klm.ts';
 
 /** An mkey as firmware writes it. Access is ib_access_flags bits (local read always granted). */
 export interface MkeyDesc {
@@ -113,6 +114,34 @@ export function writeTranslations(hca: Hca, xltAddr: number, d: Pick<MkeyDesc, '
 export function readMkey(hca: Hca, index: number): MkeyEntry {
   const bytes = hca.mem.read(hca.icm.mkeyContextAddr(index), 64);
   return decodeIcmMkey(new DataView(bytes.buffer, bytes.byteOffset, 64), 0, index);
+}
+
+/**
+ * Read-modify-write of an mkey's ICM entry (UMR and remote invalidation): `edit` changes the
+ * decoded context and private fields; the entry is written back and the cached copy updated.
+ */
+export function updateMkey(hca: Hca, index: number, edit: (c: MkeyContext, p: IcmPrivate) => void): MkeyEntry {
+  const addr = hca.icm.mkeyContextAddr(index);
+  const bytes = hca.mem.read(addr, 64);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, 64);
+  const c = decodeMkeyContext(view, 0);
+  const p = readIcmPrivate(view, 0);
+  edit(c, p);
+  encodeIcmMkey(view, 0, c, p);
+  hca.mem.write(addr, bytes);
+  const entry = decodeIcmMkey(view, 0, index);
+  hca.mkeyCache.write(entry);
+  return entry;
+}
+
+/** The KLM entries of an indirect mkey (a window's one KLM names its MR). */
+export function readKlms(hca: Hca, entry: MkeyEntry): Klm[] {
+  const out: Klm[] = [];
+  if (entry.xltAddr === 0) return out;
+  const bytes = hca.mem.read(entry.xltAddr, entry.xltCount * 16);
+  const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+  for (let i = 0; i < entry.xltCount; i++) out.push(decodeKlm(v, i * 16));
+  return out;
 }
 
 /** DESTROY_MKEY's effect: the index is no longer allocated; its table is freed; caches follow the policy. */

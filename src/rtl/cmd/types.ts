@@ -158,6 +158,8 @@ export interface QpContext {
   readonly pkeyIndex: number;
   /** INIT2RTR: the peer QP, path MTU and the expected receive PSN. */
   readonly remoteQpn: number;
+  /** The peer adapter (testbed index) of a connected RC QP. */
+  readonly remoteHca: number;
   readonly mtu: Mtu;
   readonly rqPsn: number;
   /** RTR2RTS: first send PSN, ACK timeout exponent, retry counts. */
@@ -237,7 +239,8 @@ export interface CmdInputs {
     dbrAddr?: number;
   };
   RST2INIT_QP: { qpn: number; accessFlags?: number; port?: number; pkeyIndex?: number };
-  INIT2RTR_QP: { qpn: number; remoteQpn?: number; mtu?: Mtu; rqPsn?: number };
+  /** `remoteHca`: the peer adapter's index in the testbed (what an address vector names). */
+  INIT2RTR_QP: { qpn: number; remoteQpn?: number; remoteHca?: number; mtu?: Mtu; rqPsn?: number };
   RTR2RTS_QP: { qpn: number; sqPsn?: number; timeout?: number; retryCnt?: number; rnrRetry?: number };
   '2ERR_QP': { qpn: number };
 }

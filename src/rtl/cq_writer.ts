@@ -1,0 +1,128 @@
+/**
+ * The CQ writer (`tb.hcaN.cq_writer`): turns completions into 64-byte CQEs written by posted
+ * PCIe writes into the CQ buffer in host memory, with the owner bit of the CQ's current pass
+ * (spec/mlx5.md "CQE": software owns CQE n when (op_own & 1) == ((n & ncqe) != 0)). One CQE per
+ * cycle. Software waiting on a CQ is notified when the write has landed in host memory.
+ */
+import { EnumType, Fifo, Module, SimEvent, type EventTarget, type Reg } from '../sim/index.ts';
+import type { Hca } from './hca.ts';
+import type { DmaPort } from './pcie.ts';
+import { encodeCqe } from './formats/cqe.ts';
+import { CqeOpcode } from './formats/constants.ts';
+
+/** A completion to write. */
+export interface CqeJob {
+  cqn: number;
+  /** CqeOpcode. */
+  opcode: number;
+  qpn: number;
+  /** The WQE's opcode (requester) or 0. */
+  wqeOpcode: number;
+  wqeCounter: number;
+  byteCnt: number;
+  immInvalPkey: number;
+  /** CqeSyndrome for REQ_ERR / RESP_ERR, else 0. */
+  syndrome: number;
+}
+
+export const CqeOpcodeEnum = new EnumType('cqe_opcode', {
+  [CqeOpcode.REQ]: 'REQ',
+  [CqeOpcode.RESP_WR_IMM]: 'RESP_WR_IMM',
+  [CqeOpcode.RESP_SEND]: 'RESP_SEND',
+  [CqeOpcode.RESP_SEND_IMM]: 'RESP_SEND_IMM',
+  [CqeOpcode.RESP_SEND_INV]: 'RESP_SEND_INV',
+  [CqeOpcode.REQ_ERR]: 'REQ_ERR',
+  [CqeOpcode.RESP_ERR]: 'RESP_ERR',
+  [CqeOpcode.INVALID]: 'INVALID',
+});
+
+export class CqWriter extends Module implements EventTarget {
+  readonly req: Fifo<CqeJob>;
+  private readonly port: DmaPort;
+  /** Producer counter per CQ. */
+  private readonly pi = new Map<number, number>();
+  private readonly events = new Map<number, SimEvent>();
+  /** CQs whose CQE lands at the given time (notified then). */
+  private readonly landing: { at: number; cqn: number }[] = [];
+  private readonly rValid: Reg;
+  private readonly rCqn: Reg;
+  private readonly rOpcode: Reg;
+  private readonly rSyndrome: Reg;
+  private readonly sCqes;
+  private readonly sErrors;
+
+  constructor(private readonly hca: Hca) {
+    super(hca.sim, hca, 'cq_writer');
+    this.rValid = this.reg('cqe_valid', 1);
+    this.rCqn = this.reg('cqn', 24);
+    this.rOpcode = this.reg('opcode', CqeOpcodeEnum.width, { enum: CqeOpcodeEnum });
+    this.rSyndrome = this.reg('syndrome', 8);
+    this.req = new Fifo<CqeJob>(this, 'req', { capacity: 8 });
+    this.req.consumer = this;
+    this.port = hca.pcie.port('cq');
+    this.port.req.producer = this;
+    this.sCqes = this.stats.counter('cqes');
+    this.sErrors = this.stats.counter('error_cqes');
+  }
+
+  /** Software: notified when a CQE of `cqn` has landed in host memory. */
+  event(cqn: number): SimEvent {
+    let e = this.events.get(cqn);
+    if (!e) this.events.set(cqn, (e = new SimEvent(this.sim)));
+    return e;
+  }
+
+  /** CQEs written to `cqn` so far. */
+  produced(cqn: number): number {
+    return this.pi.get(cqn) ?? 0;
+  }
+
+  override tick(): void {
+    if (!this.req.canPop() || !this.port.req.canPush()) {
+      this.rValid.set(0);
+      if (!this.req.canPop()) this.sleep();
+      return;
+    }
+    const j = this.req.pop();
+    const cq = this.hca.cmdif.getCq(j.cqn);
+    if (!cq) throw new Error(`${this.path}: completion for CQ ${j.cqn}, which does not exist`);
+    const n = this.pi.get(j.cqn) ?? 0;
+    this.pi.set(j.cqn, n + 1);
+    const bytes = new Uint8Array(64);
+    encodeCqe(new DataView(bytes.buffer), 0, {
+      immInvalPkey: j.immInvalPkey >>> 0,
+      byteCnt: j.byteCnt >>> 0,
+      vendorErrSynd: 0,
+      syndrome: j.syndrome,
+      wqeOpcode: j.wqeOpcode,
+      qpn: j.qpn,
+      wqeCounter: j.wqeCounter & 0xffff,
+      signature: 0,
+      opcode: j.opcode,
+      format: 0,
+      se: false,
+      // the owner bit of pass n / size: software compares it with (n & size) != 0
+      owner: (n & cq.size) !== 0 ? 1 : 0,
+    });
+    this.port.req.push({ kind: 'write', addr: cq.bufAddr + (n & (cq.size - 1)) * 64, length: 64, tag: 0, data: bytes });
+    // visible to software once the posted write lands (spec/timing.md "PCIe posted write")
+    const at = this.sim.now + this.hca.cfg.pcieWritePs + 1;
+    this.landing.push({ at, cqn: j.cqn });
+    this.sim.at(at, this);
+    this.rValid.set(1);
+    this.rCqn.set(j.cqn);
+    this.rOpcode.set(j.opcode);
+    this.rSyndrome.set(j.syndrome);
+    this.sCqes.inc();
+    if (j.syndrome !== 0) this.sErrors.inc();
+  }
+
+  /** @internal CQEs landed: wake software waiting on their CQs. */
+  fire(): void {
+    const now = this.sim.now;
+    while (this.landing.length > 0 && this.landing[0].at <= now) {
+      const l = this.landing.shift()!;
+      this.events.get(l.cqn)?.notify();
+    }
+  }
+}

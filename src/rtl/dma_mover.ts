@@ -1,0 +1,94 @@
+/**
+ * Moves bytes between host memory and an engine over its PCIe port: gathers a list of physical
+ * segments into one buffer (reads of at most 512 bytes, the usual PCIe max read request, with
+ * up to 16 in flight), or scatters a buffer over segments (posted writes). Driven from its
+ * owner's tick: `step()` issues what it can; the owner routes read completions to `complete()`.
+ */
+import type { DmaPort } from './pcie.ts';
+import type { PhysSegment } from './atu_types.ts';
+
+const MAX_READ = 512;
+const MAX_INFLIGHT = 16;
+
+export class DmaMover {
+  private segs: PhysSegment[] = [];
+  private seg = 0;
+  private off = 0; // offset in the current segment
+  private bufOff = 0; // bytes issued so far
+  private buf: Uint8Array = new Uint8Array(0);
+  private inflight = 0;
+  private reading = false;
+  private chunkAt: number[] = []; // buffer offset of each tag
+  /** Bytes moved by reads and writes. */
+  bytes = 0;
+
+  constructor(private readonly port: DmaPort) {}
+
+  /** Starts gathering `segs` into a new buffer of their total length. */
+  gather(segs: PhysSegment[]): void {
+    this.start(segs, true, new Uint8Array(total(segs)));
+  }
+
+  /** Starts scattering `data` over `segs` (their total length must be data.length or more). */
+  scatter(segs: PhysSegment[], data: Uint8Array): void {
+    this.start(segs, false, data);
+  }
+
+  private start(segs: PhysSegment[], reading: boolean, buf: Uint8Array): void {
+    this.segs = segs;
+    this.seg = 0;
+    this.off = 0;
+    this.bufOff = 0;
+    this.buf = buf;
+    this.inflight = 0;
+    this.reading = reading;
+    this.chunkAt = [];
+  }
+
+  /** True when every byte was issued and (for reads) every completion has arrived. */
+  get done(): boolean {
+    return this.bufOff >= this.buf.length && this.inflight === 0;
+  }
+
+  /** The gathered bytes (after done). */
+  get data(): Uint8Array {
+    return this.buf;
+  }
+
+  /** Issues at most one request this cycle. */
+  step(): void {
+    if (this.bufOff >= this.buf.length || !this.port.req.canPush()) return;
+    if (this.reading && this.inflight >= MAX_INFLIGHT) return;
+    while (this.seg < this.segs.length && this.off >= this.segs[this.seg].length) {
+      this.seg++;
+      this.off = 0;
+    }
+    const s = this.segs[this.seg];
+    const n = Math.min(s.length - this.off, this.buf.length - this.bufOff, this.reading ? MAX_READ : 4096);
+    const addr = s.pa + this.off;
+    if (this.reading) {
+      const tag = this.chunkAt.length;
+      this.chunkAt.push(this.bufOff);
+      this.port.req.push({ kind: 'read', addr, length: n, tag });
+      this.inflight++;
+    } else {
+      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: this.buf.subarray(this.bufOff, this.bufOff + n) });
+    }
+    this.off += n;
+    this.bufOff += n;
+    this.bytes += n;
+  }
+
+  /** A read completion of this mover. */
+  complete(tag: number, data: Uint8Array): void {
+    this.buf.set(data, this.chunkAt[tag]);
+    this.inflight--;
+  }
+}
+
+/** Total bytes of a segment list. */
+export function total(segs: readonly PhysSegment[]): number {
+  let n = 0;
+  for (const s of segs) n += s.length;
+  return n;
+}

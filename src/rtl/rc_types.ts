@@ -1,0 +1,38 @@
+/**
+ * RC messages between a requester and the responder of the peer adapter (whole messages: the
+ * link accounts for their packets), and the responder's answers.
+ */
+
+/** Request operations on the wire. */
+export type RcOp = 'SEND' | 'SEND_IMM' | 'SEND_INV' | 'WRITE' | 'WRITE_IMM' | 'READ' | 'CMP_SWAP' | 'FETCH_ADD';
+
+export interface RcRequest {
+  op: RcOp;
+  srcHca: number;
+  srcQpn: number;
+  dstQpn: number;
+  /** Matches the answer to the request. */
+  seq: number;
+  raddr: number;
+  rkey: number;
+  length: number;
+  /** SEND and WRITE data. */
+  payload: Uint8Array | null;
+  imm: number;
+  invRkey: number;
+  /** Atomics: compare (CMP_SWAP) and swap-or-add operands, as 8-byte little-endian host words. */
+  compare: Uint8Array | null;
+  swapAdd: Uint8Array | null;
+}
+
+/** NAK kinds: remote access error, invalid request, remote operational error, receiver not ready. */
+export type RcNak = 'ACCESS' | 'INV_REQ' | 'REM_OP' | 'RNR';
+
+export interface RcResponse {
+  dstHca: number;
+  dstQpn: number;
+  seq: number;
+  kind: 'ACK' | 'NAK' | 'READ_DATA' | 'ATOMIC_DATA';
+  nak?: RcNak;
+  data?: Uint8Array;
+}
