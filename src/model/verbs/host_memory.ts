@@ -1,0 +1,99 @@
+/**
+ * The host memory of one HCA as the verbs model sees it: a process address space of virtual
+ * addresses, made of mapped ranges, holding bytes. Physical pages are the cycle model's business;
+ * the model moves bytes by virtual address.
+ */
+
+/** Granule of the sparse byte store (not a page size of any mapping). */
+const CHUNK = 4096;
+
+/** A mapped range `[start, end)`. */
+interface Range {
+  start: number;
+  end: number;
+}
+
+/** A sparse byte store over mapped virtual ranges; unwritten bytes read as zero. */
+export class HostMemory {
+  private readonly chunks = new Map<number, Uint8Array>();
+  /** Mapped ranges, sorted by start, disjoint and not touching (merged). */
+  private readonly ranges: Range[] = [];
+  /** Next address the bump allocator hands out. */
+  private next: number;
+
+  /** A memory whose allocator starts at `base`. */
+  constructor(base = 0x10_0000) {
+    this.next = base;
+  }
+
+  /**
+   * Maps `length` bytes (zeroed) at the next address aligned to `align`, and returns it. A one-page
+   * unmapped guard follows every allocation, so overruns hit unmapped memory.
+   */
+  alloc(length: number, align = 4096): number {
+    const addr = Math.ceil(this.next / align) * align;
+    this.map(addr, length);
+    this.next = addr + length + 4096;
+    return addr;
+  }
+
+  /** Maps `[addr, addr + length)` (already mapped parts stay as they are). */
+  map(addr: number, length: number): void {
+    if (length <= 0) return;
+    let start = addr;
+    let end = addr + length;
+    const kept: Range[] = [];
+    for (const r of this.ranges) {
+      if (r.end < start || r.start > end) {
+        kept.push(r);
+      } else {
+        start = Math.min(start, r.start);
+        end = Math.max(end, r.end);
+      }
+    }
+    kept.push({ start, end });
+    kept.sort((a, b) => a.start - b.start);
+    this.ranges.splice(0, this.ranges.length, ...kept);
+    if (end > this.next) this.next = end + 4096;
+  }
+
+  /** Whether every byte of `[addr, addr + length)` is mapped (true for length 0). */
+  isMapped(addr: number, length: number): boolean {
+    if (length === 0) return true;
+    return this.ranges.some((r) => addr >= r.start && addr + length <= r.end);
+  }
+
+  /** The bytes `[addr, addr + length)`; the caller has checked the range is mapped. */
+  read(addr: number, length: number): Uint8Array {
+    const out = new Uint8Array(length);
+    let done = 0;
+    while (done < length) {
+      const a = addr + done;
+      const chunkNo = Math.floor(a / CHUNK);
+      const off = a - chunkNo * CHUNK;
+      const n = Math.min(length - done, CHUNK - off);
+      const chunk = this.chunks.get(chunkNo);
+      if (chunk !== undefined) out.set(chunk.subarray(off, off + n), done);
+      done += n;
+    }
+    return out;
+  }
+
+  /** Writes `bytes` at `addr`; the caller has checked the range is mapped. */
+  write(addr: number, bytes: Uint8Array): void {
+    let done = 0;
+    while (done < bytes.length) {
+      const a = addr + done;
+      const chunkNo = Math.floor(a / CHUNK);
+      const off = a - chunkNo * CHUNK;
+      const n = Math.min(bytes.length - done, CHUNK - off);
+      let chunk = this.chunks.get(chunkNo);
+      if (chunk === undefined) {
+        chunk = new Uint8Array(CHUNK);
+        this.chunks.set(chunkNo, chunk);
+      }
+      chunk.set(bytes.subarray(done, done + n), off);
+      done += n;
+    }
+  }
+}
