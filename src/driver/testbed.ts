@@ -6,6 +6,8 @@ import { Sim, Tracer, type Ps, type StatsJson, type TraceOptions } from '../sim/
 import { Hca } from '../rtl/hca.ts';
 import { resolveConfig, type HcaConfig } from '../rtl/config.ts';
 import type { HostSpace } from '../rtl/host_space.ts';
+import { Link } from '../rtl/link.ts';
+import type { RcRequest, RcResponse } from '../rtl/rc_types.ts';
 
 /** Options of a testbed. */
 export interface TestbedOptions {
@@ -33,6 +35,14 @@ export class Testbed {
     const hcas: Hca[] = [];
     for (let i = 0; i < n; i++) hcas.push(new Hca(this.sim, this.sim.top, `hca${i}`, this.config));
     this.hcas = hcas;
+    // the wire: requests to responders, answers back to requesters (loopback with one adapter)
+    const c = this.config;
+    const toResponders = new Link<RcRequest>(this.sim, this.sim.top, 'link_req', hcas.map((h) => h.responder.inbox), c.linkLatencyPs, c.linkGbps);
+    const toRequesters = new Link<RcResponse>(this.sim, this.sim.top, 'link_resp', hcas.map((h) => h.requester.inbox), c.linkLatencyPs, c.linkGbps);
+    for (const h of hcas) {
+      h.requester.link = toResponders;
+      h.responder.link = toRequesters;
+    }
     // tracing starts once every module and signal exists
     this.tracer = opts.trace ? new Tracer(this.sim, opts.trace) : null;
   }

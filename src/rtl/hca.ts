@@ -14,6 +14,10 @@ import { Mtt } from './mtt.ts';
 import { KlmWalker } from './klm_walker.ts';
 import { Atu } from './atu.ts';
 import { Cmdif, type CmdifOptions } from './cmdif.ts';
+import { CqWriter } from './cq_writer.ts';
+import { Sq } from './sq.ts';
+import { Requester } from './requester.ts';
+import { Responder } from './responder.ts';
 
 /** Translation contexts of the ATU and outstanding misses per cache (assumed; no public figure). */
 export const ATU_CONTEXTS = 8;
@@ -30,6 +34,10 @@ export class Hca extends Module {
   readonly klmWalker: KlmWalker;
   readonly atu: Atu;
   readonly cmdif: Cmdif;
+  readonly sq: Sq;
+  readonly requester: Requester;
+  readonly responder: Responder;
+  readonly cqWriter: CqWriter;
 
   constructor(sim: Sim, parent: Module, name: string, readonly cfg: HcaConfig, opts: CmdifOptions = {}) {
     super(sim, parent, name);
@@ -66,6 +74,17 @@ export class Hca extends Module {
       klmWalker: this.klmWalker,
     }).clockedBy(this.coreClock);
     this.cmdif = new Cmdif(this, opts);
+    // the work queues and the RC data path (the link between adapters is the testbed's)
+    this.sq = new Sq(this).clockedBy(this.coreClock);
+    this.requester = new Requester(this).clockedBy(this.coreClock);
+    this.responder = new Responder(this).clockedBy(this.coreClock);
+    this.cqWriter = new CqWriter(this).clockedBy(this.coreClock);
+    this.sq.connect({ cqWriter: this.cqWriter.req, requester: this.requester, umr: null, flush: this.responder.flushReq });
+    this.responder.cqWriter = this.cqWriter.req;
+    this.sq.waveRank = 1;
+    this.requester.waveRank = 2;
+    this.responder.waveRank = 3;
+    this.cqWriter.waveRank = 40;
     // the .gtkw shows the pipeline in data-flow order (DESIGN.md "GTKWave save file")
     this.atu.waveRank = 10;
     this.mkeyCache.waveRank = 20;

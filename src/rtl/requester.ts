@@ -1,0 +1,326 @@
+/**
+ * The RC requester (`tb.hcaN.requester`): executes one data work request at a time for the send
+ * queue engine: translates the local SGEs through the ATU (LOCAL_WRITE where the HCA writes:
+ * READ and atomic destinations), gathers the payload by DMA, sends the message over the link,
+ * waits for the answer (retrying after an RNR NAK or an ACK timeout), places READ and atomic
+ * results, and reports the completion syndrome (spec/semantics.md "Data path").
+ */
+import { EnumType, Fifo, Module, type EventTarget, type Reg } from '../sim/index.ts';
+import type { Hca } from './hca.ts';
+import type { DmaPort } from './pcie.ts';
+import type { AtuPort } from './atu.ts';
+import type { AtuResponse, PhysSegment } from './atu_types.ts';
+import type { Link } from './link.ts';
+import type { RcOp, RcRequest, RcResponse } from './rc_types.ts';
+import { DmaMover, total } from './dma_mover.ts';
+import { CqeSyndrome, WqeOpcode } from './formats/constants.ts';
+import { dataSegLength } from './formats/data_seg.ts';
+import type { ParsedWqe } from '../driver/wqe_builder.ts';
+import { ackTimeoutPs, rnrTimerPs } from './config.ts';
+import { IB_LOCAL_WRITE } from './icm_mkey.ts';
+
+/** A data WQE to execute. */
+export interface ReqJob {
+  tag: number;
+  qpn: number;
+  wqe: Extract<ParsedWqe, { kind: 'send' | 'rdma' | 'atomic' }>;
+}
+
+export interface ReqDone {
+  tag: number;
+  syndrome: number;
+  byteLen: number;
+}
+
+export const RequesterState = new EnumType('requester_state', ['IDLE', 'XLATE', 'GATHER', 'SEND', 'WAIT_RESP', 'SCATTER', 'DONE']);
+const IDLE = 0;
+const XLATE = 1;
+const GATHER = 2;
+const SEND = 3;
+const WAIT_RESP = 4;
+const SCATTER = 5;
+const DONE = 6;
+
+const OP_OF: Record<number, RcOp> = {
+  [WqeOpcode.SEND]: 'SEND',
+  [WqeOpcode.SEND_IMM]: 'SEND_IMM',
+  [WqeOpcode.SEND_INVAL]: 'SEND_INV',
+  [WqeOpcode.RDMA_WRITE]: 'WRITE',
+  [WqeOpcode.RDMA_WRITE_IMM]: 'WRITE_IMM',
+  [WqeOpcode.RDMA_READ]: 'READ',
+  [WqeOpcode.ATOMIC_CS]: 'CMP_SWAP',
+  [WqeOpcode.ATOMIC_FA]: 'FETCH_ADD',
+};
+
+export class Requester extends Module implements EventTarget {
+  readonly req: Fifo<ReqJob>;
+  readonly resp: Fifo<ReqDone>;
+  /** Answers from the peer's responder. */
+  readonly inbox: Fifo<RcResponse>;
+  link: Link<RcRequest> | null = null;
+  private readonly atu: AtuPort;
+  private readonly port: DmaPort;
+  private readonly mover: DmaMover;
+  private readonly state: Reg;
+  private readonly rQpn: Reg;
+  private readonly rOp: Reg;
+  private readonly rLen: Reg;
+  private readonly rSyndrome: Reg;
+  // the job in progress
+  private job: ReqJob | null = null;
+  private op: RcOp = 'SEND';
+  private ptrs: { lkey: number; addr: number; length: number }[] = [];
+  private results: (AtuResponse | null)[] = [];
+  private waiting = 0;
+  private local: PhysSegment[] = [];
+  private payload: Uint8Array | null = null;
+  private length = 0;
+  private seq = 0;
+  private tries = 0;
+  private rnrTries = 0;
+  private resendAt = -1;
+  private timeoutAt = -1;
+  private answer: RcResponse | null = null;
+  private syndrome = 0;
+  private readonly sMessages;
+  private readonly sBytes;
+  private readonly sRetries;
+  private readonly sErrors;
+  private readonly sLatency;
+  private started = 0;
+
+  constructor(private readonly hca: Hca) {
+    super(hca.sim, hca, 'requester');
+    this.state = this.stateReg('state', RequesterState);
+    this.rQpn = this.reg('qpn', 24);
+    this.rOp = this.reg('wqe_opcode', 8);
+    this.rLen = this.reg('length', 32);
+    this.rSyndrome = this.reg('syndrome', 8);
+    this.req = new Fifo<ReqJob>(this, 'req', { capacity: 1 });
+    this.resp = new Fifo<ReqDone>(this, 'resp', { capacity: 1 });
+    this.inbox = new Fifo<RcResponse>(this, 'inbox', { capacity: 16 });
+    this.req.consumer = this;
+    this.inbox.consumer = this;
+    this.resp.producer = this;
+    this.atu = hca.atu.port('requester', 8);
+    this.atu.resp.consumer = this;
+    this.port = hca.pcie.port('requester', { reqCapacity: 8, respCapacity: 16 });
+    this.port.resp.consumer = this;
+    this.port.req.producer = this;
+    this.mover = new DmaMover(this.port);
+    this.sMessages = this.stats.counter('messages');
+    this.sBytes = this.stats.counter('bytes');
+    this.sRetries = this.stats.counter('retries');
+    this.sErrors = this.stats.counter('errors');
+    this.sLatency = this.stats.histogram('latency_ps');
+  }
+
+  /** @internal A retry timer (RNR or ACK timeout) expired. */
+  fire(): void {
+    this.wake();
+  }
+
+  override tick(): void {
+    while (this.port.resp.canPop()) {
+      const r = this.port.resp.pop();
+      this.mover.complete(r.tag, r.data!);
+    }
+    switch (this.state.q) {
+      case IDLE:
+        if (!this.req.canPop()) return this.sleep();
+        this.start(this.req.pop());
+        return;
+      case XLATE:
+        return this.xlate();
+      case GATHER:
+        this.mover.step();
+        if (this.mover.done) {
+          this.payload = this.mover.data;
+          this.state.set(SEND);
+        }
+        return;
+      case SEND:
+        return this.send();
+      case WAIT_RESP:
+        return this.waitResp();
+      case SCATTER:
+        this.mover.step();
+        if (this.mover.done) this.finish(0);
+        return;
+      case DONE:
+        if (!this.resp.canPush()) return;
+        this.resp.push({ tag: this.job!.tag, syndrome: this.syndrome, byteLen: this.length });
+        if (this.syndrome !== 0) this.sErrors.inc();
+        this.sLatency.add(this.sim.now - this.started);
+        this.job = null;
+        this.state.set(IDLE);
+        return;
+    }
+  }
+
+  private start(job: ReqJob): void {
+    this.job = job;
+    this.started = this.sim.now;
+    this.op = OP_OF[job.wqe.ctrl.opcode];
+    this.ptrs = [];
+    let inline: Uint8Array[] = [];
+    for (const d of job.wqe.data) {
+      if (d.kind === 'inline') inline.push(d.data);
+      else this.ptrs.push({ lkey: d.seg.lkey, addr: d.seg.addr, length: dataSegLength(d.seg.byteCount) });
+    }
+    this.length = this.ptrs.reduce((a, p) => a + p.length, 0) + inline.reduce((a, b) => a + b.length, 0);
+    this.payload = null;
+    if (inline.length > 0) {
+      const buf = new Uint8Array(this.length);
+      let o = 0;
+      for (const b of inline) { buf.set(b, o); o += b.length; }
+      this.payload = buf;
+      inline = [];
+    }
+    this.results = this.ptrs.map(() => null);
+    this.waiting = 0;
+    this.local = [];
+    this.tries = 0;
+    this.rnrTries = 0;
+    this.syndrome = 0;
+    this.rQpn.set(job.qpn);
+    this.rOp.set(job.wqe.ctrl.opcode);
+    this.rLen.set(Math.min(this.length, 0xffffffff));
+    this.state.set(this.ptrs.length > 0 ? XLATE : SEND);
+  }
+
+  /** Issue the SGE translations, then collect them (one per SGE, in order). */
+  private xlate(): void {
+    const qp = this.hca.cmdif.getQp(this.job!.qpn)!;
+    const writes = this.op === 'READ' || this.op === 'CMP_SWAP' || this.op === 'FETCH_ADD';
+    while (this.waiting < this.ptrs.length && this.atu.req.canPush()) {
+      const p = this.ptrs[this.waiting];
+      this.atu.req.push({ key: p.lkey, va: p.addr, length: p.length, access: writes ? IB_LOCAL_WRITE : 0, pd: qp.pd, qpn: qp.qpn, tag: this.waiting });
+      this.waiting++;
+    }
+    while (this.atu.resp.canPop()) {
+      const r = this.atu.resp.pop();
+      this.results[r.tag] = r;
+    }
+    if (this.results.some((r) => r === null)) return;
+    for (const r of this.results) {
+      if (r!.result.kind !== 'ok') return this.finish(CqeSyndrome.LOCAL_PROT_ERR);
+      for (const s of (r!.result as { segments: PhysSegment[] }).segments) this.local.push(s);
+    }
+    if (writes) this.state.set(SEND);
+    else {
+      this.mover.gather(this.local);
+      this.state.set(GATHER);
+    }
+  }
+
+  private send(): void {
+    const job = this.job!;
+    const qp = this.hca.cmdif.getQp(job.qpn)!;
+    const w = job.wqe;
+    const isAtomic = w.kind === 'atomic';
+    let compare: Uint8Array | null = null;
+    let swapAdd: Uint8Array | null = null;
+    if (isAtomic) {
+      compare = le64(w.atomic.compare);
+      swapAdd = le64(w.atomic.swapAdd);
+    }
+    const m: RcRequest = {
+      op: this.op,
+      srcHca: this.hcaIndex(),
+      srcQpn: qp.qpn,
+      dstQpn: qp.remoteQpn,
+      seq: ++this.seq,
+      raddr: w.kind === 'send' ? 0 : w.raddr.raddr,
+      rkey: w.kind === 'send' ? 0 : w.raddr.rkey,
+      length: isAtomic ? 8 : this.length,
+      payload: this.op === 'READ' || isAtomic ? null : (this.payload ?? new Uint8Array(0)),
+      imm: w.ctrl.imm,
+      invRkey: w.ctrl.imm,
+      compare,
+      swapAdd,
+    };
+    const bytes = m.payload ? m.payload.length : 0;
+    this.link!.send({ to: qp.remoteHca, payloadBytes: bytes + (isAtomic ? 28 : 0), mtu: qp.mtu, body: m });
+    this.sMessages.inc();
+    this.sBytes.inc(bytes);
+    this.answer = null;
+    // the ACK timeout (IBTA: 4.096 us x 2^timeout), armed per try
+    this.timeoutAt = this.sim.now + ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout);
+    this.sim.at(this.timeoutAt, this);
+    this.state.set(WAIT_RESP);
+  }
+
+  private waitResp(): void {
+    const qp = this.hca.cmdif.getQp(this.job!.qpn)!;
+    while (this.inbox.canPop()) {
+      const a = this.inbox.pop();
+      if (a.seq === this.seq && a.dstQpn === qp.qpn) this.answer = a; // stale answers of earlier tries are dropped
+    }
+    if (this.resendAt >= 0) {
+      if (this.sim.now < this.resendAt) return this.sleep();
+      this.resendAt = -1;
+      this.state.set(SEND);
+      return;
+    }
+    const a = this.answer;
+    if (a === null) {
+      if (this.sim.now >= this.timeoutAt) {
+        // no answer: retry up to retry_cnt times, then give up
+        if (this.tries++ >= qp.retryCnt) return this.finish(CqeSyndrome.TRANSPORT_RETRY_EXC_ERR);
+        this.sRetries.inc();
+        this.state.set(SEND);
+        return;
+      }
+      return this.sleep(); // woken by the inbox or the timer
+    }
+    this.timeoutAt = Infinity;
+    if (a.kind === 'NAK') {
+      switch (a.nak) {
+        case 'RNR':
+          // receiver not ready: wait the RNR timer and resend (rnr_retry 7 means forever)
+          if (qp.rnrRetry !== 7 && this.rnrTries++ >= qp.rnrRetry) return this.finish(CqeSyndrome.RNR_RETRY_EXC_ERR);
+          this.sRetries.inc();
+          this.resendAt = this.sim.now + rnrTimerPs(this.hca.cfg.rnrTimerCode);
+          this.sim.at(this.resendAt, this);
+          this.answer = null;
+          return;
+        case 'ACCESS':
+          return this.finish(CqeSyndrome.REMOTE_ACCESS_ERR);
+        case 'INV_REQ':
+          return this.finish(CqeSyndrome.REMOTE_INVAL_REQ_ERR);
+        default:
+          return this.finish(CqeSyndrome.REMOTE_OP_ERR);
+      }
+    }
+    if (a.kind === 'READ_DATA' || a.kind === 'ATOMIC_DATA') {
+      this.mover.scatter(this.local, a.data!);
+      this.state.set(SCATTER);
+      return;
+    }
+    this.finish(0);
+  }
+
+  private finish(syndrome: number): void {
+    this.syndrome = syndrome;
+    this.rSyndrome.set(syndrome);
+    this.timeoutAt = Infinity;
+    this.resendAt = -1;
+    this.state.set(DONE);
+  }
+
+  private hcaIndex(): number {
+    return Number(this.hca.name.slice(3));
+  }
+}
+
+/** An 8-byte operand as a little-endian host word. */
+function le64(v: number): Uint8Array {
+  const b = new Uint8Array(8);
+  const dv = new DataView(b.buffer);
+  dv.setUint32(0, v >>> 0, true);
+  dv.setUint32(4, Math.floor(v / 2 ** 32), true);
+  return b;
+}
+
+export { total };

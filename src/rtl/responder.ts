@@ -1,0 +1,435 @@
+/**
+ * The RC responder (`tb.hcaN.responder`): takes one incoming message at a time, checks it
+ * (spec/semantics.md "Data path: remote access", "local access" of receive buffers, "Remote
+ * invalidate"), moves the bytes by DMA, writes the receive completion, and answers the
+ * requester (ACK, NAK, or READ / atomic data). A QP that is not ready to receive drops the
+ * message (the requester times out). Receive WQEs are fetched from the QP's receive queue
+ * (`rq` doorbells), each a list of 16-byte data segments ended by the invalid lkey 0x100.
+ */
+import { EnumType, Fifo, Module, type Reg } from '../sim/index.ts';
+import type { Hca } from './hca.ts';
+import type { DmaPort } from './pcie.ts';
+import type { AtuPort } from './atu.ts';
+import type { AtuResponse, PhysSegment } from './atu_types.ts';
+import type { Link } from './link.ts';
+import type { RcNak, RcRequest, RcResponse } from './rc_types.ts';
+import type { CqeJob } from './cq_writer.ts';
+import { DmaMover } from './dma_mover.ts';
+import { CqeOpcode, CqeSyndrome, MLX5_INVALID_LKEY } from './formats/constants.ts';
+import { decodeDataSeg, dataSegLength } from './formats/data_seg.ts';
+import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_READ, IB_REMOTE_WRITE } from './icm_mkey.ts';
+import { readKlms, readMkey, updateMkey } from './firmware.ts';
+import { MKEY_KIND_MR, MKEY_KIND_MW2 } from './umr_types.ts';
+
+/** A receive queue doorbell: the driver posted receive WQEs up to counter `pi`. */
+export interface RqDoorbell {
+  qpn: number;
+  pi: number;
+}
+
+export const ResponderState = new EnumType('responder_state', [
+  'IDLE', 'XLATE', 'FETCH_RWQE', 'XLATE_RECV', 'WRITE_DATA', 'READ_DATA', 'ATOMIC', 'INVALIDATE', 'CQE', 'ANSWER', 'FLUSH',
+]);
+const IDLE = 0;
+const XLATE = 1;
+const FETCH_RWQE = 2;
+const XLATE_RECV = 3;
+const WRITE_DATA = 4;
+const READ_DATA = 5;
+const ATOMIC = 6;
+const INVALIDATE = 7;
+const CQE = 8;
+const ANSWER = 9;
+const FLUSH = 10;
+
+interface RqState {
+  pi: number;
+  ci: number;
+}
+
+export class Responder extends Module {
+  /** Requests from the link. */
+  readonly inbox: Fifo<RcRequest>;
+  /** Receive queue doorbells (rung through PCIe by the driver). */
+  readonly rqDoorbell: Fifo<RqDoorbell>;
+  /** QPs the send side moved to ERR: their posted receives are flushed. */
+  readonly flushReq: Fifo<number>;
+  link: Link<RcResponse> | null = null;
+  cqWriter: Fifo<CqeJob> | null = null;
+  private readonly atu: AtuPort;
+  private readonly port: DmaPort;
+  private readonly mover: DmaMover;
+  private readonly rqs = new Map<number, RqState>();
+  private readonly state: Reg;
+  private readonly rQpn: Reg;
+  private readonly rOp: Reg;
+  private readonly rKey: Reg;
+  private readonly rNak: Reg;
+  // the message in progress
+  private m: RcRequest | null = null;
+  private qpn = 0;
+  private segs: PhysSegment[] = [];
+  private pending: AtuResponse | null = null;
+  private issued = false;
+  private answer: RcResponse | null = null;
+  private cqes: CqeJob[] = [];
+  private recvSges: { lkey: number; addr: number; length: number }[] = [];
+  private recvResults: (AtuResponse | null)[] = [];
+  private recvIssued = 0;
+  private rwqeReadTag = -1;
+  private atomicPhase = 0;
+  private flushQpn = -1;
+  private readonly sMessages;
+  private readonly sNaks;
+  private readonly sDrops;
+  private readonly sRnr;
+  private readonly sInvalidations;
+
+  constructor(private readonly hca: Hca) {
+    super(hca.sim, hca, 'responder');
+    this.state = this.stateReg('state', ResponderState);
+    this.rQpn = this.reg('qpn', 24);
+    this.rOp = this.reg('op', 4);
+    this.rKey = this.reg('rkey', 32);
+    this.rNak = this.reg('nak', 3);
+    this.inbox = new Fifo<RcRequest>(this, 'inbox', { capacity: 16 });
+    this.rqDoorbell = new Fifo<RqDoorbell>(this, 'rq_doorbell', { capacity: 16 });
+    this.flushReq = new Fifo<number>(this, 'flush_req', { capacity: 16 });
+    this.inbox.consumer = this;
+    this.rqDoorbell.consumer = this;
+    this.flushReq.consumer = this;
+    this.atu = hca.atu.port('responder', 8);
+    this.atu.resp.consumer = this;
+    this.port = hca.pcie.port('responder', { reqCapacity: 8, respCapacity: 16 });
+    this.port.resp.consumer = this;
+    this.port.req.producer = this;
+    this.mover = new DmaMover(this.port);
+    this.sMessages = this.stats.counter('messages');
+    this.sNaks = this.stats.counter('naks');
+    this.sDrops = this.stats.counter('drops');
+    this.sRnr = this.stats.counter('rnr_naks');
+    this.sInvalidations = this.stats.counter('remote_invalidations');
+  }
+
+  private rq(qpn: number): RqState {
+    let r = this.rqs.get(qpn);
+    if (!r) this.rqs.set(qpn, (r = { pi: 0, ci: 0 }));
+    return r;
+  }
+
+  override tick(): void {
+    while (this.rqDoorbell.canPop()) {
+      const d = this.rqDoorbell.pop();
+      this.rq(d.qpn).pi = d.pi;
+      const qp = this.hca.cmdif.getQp(d.qpn);
+      if (qp && qp.state === 'ERR' && this.flushReq.canPush()) this.flushReq.push(d.qpn);
+    }
+    while (this.port.resp.canPop()) {
+      const r = this.port.resp.pop();
+      if (r.tag === 0x7fffffff) this.onRwqe(r.data!);
+      else this.mover.complete(r.tag, r.data!);
+    }
+    while (this.atu.resp.canPop()) {
+      const r = this.atu.resp.pop();
+      if (this.state.q === XLATE_RECV) this.recvResults[r.tag] = r;
+      else this.pending = r;
+    }
+    switch (this.state.q) {
+      case IDLE:
+        if (this.flushReq.canPop()) {
+          this.flushQpn = this.flushReq.pop();
+          this.state.set(FLUSH);
+          return;
+        }
+        if (!this.inbox.canPop()) return this.sleep();
+        return this.begin(this.inbox.pop());
+      case FLUSH:
+        return this.flush();
+      case XLATE:
+        return this.xlate();
+      case FETCH_RWQE:
+        return;
+      case XLATE_RECV:
+        return this.xlateRecv();
+      case WRITE_DATA:
+        this.mover.step();
+        if (this.mover.done) this.afterWrite();
+        return;
+      case READ_DATA:
+        this.mover.step();
+        if (this.mover.done) this.ack({ kind: 'READ_DATA', data: this.mover.data });
+        return;
+      case ATOMIC:
+        return this.atomic();
+      case INVALIDATE:
+        return this.invalidate();
+      case CQE:
+        while (this.cqes.length > 0 && this.cqWriter!.canPush()) this.cqWriter!.push(this.cqes.shift()!);
+        if (this.cqes.length === 0) this.state.set(this.answer ? ANSWER : IDLE);
+        return;
+      case ANSWER:
+        this.link!.send({ to: this.answer!.dstHca, payloadBytes: this.answer!.data?.length ?? 0, mtu: 4096, body: this.answer! });
+        this.answer = null;
+        this.m = null;
+        this.state.set(IDLE);
+        return;
+    }
+  }
+
+  private begin(m: RcRequest): void {
+    this.m = m;
+    this.qpn = m.dstQpn;
+    this.sMessages.inc();
+    this.rQpn.set(m.dstQpn);
+    this.rKey.set(m.rkey >>> 0);
+    this.cqes = [];
+    this.answer = null;
+    this.pending = null;
+    this.issued = false;
+    const qp = this.hca.cmdif.getQp(m.dstQpn);
+    // a QP that cannot receive drops the message; the requester's ACK timer runs out
+    if (!qp || (qp.state !== 'RTR' && qp.state !== 'RTS') || qp.remoteQpn !== m.srcQpn) {
+      this.sDrops.inc();
+      this.m = null;
+      return;
+    }
+    const needsRecv = m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'SEND_INV' || m.op === 'WRITE_IMM';
+    const rq = this.rq(m.dstQpn);
+    if (m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'SEND_INV') {
+      if (rq.ci >= rq.pi) return this.nak('RNR');
+      return this.fetchRwqe();
+    }
+    // RDMA: the remote key, unless zero length (which checks nothing)
+    if (m.length === 0 && m.op !== 'CMP_SWAP' && m.op !== 'FETCH_ADD') {
+      if (needsRecv && rq.ci >= rq.pi) return this.nak('RNR');
+      return this.afterWrite();
+    }
+    this.state.set(XLATE);
+  }
+
+  private xlate(): void {
+    const m = this.m!;
+    const qp = this.hca.cmdif.getQp(this.qpn)!;
+    if (!this.issued) {
+      if (!this.atu.req.canPush()) return;
+      const access = m.op === 'READ' ? IB_REMOTE_READ : m.op === 'WRITE' || m.op === 'WRITE_IMM' ? IB_REMOTE_WRITE : IB_REMOTE_ATOMIC;
+      this.atu.req.push({ key: m.rkey, va: m.raddr, length: m.length, access, pd: qp.pd, qpn: qp.qpn, tag: 0 });
+      this.issued = true;
+      return;
+    }
+    if (this.pending === null) return;
+    const r = this.pending.result;
+    this.pending = null;
+    if (r.kind !== 'ok') return this.fatal('ACCESS', null);
+    this.segs = r.segments;
+    if (m.op === 'CMP_SWAP' || m.op === 'FETCH_ADD') {
+      // (6) atomics must be 8-byte aligned, after the access checks
+      if (m.raddr % 8 !== 0) return this.fatal('INV_REQ', null);
+      this.atomicPhase = 0;
+      this.state.set(ATOMIC);
+      return;
+    }
+    if (m.op === 'READ') {
+      this.mover.gather(this.segs);
+      this.state.set(READ_DATA);
+      return;
+    }
+    const rq = this.rq(this.qpn);
+    if (m.op === 'WRITE_IMM' && rq.ci >= rq.pi) return this.nak('RNR');
+    this.mover.scatter(this.segs, m.payload!);
+    this.state.set(WRITE_DATA);
+  }
+
+  /** Reads the next receive WQE of the QP. */
+  private fetchRwqe(): void {
+    const qp = this.hca.cmdif.getQp(this.qpn)!;
+    const rq = this.rq(this.qpn);
+    const stride = rqStride(qp.maxRecvSge);
+    this.port.req.push({ kind: 'read', addr: qp.rqBufAddr + (rq.ci & (qp.rqSize - 1)) * stride, length: stride, tag: 0x7fffffff });
+    this.state.set(FETCH_RWQE);
+  }
+
+  private onRwqe(data: Uint8Array): void {
+    const v = new DataView(data.buffer, data.byteOffset, data.length);
+    this.recvSges = [];
+    for (let off = 0; off + 16 <= data.length; off += 16) {
+      const d = decodeDataSeg(v, off);
+      if (d.lkey === MLX5_INVALID_LKEY) break;
+      this.recvSges.push({ lkey: d.lkey, addr: d.addr, length: dataSegLength(d.byteCount) });
+    }
+    this.recvResults = [];
+    this.recvIssued = 0;
+    this.segs = [];
+    this.state.set(XLATE_RECV);
+  }
+
+  /** The receive SGEs that the message's bytes need, translated for LOCAL_WRITE in order. */
+  private xlateRecv(): void {
+    const m = this.m!;
+    const qp = this.hca.cmdif.getQp(this.qpn)!;
+    const len = m.op === 'WRITE_IMM' ? 0 : m.length;
+    // how many SGEs the bytes take (later ones are not looked at)
+    let need = 0;
+    let cap = 0;
+    while (cap < len && need < this.recvSges.length) cap += this.recvSges[need++].length;
+    while (this.recvIssued < need && this.atu.req.canPush()) {
+      const s = this.recvSges[this.recvIssued];
+      const take = Math.min(s.length, len - sumLen(this.recvSges, this.recvIssued));
+      this.atu.req.push({ key: s.lkey, va: s.addr, length: take, access: IB_LOCAL_WRITE, pd: qp.pd, qpn: qp.qpn, tag: this.recvIssued });
+      this.recvIssued++;
+    }
+    for (let i = 0; i < need; i++) if (!this.recvResults[i]) return;
+    for (let i = 0; i < need; i++) {
+      const r = this.recvResults[i]!.result;
+      // a bad SGE met before the message ends: the receiver's protection error, the sender's remote op error
+      if (r.kind !== 'ok') return this.fatal('REM_OP', CqeSyndrome.LOCAL_PROT_ERR);
+      for (const s of r.segments) this.segs.push(s);
+    }
+    if (cap < len) return this.fatal('INV_REQ', CqeSyndrome.LOCAL_LENGTH_ERR);
+    this.mover.scatter(this.segs, m.payload ?? new Uint8Array(0));
+    this.state.set(WRITE_DATA);
+  }
+
+  /** After the data is placed: invalidate (SEND_INV), the receive completion, the ACK. */
+  private afterWrite(): void {
+    const m = this.m!;
+    if (m.op === 'SEND_INV') {
+      this.state.set(INVALIDATE);
+      return;
+    }
+    if (m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'WRITE_IMM') {
+      const op = m.op === 'SEND' ? CqeOpcode.RESP_SEND : m.op === 'SEND_IMM' ? CqeOpcode.RESP_SEND_IMM : CqeOpcode.RESP_WR_IMM;
+      this.recvCqe(op, 0, m.length, m.op === 'SEND' ? 0 : m.imm);
+    }
+    this.ack({ kind: 'ACK' });
+  }
+
+  /** Remote invalidate (spec/semantics.md "Remote invalidate"): on failure the key stays valid. */
+  private invalidate(): void {
+    const m = this.m!;
+    const qp = this.hca.cmdif.getQp(this.qpn)!;
+    const key = m.invRkey >>> 0;
+    const index = key >>> 8;
+    let ok = index < this.hca.icm.mkeyEntries;
+    const e = ok ? readMkey(this.hca, index) : null;
+    ok = ok && e!.allocated && e!.tag === (key & 0xff) && e!.pd === qp.pd;
+    // an MR with remote invalidation allowed and no windows bound, or a type-2 window
+    ok = ok && ((e!.kind === MKEY_KIND_MR && e!.remoteInval && e!.mwCount === 0) || e!.kind === MKEY_KIND_MW2);
+    if (!ok) {
+      this.recvCqe(CqeOpcode.RESP_ERR, CqeSyndrome.REMOTE_INVAL_REQ_ERR, 0, 0);
+      this.hca.cmdif.hwError(this.qpn);
+      this.queueFlush(this.qpn);
+      this.ack({ kind: 'ACK' }); // the sender's SEND succeeded
+      return;
+    }
+    if (!e!.free) {
+      if (e!.kind === MKEY_KIND_MW2) {
+        const mr = readKlms(this.hca, e!)[0];
+        if (mr) updateMkey(this.hca, mr.key >>> 8, (_c, p) => { p.mwCount = Math.max(0, (p.mwCount ?? 0) - 1); });
+      }
+      updateMkey(this.hca, index, (c) => { c.free = true; });
+    }
+    this.sInvalidations.inc();
+    this.recvCqe(CqeOpcode.RESP_SEND_INV, 0, m.length, key);
+    this.ack({ kind: 'ACK' });
+  }
+
+  private atomic(): void {
+    const m = this.m!;
+    if (this.atomicPhase === 0) {
+      this.mover.gather(this.segs);
+      this.atomicPhase = 1;
+    }
+    if (this.atomicPhase === 1) {
+      this.mover.step();
+      if (!this.mover.done) return;
+      const orig = this.mover.data.slice();
+      const v = new DataView(orig.buffer);
+      const cur = v.getBigUint64(0, true);
+      const swapAdd = new DataView(m.swapAdd!.buffer).getBigUint64(0, true);
+      let next: bigint | null = null;
+      if (m.op === 'FETCH_ADD') next = (cur + swapAdd) & 0xffffffffffffffffn;
+      else if (cur === new DataView(m.compare!.buffer).getBigUint64(0, true)) next = swapAdd;
+      this.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, kind: 'ATOMIC_DATA', data: orig };
+      if (next !== null) {
+        const out = new Uint8Array(8);
+        new DataView(out.buffer).setBigUint64(0, next, true);
+        this.mover.scatter(this.segs, out);
+        this.atomicPhase = 2;
+        return;
+      }
+      this.state.set(ANSWER);
+      return;
+    }
+    this.mover.step();
+    if (this.mover.done) this.state.set(ANSWER);
+  }
+
+  private recvCqe(opcode: number, syndrome: number, byteCnt: number, imm: number): void {
+    const qp = this.hca.cmdif.getQp(this.qpn)!;
+    const rq = this.rq(this.qpn);
+    this.cqes.push({
+      cqn: qp.recvCqn, opcode, qpn: qp.qpn, wqeOpcode: 0, wqeCounter: rq.ci & 0xffff,
+      byteCnt: syndrome ? 0 : byteCnt, immInvalPkey: imm >>> 0, syndrome,
+    });
+    rq.ci++;
+  }
+
+  private ack(a: Pick<RcResponse, 'kind' | 'data'>): void {
+    const m = this.m!;
+    this.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, ...a };
+    this.state.set(this.cqes.length > 0 ? CQE : ANSWER);
+  }
+
+  private nak(k: RcNak): void {
+    const m = this.m!;
+    this.rNak.set(['ACCESS', 'INV_REQ', 'REM_OP', 'RNR'].indexOf(k) + 1);
+    if (k === 'RNR') this.sRnr.inc();
+    else this.sNaks.inc();
+    this.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, kind: 'NAK', nak: k };
+    this.state.set(this.cqes.length > 0 ? CQE : ANSWER);
+  }
+
+  /** An error that moves the responder's QP to ERR: a receive completion if any, then the NAK. */
+  private fatal(k: RcNak, recvSyndrome: number | null): void {
+    if (recvSyndrome !== null) this.recvCqe(CqeOpcode.RESP_ERR, recvSyndrome, 0, 0);
+    this.hca.cmdif.hwError(this.qpn);
+    this.queueFlush(this.qpn);
+    this.nak(k);
+  }
+
+  private queueFlush(qpn: number): void {
+    if (this.flushReq.canPush()) this.flushReq.push(qpn);
+  }
+
+  /** Posted receives of a QP in ERR complete WR_FLUSH_ERR. */
+  private flush(): void {
+    const qp = this.hca.cmdif.getQp(this.flushQpn);
+    const rq = this.rq(this.flushQpn);
+    if (!qp || rq.ci >= rq.pi) {
+      this.state.set(IDLE);
+      return;
+    }
+    if (!this.cqWriter!.canPush()) return;
+    this.cqWriter!.push({
+      cqn: qp.recvCqn, opcode: CqeOpcode.RESP_ERR, qpn: qp.qpn, wqeOpcode: 0, wqeCounter: rq.ci & 0xffff,
+      byteCnt: 0, immInvalPkey: 0, syndrome: CqeSyndrome.WR_FLUSH_ERR,
+    });
+    rq.ci++;
+  }
+}
+
+/** Bytes of a receive WQE: 16 per SGE, a power of two (the list ends with the invalid lkey). */
+export function rqStride(maxRecvSge: number): number {
+  let s = 16;
+  while (s < 16 * Math.max(1, maxRecvSge + 1)) s *= 2;
+  return s;
+}
+
+function sumLen(sges: readonly { length: number }[], n: number): number {
+  let t = 0;
+  for (let i = 0; i < n; i++) t += sges[i].length;
+  return t;
+}
+
+export { MKEY_KIND_MR };

@@ -1,0 +1,236 @@
+/**
+ * The send queue engine (`tb.hcaN.sq`): takes doorbells, fetches WQEs from the send queue
+ * buffers in host memory by DMA (a WQEBB at a time, so a WQE may wrap the ring), parses them
+ * and hands them to the UMR engine or the requester, one WQE at a time in order (so a REG_MR,
+ * LOCAL_INV or BIND_MW is complete before any later WQE uses the key: the small fence holds).
+ * It writes the requester's completions: always for errors, for successes when signaled. A QP
+ * in ERR flushes: every WQE completes WR_FLUSH_ERR without touching memory.
+ */
+import { EnumType, Fifo, Module, type Reg } from '../sim/index.ts';
+import type { Hca } from './hca.ts';
+import type { DmaPort } from './pcie.ts';
+import type { CqeJob } from './cq_writer.ts';
+import type { ReqDone, ReqJob } from './requester.ts';
+import type { UmrDone, UmrJob } from './umr_types.ts';
+import { parseWqe } from '../driver/wqe_builder.ts';
+import { CeMode, CqeOpcode, CqeSyndrome, WqeOpcode } from './formats/constants.ts';
+
+/** A send queue doorbell: the driver posted WQEBBs up to counter `pi`. */
+export interface SqDoorbell {
+  qpn: number;
+  pi: number;
+}
+
+export const SqState = new EnumType('sq_state', ['IDLE', 'FETCH', 'WAIT_WQE', 'EXEC', 'WAIT_DONE', 'CQE']);
+const IDLE = 0;
+const FETCH = 1;
+const WAIT_WQE = 2;
+const EXEC = 3;
+const WAIT_DONE = 4;
+const CQE = 5;
+
+interface SqQp {
+  qpn: number;
+  pi: number;
+  ci: number;
+}
+
+export class Sq extends Module {
+  readonly doorbell: Fifo<SqDoorbell>;
+  cqWriter: Fifo<CqeJob> | null = null;
+  requester: { req: Fifo<ReqJob>; resp: Fifo<ReqDone> } | null = null;
+  umr: { req: Fifo<UmrJob>; resp: Fifo<UmrDone> } | null = null;
+  /** Where QPs moved to ERR are told (the responder flushes their receives). */
+  flush: Fifo<number> | null = null;
+  private readonly port: DmaPort;
+  private readonly qps = new Map<number, SqQp>();
+  private readonly ready: number[] = [];
+  private readonly state: Reg;
+  private readonly rQpn: Reg;
+  private readonly rWqeIndex: Reg;
+  private readonly rOpcode: Reg;
+  private readonly rSyndrome: Reg;
+  // the WQE in progress
+  private cur: SqQp | null = null;
+  private bytes = new Uint8Array(0);
+  private bbs = 0; // WQEBBs of the WQE
+  private got = 0; // WQEBBs received
+  private asked = 0;
+  private cqe: CqeJob | null = null;
+  private readonly sWqes;
+  private readonly sFlushed;
+  private readonly sErrors;
+
+  constructor(private readonly hca: Hca) {
+    super(hca.sim, hca, 'sq');
+    this.state = this.stateReg('state', SqState);
+    this.rQpn = this.reg('qpn', 24);
+    this.rWqeIndex = this.reg('wqe_index', 16);
+    this.rOpcode = this.reg('opcode', 8);
+    this.rSyndrome = this.reg('syndrome', 8);
+    this.doorbell = new Fifo<SqDoorbell>(this, 'doorbell', { capacity: 16 });
+    this.doorbell.consumer = this;
+    this.port = hca.pcie.port('sq', { reqCapacity: 4, respCapacity: 16 });
+    this.port.resp.consumer = this;
+    this.port.req.producer = this;
+    this.sWqes = this.stats.counter('wqes');
+    this.sFlushed = this.stats.counter('flushed');
+    this.sErrors = this.stats.counter('errors');
+  }
+
+  /** Wires the engines (after they exist). */
+  connect(o: { cqWriter: Fifo<CqeJob>; requester: { req: Fifo<ReqJob>; resp: Fifo<ReqDone> }; umr: { req: Fifo<UmrJob>; resp: Fifo<UmrDone> } | null; flush: Fifo<number> }): void {
+    this.cqWriter = o.cqWriter;
+    this.requester = o.requester;
+    this.umr = o.umr;
+    this.flush = o.flush;
+    o.requester.resp.consumer = this;
+    if (o.umr) o.umr.resp.consumer = this;
+  }
+
+  override tick(): void {
+    while (this.doorbell.canPop()) {
+      const d = this.doorbell.pop();
+      let q = this.qps.get(d.qpn);
+      if (!q) this.qps.set(d.qpn, (q = { qpn: d.qpn, pi: 0, ci: 0 }));
+      q.pi = d.pi;
+      if (q !== this.cur && !this.ready.includes(d.qpn)) this.ready.push(d.qpn);
+    }
+    switch (this.state.q) {
+      case IDLE: {
+        const qpn = this.ready.shift();
+        if (qpn === undefined) return this.sleep();
+        const q = this.qps.get(qpn)!;
+        if (q.ci >= q.pi) return;
+        this.cur = q;
+        this.bbs = 1;
+        this.got = 0;
+        this.asked = 0;
+        this.bytes = new Uint8Array(64 * 16);
+        this.rQpn.set(qpn);
+        this.state.set(FETCH);
+        return;
+      }
+      case FETCH:
+      case WAIT_WQE:
+        return this.fetch();
+      case EXEC:
+        return this.exec();
+      case WAIT_DONE:
+        return this.waitDone();
+      case CQE:
+        if (this.cqe !== null) {
+          if (!this.cqWriter!.canPush()) return;
+          this.cqWriter!.push(this.cqe);
+          this.cqe = null;
+        }
+        return this.next();
+    }
+  }
+
+  /** Reads the WQE a WQEBB at a time (the first tells its size). */
+  private fetch(): void {
+    const q = this.cur!;
+    const qp = this.hca.cmdif.getQp(q.qpn)!;
+    while (this.port.resp.canPop()) {
+      const r = this.port.resp.pop();
+      this.bytes.set(r.data!, r.tag * 64);
+      this.got++;
+      if (r.tag === 0) {
+        const ds = this.bytes[7] & 0x3f;
+        this.bbs = Math.max(1, Math.ceil((ds * 16) / 64));
+      }
+    }
+    if (this.asked < this.bbs && this.port.req.canPush() && (this.asked === 0 || this.got > 0)) {
+      const idx = (q.ci + this.asked) & (qp.sqSize - 1);
+      this.port.req.push({ kind: 'read', addr: qp.sqBufAddr + idx * 64, length: 64, tag: this.asked });
+      this.asked++;
+      this.state.set(WAIT_WQE);
+    }
+    if (this.got === this.bbs && this.asked === this.bbs) this.state.set(EXEC);
+  }
+
+  private exec(): void {
+    const q = this.cur!;
+    const qp = this.hca.cmdif.getQp(q.qpn)!;
+    const view = new DataView(this.bytes.buffer, 0, this.bbs * 64);
+    const w = parseWqe(view, 0);
+    this.rWqeIndex.set(w.ctrl.wqeIndex);
+    this.rOpcode.set(w.ctrl.opcode);
+    this.sWqes.inc();
+    if (qp.state === 'ERR') {
+      this.sFlushed.inc();
+      return this.complete(CqeSyndrome.WR_FLUSH_ERR, 0);
+    }
+    switch (w.kind) {
+      case 'nop':
+        return this.complete(0, 0);
+      case 'invalid':
+        // a malformed WQE: the local QP operation error the hardware reports
+        return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
+      case 'umr':
+        if (!this.umr) return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
+        if (!this.umr.req.canPush()) return;
+        this.umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe: this.bytes.slice(0, w.ctrl.ds * 16) });
+        this.state.set(WAIT_DONE);
+        return;
+      default:
+        if (!this.requester!.req.canPush()) return;
+        this.requester!.req.push({ tag: q.ci, qpn: qp.qpn, wqe: w });
+        this.state.set(WAIT_DONE);
+    }
+  }
+
+  private waitDone(): void {
+    if (this.umr && this.umr.resp.canPop()) {
+      const d = this.umr.resp.pop();
+      return this.complete(d.syndrome, 0);
+    }
+    if (this.requester!.resp.canPop()) {
+      const d = this.requester!.resp.pop();
+      return this.complete(d.syndrome, d.byteLen);
+    }
+  }
+
+  /** The WQE is done: a CQE when signaled or in error; an error moves the QP to ERR. */
+  private complete(syndrome: number, byteLen: number): void {
+    const q = this.cur!;
+    const qp = this.hca.cmdif.getQp(q.qpn)!;
+    const ctrl = parseCtrl(this.bytes);
+    this.rSyndrome.set(syndrome);
+    if (syndrome !== 0) {
+      this.sErrors.inc();
+      if (qp.state !== 'ERR') {
+        this.hca.cmdif.hwError(qp.qpn);
+        if (this.flush!.canPush()) this.flush!.push(qp.qpn);
+      }
+    }
+    const signaled = ctrl.ce === CeMode.CQ_UPDATE || ctrl.ce === CeMode.CQ_UPDATE_AND_EQE;
+    this.cqe =
+      syndrome !== 0 || signaled
+        ? {
+            cqn: qp.sendCqn,
+            opcode: syndrome !== 0 ? CqeOpcode.REQ_ERR : CqeOpcode.REQ,
+            qpn: qp.qpn,
+            wqeOpcode: ctrl.opcode,
+            wqeCounter: ctrl.wqeIndex,
+            byteCnt: syndrome !== 0 ? 0 : ctrl.opcode === WqeOpcode.ATOMIC_CS || ctrl.opcode === WqeOpcode.ATOMIC_FA ? 8 : byteLen,
+            immInvalPkey: 0,
+            syndrome,
+          }
+        : null;
+    q.ci += this.bbs;
+    this.state.set(CQE);
+  }
+
+  private next(): void {
+    const q = this.cur!;
+    this.cur = null;
+    if (q.ci < q.pi && !this.ready.includes(q.qpn)) this.ready.push(q.qpn);
+    this.state.set(IDLE);
+  }
+}
+
+function parseCtrl(b: Uint8Array): { opcode: number; wqeIndex: number; ce: number } {
+  return { opcode: b[3], wqeIndex: (b[1] << 8) | b[2], ce: (b[11] >> 2) & 3 };
+}
