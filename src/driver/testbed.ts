@@ -7,6 +7,7 @@ import { Hca } from '../rtl/hca.ts';
 import { resolveConfig, type HcaConfig } from '../rtl/config.ts';
 import type { HostSpace } from '../rtl/host_space.ts';
 import { Link } from '../rtl/link.ts';
+import { Context } from './context.ts';
 import type { RcRequest, RcResponse } from '../rtl/rc_types.ts';
 
 /** Options of a testbed. */
@@ -77,6 +78,14 @@ export class Testbed {
     const h = this.hcas[i];
     if (!h) throw new RangeError(`Testbed: no adapter ${i} (this testbed has ${this.hcas.length})`);
     return h;
+  }
+
+  /** ibv_open_device on adapter `i` (inside run: it queries the device's capabilities). */
+  async openDevice(i = 0): Promise<Context> {
+    this.sim.checkInProcess('openDevice');
+    const ctx = new Context(this, this.hca(i), i);
+    await ctx.queryDevice();
+    return ctx;
   }
 
   /** Statistics of every module, keyed by scope path. */

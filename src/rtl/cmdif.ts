@@ -383,6 +383,8 @@ export class Cmdif extends Module {
       mtt,
       klm,
       xltCapacity,
+      mwBind: c.mwBind ?? false,
+      kind: c.kind ?? 0,
     });
     return { mkey: makeKey(index, tag), index };
   }

@@ -42,8 +42,6 @@ export class CqWriter extends Module implements EventTarget {
   /** Producer counter per CQ. */
   private readonly pi = new Map<number, number>();
   private readonly events = new Map<number, SimEvent>();
-  /** CQs whose CQE lands at the given time (notified then). */
-  private readonly landing: { at: number; cqn: number }[] = [];
   private readonly rValid: Reg;
   private readonly rCqn: Reg;
   private readonly rOpcode: Reg;
@@ -104,11 +102,8 @@ export class CqWriter extends Module implements EventTarget {
       // the owner bit of pass n / size: software compares it with (n & size) != 0
       owner: (n & cq.size) !== 0 ? 1 : 0,
     });
-    this.port.req.push({ kind: 'write', addr: cq.bufAddr + (n & (cq.size - 1)) * 64, length: 64, tag: 0, data: bytes });
-    // visible to software once the posted write lands (spec/timing.md "PCIe posted write")
-    const at = this.sim.now + this.hca.cfg.pcieWritePs + 1;
-    this.landing.push({ at, cqn: j.cqn });
-    this.sim.at(at, this);
+    // software is told when the posted write has landed in host memory
+    this.port.req.push({ kind: 'write', addr: cq.bufAddr + (n & (cq.size - 1)) * 64, length: 64, tag: j.cqn, data: bytes, landed: this });
     this.rValid.set(1);
     this.rCqn.set(j.cqn);
     this.rOpcode.set(j.opcode);
@@ -117,12 +112,8 @@ export class CqWriter extends Module implements EventTarget {
     if (j.syndrome !== 0) this.sErrors.inc();
   }
 
-  /** @internal CQEs landed: wake software waiting on their CQs. */
-  fire(): void {
-    const now = this.sim.now;
-    while (this.landing.length > 0 && this.landing[0].at <= now) {
-      const l = this.landing.shift()!;
-      this.events.get(l.cqn)?.notify();
-    }
+  /** @internal A CQE of CQ `cqn` landed: wake software waiting on it. */
+  fire(cqn: number): void {
+    this.events.get(cqn)?.notify();
   }
 }

@@ -151,6 +151,12 @@ export function destroyMkey(hca: Hca, index: number): void {
   const view = new DataView(bytes.buffer, bytes.byteOffset, 64);
   const priv = readIcmPrivate(view, 0);
   if (!priv.allocated) throw new Error(`destroyMkey: index 0x${index.toString(16)} is not allocated`);
+  // a window destroyed while bound no longer holds its MR
+  const entry = decodeIcmMkey(view, 0, index);
+  if (entry.kind !== 0 && !entry.free) {
+    const mr = readKlms(hca, entry)[0];
+    if (mr) updateMkey(hca, mr.key >>> 8, (_c, p) => { p.mwCount = Math.max(0, (p.mwCount ?? 0) - 1); });
+  }
   if (priv.xltAddr !== 0) {
     hca.mtt.invalidateRange(priv.xltAddr, hca.icm.xltSize(priv.xltAddr));
     hca.icm.freeXlt(priv.xltAddr);

@@ -23,6 +23,8 @@ export interface DmaReq {
   tag: number;
   /** Write payload of `length` bytes; copied when the request is accepted. */
   data?: Uint8Array;
+  /** Writes: told (`fire(tag)`) when the data has landed in host memory. */
+  landed?: EventTarget;
 }
 
 /** The completion of a DMA read (posted writes have none). */
@@ -76,6 +78,8 @@ interface PortState {
 interface PostedWrite {
   addr: number;
   data: Uint8Array;
+  landed: EventTarget | null;
+  tag: number;
 }
 
 interface Doorbell {
@@ -345,7 +349,7 @@ export class Pcie extends Module implements EventTarget {
       throw new Error(`${this.path}: ${this.ports[pi].port.name} write tag ${r.tag}: data must hold length (${r.length}) bytes, got ${d === undefined ? 'none' : d.length}`);
     }
     const due = this.sim.now + this.cfg.pcieWritePs;
-    this.writes.push({ addr: r.addr, data: d.slice() });
+    this.writes.push({ addr: r.addr, data: d.slice(), landed: r.landed ?? null, tag: r.tag });
     this.lastWriteDue = due;
     this.sim.at(due, this.writeLand);
     this.cWrites.inc();
@@ -361,6 +365,7 @@ export class Pcie extends Module implements EventTarget {
   private landWrite(): void {
     const w = this.writes.shift();
     this.mem.write(w.addr, w.data);
+    if (w.landed !== null) w.landed.fire(w.tag);
   }
 
   /** Pushes a completed read into its port's resp FIFO and frees its tag. */

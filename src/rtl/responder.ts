@@ -111,6 +111,11 @@ export class Responder extends Module {
     this.sInvalidations = this.stats.counter('remote_invalidations');
   }
 
+  /** Receive WQEs of a QP consumed (or flushed) so far. */
+  rqConsumed(qpn: number): number {
+    return this.rqs.get(qpn)?.ci ?? 0;
+  }
+
   private rq(qpn: number): RqState {
     let r = this.rqs.get(qpn);
     if (!r) this.rqs.set(qpn, (r = { pi: 0, ci: 0 }));

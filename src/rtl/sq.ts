@@ -33,6 +33,8 @@ interface SqQp {
   qpn: number;
   pi: number;
   ci: number;
+  /** WQEs completed (executed or flushed). */
+  done: number;
 }
 
 export class Sq extends Module {
@@ -78,6 +80,11 @@ export class Sq extends Module {
     this.sErrors = this.stats.counter('errors');
   }
 
+  /** Work requests of a QP the engine has completed (what a driver learns from its CQ and doorbell record). */
+  completedWqes(qpn: number): number {
+    return this.qps.get(qpn)?.done ?? 0;
+  }
+
   /** Wires the engines (after they exist). */
   connect(o: { cqWriter: Fifo<CqeJob>; requester: { req: Fifo<ReqJob>; resp: Fifo<ReqDone> }; umr: { req: Fifo<UmrJob>; resp: Fifo<UmrDone> } | null; flush: Fifo<number> }): void {
     this.cqWriter = o.cqWriter;
@@ -92,7 +99,7 @@ export class Sq extends Module {
     while (this.doorbell.canPop()) {
       const d = this.doorbell.pop();
       let q = this.qps.get(d.qpn);
-      if (!q) this.qps.set(d.qpn, (q = { qpn: d.qpn, pi: 0, ci: 0 }));
+      if (!q) this.qps.set(d.qpn, (q = { qpn: d.qpn, pi: 0, ci: 0, done: 0 }));
       q.pi = d.pi;
       if (q !== this.cur && !this.ready.includes(d.qpn)) this.ready.push(d.qpn);
     }
@@ -220,6 +227,7 @@ export class Sq extends Module {
           }
         : null;
     q.ci += this.bbs;
+    q.done++;
     this.state.set(CQE);
   }
 

@@ -206,6 +206,10 @@ export interface CreateMkeyIn {
   klm?: readonly Klm[];
   /** Translation entries to reserve (at least the list given), for UMR to fill later. */
   xltCapacity?: number;
+  /** IB_ACCESS_MW_BIND (model-private ICM bit, see umr_types.ts). */
+  mwBind?: boolean;
+  /** MKEY_KIND_MR (default), MKEY_KIND_MW1 or MKEY_KIND_MW2 (model-private ICM bits). */
+  kind?: number;
 }
 
 /** The inputs of each command, by name (spec/mlx5.md "Commands"). */

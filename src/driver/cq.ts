@@ -1,0 +1,107 @@
+/**
+ * A completion queue (ibv_cq): the driver reads CQEs from the CQ buffer in host memory
+ * (ownership by the owner bit, spec/mlx5.md "CQE") and turns them into work completions.
+ */
+import type { Context } from './context.ts';
+import type { WcOpcode, WorkCompletion } from './types.ts';
+import type { Qp } from './qp.ts';
+import { VerbsError } from './verbs_error.ts';
+import { decodeCqe } from '../rtl/formats/cqe.ts';
+import { CqeOpcode, syndromeToWcStatus } from '../rtl/formats/constants.ts';
+
+const NO_FLAGS: ReadonlySet<'WITH_IMM' | 'WITH_INV'> = new Set();
+const WITH_IMM: ReadonlySet<'WITH_IMM' | 'WITH_INV'> = new Set(['WITH_IMM']);
+const WITH_INV: ReadonlySet<'WITH_IMM' | 'WITH_INV'> = new Set(['WITH_INV']);
+
+export class Cq {
+  /** Consumer counter. */
+  private ci = 0;
+  /** QPs completing here, by number (to find the work request of a CQE). */
+  readonly qps = new Map<number, Qp>();
+  destroyed = false;
+
+  constructor(
+    readonly ctx: Context,
+    readonly cqn: number,
+    readonly size: number,
+    private readonly bufVa: number,
+  ) {}
+
+  /** ibv_poll_cq: up to `n` completions that are there now (no simulated time passes). */
+  poll(n = 16): WorkCompletion[] {
+    if (this.destroyed) throw new VerbsError('EINVAL', 'poll: the CQ was destroyed');
+    const out: WorkCompletion[] = [];
+    const host = this.ctx.hca.host;
+    while (out.length < n) {
+      const at = this.bufVa + (this.ci & (this.size - 1)) * 64;
+      const bytes = host.read(at, 64);
+      const opOwn = bytes[63];
+      // software owns CQE ci when its opcode is valid and the owner bit matches the pass
+      if (opOwn >> 4 === CqeOpcode.INVALID || (opOwn & 1) !== ((this.ci & this.size) !== 0 ? 1 : 0)) break;
+      const c = decodeCqe(new DataView(bytes.buffer, bytes.byteOffset, 64), 0);
+      this.ci++;
+      const wc = this.toWc(c);
+      if (wc) out.push(wc);
+    }
+    return out;
+  }
+
+  /**
+   * Advances simulated time until `n` completions have been polled. With a timeout, throws
+   * ETIMEDOUT (keeping what was polled in `partial` of the error) when it passes first.
+   */
+  async wait(n = 1, opts: { timeout?: number } = {}): Promise<WorkCompletion[]> {
+    const out: WorkCompletion[] = [];
+    const sim = this.ctx.tb.sim;
+    const deadline = opts.timeout === undefined ? Infinity : sim.now + opts.timeout;
+    const ev = this.ctx.hca.cqWriter.event(this.cqn);
+    let armed = false;
+    for (;;) {
+      out.push(...this.poll(n - out.length));
+      if (out.length >= n) return out;
+      if (sim.now >= deadline) {
+        throw new VerbsError('ETIMEDOUT', `cq.wait: ${out.length} of ${n} completions within ${opts.timeout} ps`);
+      }
+      // wake on a CQE landing, or once at the deadline
+      if (!armed && deadline !== Infinity) {
+        armed = true;
+        sim.at(deadline, { fire: () => ev.notify() });
+      }
+      await ev.wait();
+    }
+  }
+
+  private toWc(c: ReturnType<typeof decodeCqe>): WorkCompletion | null {
+    const qp = this.qps.get(c.qpn);
+    const err = c.opcode === CqeOpcode.REQ_ERR || c.opcode === CqeOpcode.RESP_ERR;
+    const status = err ? syndromeToWcStatus(c.syndrome) : 'SUCCESS';
+    if (c.opcode === CqeOpcode.REQ || c.opcode === CqeOpcode.REQ_ERR) {
+      const rec = qp?.takeSendRecord(c.wqeCounter);
+      return {
+        wrId: rec?.wrId ?? 0,
+        status,
+        opcode: rec?.opcode ?? 'SEND',
+        byteLen: err ? 0 : c.byteCnt,
+        qpNum: c.qpn,
+        wcFlags: NO_FLAGS,
+        vendorErr: c.vendorErrSynd,
+      };
+    }
+    const wrId = qp?.takeRecvRecord(c.wqeCounter) ?? 0;
+    let opcode: WcOpcode = 'RECV';
+    let flags = NO_FLAGS;
+    const wc: WorkCompletion = { wrId, status, opcode, byteLen: err ? 0 : c.byteCnt, qpNum: c.qpn, wcFlags: flags, vendorErr: c.vendorErrSynd };
+    if (c.opcode === CqeOpcode.RESP_SEND_IMM) {
+      wc.wcFlags = flags = WITH_IMM;
+      wc.immData = c.immInvalPkey;
+    } else if (c.opcode === CqeOpcode.RESP_WR_IMM) {
+      wc.opcode = opcode = 'RECV_RDMA_WITH_IMM';
+      wc.wcFlags = WITH_IMM;
+      wc.immData = c.immInvalPkey;
+    } else if (c.opcode === CqeOpcode.RESP_SEND_INV) {
+      wc.wcFlags = WITH_INV;
+      wc.invalidatedRkey = c.immInvalPkey;
+    }
+    return wc;
+  }
+}

@@ -1,0 +1,103 @@
+/** A memory region (ibv_mr): a user MR (regMr) or a fast-registration MR (allocMr). */
+import type { Pd } from './pd.ts';
+import { VerbsError } from './verbs_error.ts';
+import { readMkey } from '../rtl/firmware.ts';
+
+const PAGE = 4096;
+
+export type MrType = 'USER' | 'MEM_REG' | 'SG_GAPS';
+
+export class Mr {
+  lkey: number;
+  rkey: number;
+  iova: number;
+  length: number;
+  readonly access: number;
+  readonly maxNumSg: number;
+  /** Fast registration: the mapped list (mapSg): pages (MEM_REG, DMA addresses) or elements (SG_GAPS). */
+  pages: number[] = [];
+  elements: { dma: number; length: number }[] = [];
+  pageSize = PAGE;
+  destroyed = false;
+
+  constructor(
+    readonly pd: Pd,
+    key: number,
+    readonly type: MrType,
+    o: { iova: number; length: number; access: number; maxNumSg: number },
+  ) {
+    this.lkey = key >>> 0;
+    this.rkey = key >>> 0;
+    this.iova = o.iova;
+    this.length = o.length;
+    this.access = o.access;
+    this.maxNumSg = o.maxNumSg;
+  }
+
+  /** The mkey index (the 24 high bits of the key). */
+  get index(): number {
+    return this.lkey >>> 8;
+  }
+
+  checkAlive(what: string): void {
+    if (this.destroyed) throw new VerbsError('EINVAL', `${what}: the MR was deregistered`);
+  }
+
+  /**
+   * ib_map_mr_sg: maps host virtual ranges onto the MR's page list (MEM_REG: every element but
+   * the first starts page-aligned, every element but the last ends page-aligned; the first that
+   * breaks this ends the mapping) or element list (SG_GAPS); at most maxNumSg entries. Sets
+   * iova (the first element's address) and length. Returns the number of elements mapped.
+   */
+  mapSg(sg: readonly { addr: number; length: number }[], pageSize = PAGE): number {
+    this.checkAlive('mapSg');
+    if (this.type === 'USER') throw new VerbsError('EINVAL', 'mapSg: only fast-registration MRs (allocMr) have a page list');
+    if (!(Number.isInteger(pageSize) && pageSize >= PAGE && (pageSize & (pageSize - 1)) === 0)) {
+      throw new VerbsError('EINVAL', `mapSg: pageSize must be a power of two >= 4096, got ${pageSize}`);
+    }
+    const host = this.pd.ctx.hca.host;
+    this.pages = [];
+    this.elements = [];
+    this.pageSize = pageSize;
+    let mapped = 0;
+    let length = 0;
+    for (let i = 0; i < sg.length; i++) {
+      const e = sg[i];
+      if (this.type === 'MEM_REG') {
+        if (i > 0 && e.addr % pageSize !== 0) break;
+        if (i > 0 && (sg[i - 1].addr + sg[i - 1].length) % pageSize !== 0) break;
+        const first = e.addr - (e.addr % pageSize);
+        const n = Math.ceil((e.addr + e.length - first) / pageSize);
+        if (this.pages.length + n > this.maxNumSg) break;
+        if (!host.isMapped(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
+        for (let p = 0; p < n; p++) this.pages.push(host.dmaAddress(first + p * pageSize));
+      } else {
+        if (this.elements.length >= this.maxNumSg) break;
+        if (!host.isMapped(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
+        this.elements.push({ dma: host.dmaAddress(e.addr), length: e.length });
+      }
+      length += e.length;
+      mapped++;
+    }
+    this.iova = mapped > 0 ? sg[0].addr : 0;
+    this.length = length;
+    return mapped;
+  }
+
+  /** ib_update_fast_reg_key: the next registration uses tag `key8`. */
+  updateKey(key8: number): void {
+    this.checkAlive('updateKey');
+    if (!(Number.isInteger(key8) && key8 >= 0 && key8 <= 0xff)) throw new VerbsError('EINVAL', `updateKey: key must be 8 bits, got ${key8}`);
+    this.lkey = ((this.lkey & 0xffffff00) | key8) >>> 0;
+    this.rkey = ((this.rkey & 0xffffff00) | key8) >>> 0;
+  }
+
+  /** ibv_dereg_mr: EBUSY while windows are bound to it (DESTROY_MKEY otherwise). */
+  async dereg(): Promise<void> {
+    this.checkAlive('dereg');
+    const ctx = this.pd.ctx;
+    if (readMkey(ctx.hca, this.index).mwCount > 0) throw new VerbsError('EBUSY', 'dereg: memory windows are still bound to the MR');
+    this.destroyed = true;
+    await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
+  }
+}

@@ -1,0 +1,32 @@
+/** A memory window (ibv_mw) of type 1 or 2. */
+import type { Pd } from './pd.ts';
+import { VerbsError } from './verbs_error.ts';
+
+export class Mw {
+  rkey: number;
+  destroyed = false;
+
+  constructor(
+    readonly pd: Pd,
+    key: number,
+    readonly type: 1 | 2,
+  ) {
+    this.rkey = key >>> 0;
+  }
+
+  get index(): number {
+    return this.rkey >>> 8;
+  }
+
+  checkAlive(what: string): void {
+    if (this.destroyed) throw new VerbsError('EINVAL', `${what}: the window was deallocated`);
+  }
+
+  /** ibv_dealloc_mw */
+  async dealloc(): Promise<void> {
+    this.checkAlive('dealloc');
+    this.destroyed = true;
+    const ctx = this.pd.ctx;
+    await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dealloc');
+  }
+}

@@ -1,0 +1,342 @@
+/**
+ * A queue pair (ibv_qp, RC): posts work requests by writing the exact mlx5 WQE bytes into the
+ * send queue buffer in host memory and ringing the doorbell; posts receives likewise.
+ */
+import type { Pd } from './pd.ts';
+import type { Cq } from './cq.ts';
+import type { Mw } from './mw.ts';
+import type { BindInfo, RecvWr, SendWr, WcOpcode } from './types.ts';
+import { IbAccess } from './types.ts';
+import { VerbsError } from './verbs_error.ts';
+import { checkAccess } from './pd.ts';
+import {
+  buildAtomicWqe, buildBindMwWqe, buildLocalInvWqe, buildRdmaWqe, buildRegMrWqe, buildSendWqe, wqeBasicBlocks,
+  type MrAccess, type Sge as WqeSge, encodeXltList,
+} from './wqe_builder.ts';
+import { FenceMode, MLX5_INVALID_LKEY, WqeOpcode, incRkey } from '../rtl/formats/constants.ts';
+import { encodeDataSeg } from '../rtl/formats/data_seg.ts';
+import { rqStride } from '../rtl/responder.ts';
+import type { Mtu } from '../rtl/config.ts';
+
+/** ibv_qp_init_attr (RC). */
+export interface QpInitAttr {
+  sendCq: Cq;
+  recvCq: Cq;
+  maxSendWr?: number;
+  maxRecvWr?: number;
+  maxSendSge?: number;
+  maxRecvSge?: number;
+}
+
+const GiB2 = 2 ** 31;
+
+const WC_OF: Record<string, WcOpcode> = {
+  RDMA_WRITE: 'RDMA_WRITE', RDMA_WRITE_WITH_IMM: 'RDMA_WRITE', SEND: 'SEND', SEND_WITH_IMM: 'SEND', SEND_WITH_INV: 'SEND',
+  RDMA_READ: 'RDMA_READ', RDMA_READ_WITH_INV: 'RDMA_READ', ATOMIC_CMP_AND_SWP: 'COMP_SWAP', ATOMIC_FETCH_AND_ADD: 'FETCH_ADD',
+  LOCAL_INV: 'LOCAL_INV', REG_MR: 'REG_MR', BIND_MW: 'BIND_MW',
+};
+
+function mrAccess(a: number): MrAccess {
+  return {
+    localWrite: (a & IbAccess.LOCAL_WRITE) !== 0,
+    remoteWrite: (a & IbAccess.REMOTE_WRITE) !== 0,
+    remoteRead: (a & IbAccess.REMOTE_READ) !== 0,
+    remoteAtomic: (a & IbAccess.REMOTE_ATOMIC) !== 0,
+  };
+}
+
+export class Qp {
+  /** The send queue buffer, for inspection: virtual address, WQEBBs, stride. */
+  readonly sq: { addr: number; wqeCnt: number; stride: number };
+  private sqPi = 0; // WQEBBs posted
+  private posted = 0; // work requests posted
+  private rqPi = 0;
+  private readonly sendRecs = new Map<number, { wrId: number | bigint; opcode: WcOpcode }>();
+  private readonly recvRecs = new Map<number, number | bigint>();
+  private readonly scratch = new Uint8Array(1024);
+  private readonly rqBufVa: number;
+  private readonly rqStride: number;
+  destroyed = false;
+
+  private constructor(
+    readonly pd: Pd,
+    readonly qpNum: number,
+    readonly attr: Required<Omit<QpInitAttr, 'sendCq' | 'recvCq'>> & Pick<QpInitAttr, 'sendCq' | 'recvCq'>,
+    sqVa: number,
+    sqWqebbs: number,
+    rqVa: number,
+    private readonly rqSize: number,
+  ) {
+    this.sq = { addr: sqVa, wqeCnt: sqWqebbs, stride: 64 };
+    this.rqBufVa = rqVa;
+    this.rqStride = rqStride(attr.maxRecvSge);
+    attr.sendCq.qps.set(qpNum, this);
+    attr.recvCq.qps.set(qpNum, this);
+  }
+
+  /** Creates the QP: queue buffers in host memory (physically contiguous), CREATE_QP. */
+  static async create(pd: Pd, a: QpInitAttr): Promise<Qp> {
+    const ctx = pd.ctx;
+    const dev = await ctx.queryDevice();
+    const attr = { maxSendWr: a.maxSendWr ?? 64, maxRecvWr: a.maxRecvWr ?? 64, maxSendSge: a.maxSendSge ?? 4, maxRecvSge: a.maxRecvSge ?? 4, sendCq: a.sendCq, recvCq: a.recvCq };
+    for (const [k, v, max] of [['maxSendWr', attr.maxSendWr, dev.maxQpWr], ['maxRecvWr', attr.maxRecvWr, dev.maxQpWr], ['maxSendSge', attr.maxSendSge, dev.maxSge], ['maxRecvSge', attr.maxRecvSge, dev.maxSge]] as const) {
+      if (!(Number.isInteger(v) && v >= 1 && v <= max)) throw new VerbsError('EINVAL', `createQp: ${k} must be in 1..${max}, got ${v}`);
+    }
+    // a WQE takes at most 4 WQEBBs here (a UMR with inline KLMs or 4 SGEs); room for maxSendWr of them
+    const sqWqebbs = pow2(attr.maxSendWr * 4);
+    const rqSize = pow2(attr.maxRecvWr);
+    const host = ctx.hca.host;
+    const sqBuf = host.alloc(Math.max(4096, sqWqebbs * 64), { hugePages: sqWqebbs * 64 > 4096 });
+    const stride = rqStride(attr.maxRecvSge);
+    const rqBuf = host.alloc(Math.max(4096, rqSize * stride), { hugePages: rqSize * stride > 4096 });
+    const { qpn } = await ctx.cmd(
+      ctx.hca.cmdif.exec({
+        op: 'CREATE_QP', pd: pd.pdn, sendCqn: a.sendCq.cqn, recvCqn: a.recvCq.cqn, sqSize: sqWqebbs, rqSize,
+        maxSendSge: attr.maxSendSge, maxRecvSge: attr.maxRecvSge, sqBufAddr: host.dmaAddress(sqBuf.addr), rqBufAddr: host.dmaAddress(rqBuf.addr),
+      }),
+      'createQp',
+    );
+    return new Qp(pd, qpn, attr, sqBuf.addr, sqWqebbs, rqBuf.addr, rqSize);
+  }
+
+  /** 'RESET' | 'INIT' | 'RTR' | 'RTS' | 'ERR' */
+  get state(): string {
+    return this.pd.ctx.hca.cmdif.getQp(this.qpNum)?.state ?? 'RESET';
+  }
+
+  /** RC connection: RESET -> INIT -> RTR -> RTS on both sides (the peer may be on another adapter). */
+  async connect(peer: Qp, opts: { mtu?: Mtu } = {}): Promise<void> {
+    const mtu = opts.mtu ?? this.pd.ctx.hca.cfg.mtu;
+    const sides: [Qp, Qp][] = [[this, peer], [peer, this]];
+    for (const [q] of sides) {
+      const c = q.pd.ctx;
+      await c.cmd(c.hca.cmdif.exec({ op: 'RST2INIT_QP', qpn: q.qpNum, accessFlags: 15 }), 'connect');
+    }
+    for (const [q, p] of sides) {
+      const c = q.pd.ctx;
+      await c.cmd(c.hca.cmdif.exec({ op: 'INIT2RTR_QP', qpn: q.qpNum, remoteQpn: p.qpNum, remoteHca: p.pd.ctx.index, mtu }), 'connect');
+    }
+    for (const [q] of sides) {
+      const c = q.pd.ctx;
+      await c.cmd(c.hca.cmdif.exec({ op: 'RTR2RTS_QP', qpn: q.qpNum }), 'connect');
+    }
+  }
+
+  /** ibv_post_send: synchronous; the first bad work request throws (those before it stay posted). */
+  postSend(wr: SendWr | readonly SendWr[]): void {
+    const list = Array.isArray(wr) ? (wr as readonly SendWr[]) : [wr as SendWr];
+    list.forEach((w, i) => {
+      try {
+        this.postOne(w);
+      } catch (e) {
+        if (e instanceof VerbsError && list.length > 1) throw new VerbsError(e.errno, `${e.message.replace(/^\w+: /, '')} (work request ${i})`);
+        throw e;
+      }
+    });
+  }
+
+  /** ibv_bind_mw (type 1): returns the new rkey (incRkey) and sets mw.rkey at once. */
+  bindMw(mw: Mw, bind: BindInfo, opts: { wrId?: number | bigint; signaled?: boolean } = {}): number {
+    mw.checkAlive('bindMw');
+    if (mw.type !== 1) throw new VerbsError('EINVAL', 'bindMw: the verb binds type-1 windows; post BIND_MW for type 2');
+    if (bind.mr === null && bind.length !== 0) throw new VerbsError('EINVAL', 'bindMw: no MR but length != 0');
+    if (bind.mr && bind.mr.pd !== mw.pd) throw new VerbsError('EPERM', "bindMw: the window's PD differs from the MR's");
+    if ((bind.access & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'bindMw: ZERO_BASED windows are not supported for type 1');
+    if (bind.mr && (bind.mr.access & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'bindMw: the MR is zero-based');
+    const newRkey = incRkey(mw.rkey);
+    this.postOne({ wrId: opts.wrId ?? 0, opcode: 'BIND_MW', signaled: opts.signaled ?? true, mw, rkey: newRkey, bindInfo: bind }, true);
+    return newRkey;
+  }
+
+  /** ibv_post_recv */
+  postRecv(wr: RecvWr | readonly RecvWr[]): void {
+    const list = Array.isArray(wr) ? (wr as readonly RecvWr[]) : [wr as RecvWr];
+    const ctx = this.pd.ctx;
+    for (const w of list) {
+      this.checkAlive('postRecv');
+      if (this.state === 'RESET') throw new VerbsError('EINVAL', 'postRecv: the QP is in RESET');
+      if (w.sgList.length > this.attr.maxRecvSge) throw new VerbsError('EINVAL', `postRecv: ${w.sgList.length} SGEs > maxRecvSge ${this.attr.maxRecvSge}`);
+      if (this.rqPi - ctx.hca.responder.rqConsumed(this.qpNum) >= Math.min(this.rqSize, this.attr.maxRecvWr)) {
+        throw new VerbsError('ENOMEM', 'postRecv: receive queue full');
+      }
+      const buf = new Uint8Array(this.rqStride);
+      const v = new DataView(buf.buffer);
+      let off = 0;
+      for (const s of w.sgList) {
+        if (s.length === 0) continue;
+        encodeDataSeg(v, off, { byteCount: s.length >= GiB2 ? 0 : s.length, inline: false, lkey: s.lkey >>> 0, addr: s.addr });
+        off += 16;
+      }
+      if (off < this.rqStride) encodeDataSeg(v, off, { byteCount: 0, inline: false, lkey: MLX5_INVALID_LKEY, addr: 0 });
+      ctx.hca.host.write(this.rqBufVa + (this.rqPi & (this.rqSize - 1)) * this.rqStride, buf);
+      this.recvRecs.set(this.rqPi & 0xffff, w.wrId);
+      this.rqPi++;
+      ctx.hca.pcie.ringDoorbell(ctx.hca.responder.rqDoorbell, { qpn: this.qpNum, pi: this.rqPi });
+    }
+  }
+
+  /** @internal The work request of a send CQE. */
+  takeSendRecord(wqeIndex: number): { wrId: number | bigint; opcode: WcOpcode } | undefined {
+    const r = this.sendRecs.get(wqeIndex);
+    this.sendRecs.delete(wqeIndex);
+    return r;
+  }
+
+  /** @internal The wrId of a receive CQE. */
+  takeRecvRecord(counter: number): number | bigint | undefined {
+    const r = this.recvRecs.get(counter);
+    this.recvRecs.delete(counter);
+    return r;
+  }
+
+  private checkAlive(what: string): void {
+    if (this.destroyed) throw new VerbsError('EINVAL', `${what}: the QP was destroyed`);
+  }
+
+  private postOne(w: SendWr, fromBindVerb = false): void {
+    this.checkAlive('postSend');
+    const ctx = this.pd.ctx;
+    const st = this.state;
+    if (st !== 'RTS' && st !== 'ERR') throw new VerbsError('EINVAL', `postSend: the QP is in ${st} (needs RTS)`);
+    const inFlight = this.posted - ctx.hca.sq.completedWqes(this.qpNum);
+    if (inFlight >= this.attr.maxSendWr) throw new VerbsError('ENOMEM', 'postSend: send queue full');
+    const view = new DataView(this.scratch.buffer);
+    const wqeIndex = this.sqPi & 0xffff;
+    const common = { wqeIndex, qpn: this.qpNum, signaled: w.signaled ?? false, solicited: w.solicited ?? false, fence: w.fence ? FenceMode.FENCE : FenceMode.NONE };
+    const sg: WqeSge[] = (w.sgList ?? []).map((s) => ({ addr: s.addr, length: s.length, lkey: s.lkey >>> 0 }));
+    if (sg.length > this.attr.maxSendSge) throw new VerbsError('EINVAL', `postSend: ${sg.length} SGEs > maxSendSge ${this.attr.maxSendSge}`);
+    for (const s of sg) if (s.length > GiB2) throw new VerbsError('EINVAL', `postSend: an SGE of ${s.length} bytes is over 2 GiB`);
+    const data = w.inline ? { inlineData: this.inlineBytes(sg) } : { sgList: sg };
+    let ds: number;
+    switch (w.opcode) {
+      case 'RDMA_WRITE':
+      case 'RDMA_READ':
+        ds = buildRdmaWqe(view, 0, { ...common, ...(w.opcode === 'RDMA_READ' ? { sgList: sg } : data), opcode: w.opcode === 'RDMA_WRITE' ? WqeOpcode.RDMA_WRITE : WqeOpcode.RDMA_READ, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0 });
+        break;
+      case 'RDMA_WRITE_WITH_IMM':
+        ds = buildRdmaWqe(view, 0, { ...common, ...data, opcode: WqeOpcode.RDMA_WRITE_IMM, immData: (w.immData ?? 0) >>> 0, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0 });
+        break;
+      case 'SEND':
+        ds = buildSendWqe(view, 0, { ...common, ...data, opcode: WqeOpcode.SEND });
+        break;
+      case 'SEND_WITH_IMM':
+        ds = buildSendWqe(view, 0, { ...common, ...data, opcode: WqeOpcode.SEND_IMM, immData: (w.immData ?? 0) >>> 0 });
+        break;
+      case 'SEND_WITH_INV':
+        ds = buildSendWqe(view, 0, { ...common, ...data, opcode: WqeOpcode.SEND_INVAL, invalidateRkey: (w.invalidateRkey ?? 0) >>> 0 });
+        break;
+      case 'RDMA_READ_WITH_INV':
+        throw new VerbsError('EOPNOTSUPP', 'postSend: RDMA_READ_WITH_INV is iWARP-only; mlx5 has no opcode for it');
+      case 'ATOMIC_CMP_AND_SWP':
+      case 'ATOMIC_FETCH_AND_ADD': {
+        const total = sg.reduce((a, s) => a + s.length, 0);
+        if (total !== 8) throw new VerbsError('EINVAL', `postSend: an atomic's local SGL must total 8 bytes, got ${total}`);
+        const p = { ...common, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0, sgList: sg };
+        ds = w.opcode === 'ATOMIC_CMP_AND_SWP'
+          ? buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_CS, compare: w.compareAdd ?? 0, swap: w.swap ?? 0 })
+          : buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_FA, add: w.compareAdd ?? 0 });
+        break;
+      }
+      case 'LOCAL_INV':
+        ds = buildLocalInvWqe(view, 0, { ...common, key: (w.invalidateRkey ?? 0) >>> 0 });
+        break;
+      case 'REG_MR':
+        ds = this.regMrWqe(view, common, w);
+        break;
+      case 'BIND_MW':
+        ds = this.bindMwWqe(view, common, w, fromBindVerb);
+        break;
+      default:
+        throw new VerbsError('EINVAL', `postSend: unknown opcode ${String(w.opcode)}`);
+    }
+    const n = wqeBasicBlocks(ds);
+    // copy the WQE into the ring a WQEBB at a time (it may wrap)
+    const host = ctx.hca.host;
+    for (let b = 0; b < n; b++) host.write(this.sq.addr + ((this.sqPi + b) & (this.sq.wqeCnt - 1)) * 64, this.scratch.subarray(b * 64, b * 64 + 64));
+    this.sendRecs.set(wqeIndex, { wrId: w.wrId, opcode: WC_OF[w.opcode] });
+    this.sqPi += n;
+    this.posted++;
+    if (w.opcode === 'BIND_MW') w.mw!.rkey = (w.rkey ?? 0) >>> 0;
+    ctx.hca.pcie.ringDoorbell(ctx.hca.sq.doorbell, { qpn: this.qpNum, pi: this.sqPi });
+  }
+
+  private inlineBytes(sg: readonly WqeSge[]): Uint8Array {
+    const host = this.pd.ctx.hca.host;
+    const parts = sg.map((s) => {
+      if (!host.isMapped(s.addr, s.length)) throw new VerbsError('EFAULT', `postSend: inline data at 0x${s.addr.toString(16)} is not mapped`);
+      return host.read(s.addr, s.length);
+    });
+    const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
+    let o = 0;
+    for (const p of parts) { out.set(p, o); o += p.length; }
+    return out;
+  }
+
+  private regMrWqe(view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean }, w: SendWr): number {
+    const mr = w.mr;
+    if (!mr) throw new VerbsError('EINVAL', 'postSend: REG_MR needs `mr`');
+    mr.checkAlive('postSend REG_MR');
+    if (mr.type === 'USER') throw new VerbsError('EINVAL', 'postSend: REG_MR needs a fast-registration MR (allocMr)');
+    const key = (w.key ?? mr.lkey) >>> 0;
+    if (key >>> 8 !== mr.index) throw new VerbsError('EINVAL', `postSend: REG_MR key 0x${key.toString(16)} does not name the MR's index 0x${mr.index.toString(16)}`);
+    const access = w.access ?? 0;
+    checkAccess(access, 'postSend REG_MR');
+    const n = mr.type === 'MEM_REG' ? mr.pages.length : mr.elements.length;
+    if (n > mr.maxNumSg) throw new VerbsError('EINVAL', `postSend: REG_MR page list of ${n} > maxNumSg ${mr.maxNumSg}`);
+    const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
+    const translations = mr.type === 'MEM_REG'
+      ? { mode: 'MTT' as const, pages: mr.pages, logPageSize: Math.log2(mr.pageSize) }
+      : { mode: 'KLM' as const, klms: mr.elements.map((e) => ({ bcount: e.length, key: mr.pd.dmaLkeyNow >>> 0, va: e.dma })) };
+    // a list over 64 bytes goes by pointer: the driver's descriptor buffer (its DMA address)
+    const bytes = mr.type === 'MEM_REG' ? n * 8 : n * 16;
+    let listAddr: number | undefined;
+    if (bytes > 64) {
+      const buf = this.descBuffer(bytes);
+      const lv = new DataView(new ArrayBuffer(Math.ceil(bytes / 64) * 64));
+      encodeXltList(lv, 0, translations);
+      this.pd.ctx.hca.mem.write(buf, new Uint8Array(lv.buffer));
+      listAddr = buf;
+    }
+    const ds = buildRegMrWqe(view, 0, {
+      ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations,
+      ...(listAddr !== undefined ? { listAddr, listLkey: MLX5_INVALID_LKEY } : {}),
+    });
+    // IB_ACCESS_MW_BIND in the mkey segment's reserved byte 3 (model-private, see umr_types.ts)
+    if ((access & IbAccess.MW_BIND) !== 0) this.scratch[64 + 3] |= 0x02;
+    return ds;
+  }
+
+  private bindMwWqe(view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean }, w: SendWr, fromBindVerb: boolean): number {
+    const mw = w.mw;
+    if (!mw) throw new VerbsError('EINVAL', 'postSend: BIND_MW needs `mw`');
+    mw.checkAlive('postSend BIND_MW');
+    if (mw.type === 1 && !fromBindVerb) throw new VerbsError('EINVAL', 'postSend: BIND_MW on a type-1 window (type 1 binds through bindMw)');
+    const newRkey = (w.rkey ?? 0) >>> 0;
+    if (newRkey >>> 8 !== mw.index) throw new VerbsError('EINVAL', `postSend: BIND_MW rkey 0x${newRkey.toString(16)} does not name the window's index`);
+    const b = w.bindInfo;
+    if (b && b.length > GiB2) throw new VerbsError('EOPNOTSUPP', `postSend: a window of ${b.length} bytes is over 2 GiB`);
+    const bind = b && b.mr && b.length > 0
+      ? { mrLkey: b.mr.lkey >>> 0, addr: b.addr, length: b.length, access: mrAccess(b.access), zeroBased: (b.access & IbAccess.ZERO_BASED) !== 0 }
+      : undefined;
+    return buildBindMwWqe(view, 0, { ...common, mwType: mw.type, mwRkey: mw.rkey >>> 0, newRkey, ...(bind ? { bind } : {}) });
+  }
+
+  private desc = 0;
+  private descLen = 0;
+  /** A physically contiguous descriptor buffer of at least `bytes` (reused). */
+  private descBuffer(bytes: number): number {
+    if (this.descLen < bytes) {
+      const host = this.pd.ctx.hca.host;
+      const b = host.alloc(Math.max(4096, bytes), { hugePages: bytes > 4096 });
+      this.desc = host.dmaAddress(b.addr);
+      this.descLen = Math.max(4096, bytes);
+    }
+    return this.desc;
+  }
+}
+
+function pow2(n: number): number {
+  let p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
