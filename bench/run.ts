@@ -4,10 +4,12 @@
  */
 import { benchKernel } from './kernel.ts';
 import { benchAtu } from './atu.ts';
+import { benchVerbs } from './verbs.ts';
 
 const benches: Record<string, () => void | Promise<void>> = {
   kernel: benchKernel,
   atu: benchAtu,
+  verbs: benchVerbs,
 };
 
 const names = process.argv.slice(2);

@@ -1,13 +1,14 @@
 /**
  * Moves bytes between host memory and an engine over its PCIe port: gathers a list of physical
- * segments into one buffer (reads of at most 512 bytes, the usual PCIe max read request, with
- * up to 16 in flight), or scatters a buffer over segments (posted writes). Driven from its
- * owner's tick: `step()` issues what it can; the owner routes read completions to `complete()`.
+ * segments into one buffer (reads of at most 4 KiB, the largest PCIe max read request, with up
+ * to 16 in flight, landing straight in the buffer), or scatters a buffer over segments (posted
+ * writes of the caller's buffer, which must not change afterwards). Driven from its owner's
+ * tick: `step()` issues what it can; the owner routes read completions to `complete()`.
  */
 import type { DmaPort } from './pcie.ts';
 import type { PhysSegment } from './atu_types.ts';
 
-const MAX_READ = 512;
+const MAX_READ = 4096;
 const MAX_INFLIGHT = 16;
 
 export class DmaMover {
@@ -50,6 +51,11 @@ export class DmaMover {
     return this.bufOff >= this.buf.length && this.inflight === 0;
   }
 
+  /** Every request issued, only read completions outstanding: the owner may sleep. */
+  get waiting(): boolean {
+    return this.bufOff >= this.buf.length && this.inflight > 0;
+  }
+
   /** The gathered bytes (after done). */
   get data(): Uint8Array {
     return this.buf;
@@ -69,10 +75,10 @@ export class DmaMover {
     if (this.reading) {
       const tag = this.chunkAt.length;
       this.chunkAt.push(this.bufOff);
-      this.port.req.push({ kind: 'read', addr, length: n, tag });
+      this.port.req.push({ kind: 'read', addr, length: n, tag, dst: this.buf, dstOff: this.bufOff });
       this.inflight++;
     } else {
-      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: this.buf.subarray(this.bufOff, this.bufOff + n) });
+      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: this.buf.subarray(this.bufOff, this.bufOff + n), owned: true });
     }
     this.off += n;
     this.bufOff += n;
@@ -81,7 +87,7 @@ export class DmaMover {
 
   /** A read completion of this mover. */
   complete(tag: number, data: Uint8Array): void {
-    this.buf.set(data, this.chunkAt[tag]);
+    if (data !== this.buf) this.buf.set(data, this.chunkAt[tag]);
     this.inflight--;
   }
 }

@@ -18,6 +18,12 @@ import { CqWriter } from './cq_writer.ts';
 import { Sq } from './sq.ts';
 import { Requester } from './requester.ts';
 import { Responder } from './responder.ts';
+import { UmrEngine, type UmrEngineOptions } from './umr_engine.ts';
+
+/** Options of an adapter beyond its configuration: firmware (cmdif) and UMR engine choices. */
+export interface HcaOptions extends CmdifOptions {
+  umr?: UmrEngineOptions;
+}
 
 /** Translation contexts of the ATU and outstanding misses per cache (assumed; no public figure). */
 export const ATU_CONTEXTS = 8;
@@ -38,8 +44,9 @@ export class Hca extends Module {
   readonly requester: Requester;
   readonly responder: Responder;
   readonly cqWriter: CqWriter;
+  readonly umrEngine: UmrEngine;
 
-  constructor(sim: Sim, parent: Module, name: string, readonly cfg: HcaConfig, opts: CmdifOptions = {}) {
+  constructor(sim: Sim, parent: Module, name: string, readonly cfg: HcaConfig, opts: HcaOptions = {}) {
     super(sim, parent, name);
     const period = corePeriodPs(cfg);
     this.coreClock = new Clock(this, 'core_clk', period);
@@ -79,7 +86,11 @@ export class Hca extends Module {
     this.requester = new Requester(this).clockedBy(this.coreClock);
     this.responder = new Responder(this).clockedBy(this.coreClock);
     this.cqWriter = new CqWriter(this).clockedBy(this.coreClock);
-    this.sq.connect({ cqWriter: this.cqWriter.req, requester: this.requester, umr: null, flush: this.responder.flushReq });
+    // REG_MR has no PD check (the mlx5 UMR mask leaves the PD alone); a zero-length type-2 bind
+    // is MW_BIND_ERR (o10-37.2.40), as the reference model has it
+    this.umrEngine = new UmrEngine(this, { regMrPdCheck: false, type2Unbind: 'bind_error', ...opts.umr });
+    this.umrEngine.waveRank = 15;
+    this.sq.connect({ cqWriter: this.cqWriter.req, requester: this.requester, umr: this.umrEngine, flush: this.responder.flushReq });
     this.responder.cqWriter = this.cqWriter.req;
     this.sq.waveRank = 1;
     this.requester.waveRank = 2;

@@ -120,6 +120,11 @@ export class Requester extends Module implements EventTarget {
     this.wake();
   }
 
+  /** Sleeps while waiting for an input, unless the state just changed (it commits after this edge). */
+  private rest(): void {
+    if (!this.state.dirty) this.sleep();
+  }
+
   override tick(): void {
     while (this.port.resp.canPop()) {
       const r = this.port.resp.pop();
@@ -137,7 +142,7 @@ export class Requester extends Module implements EventTarget {
         if (this.mover.done) {
           this.payload = this.mover.data;
           this.state.set(SEND);
-        }
+        } else if (this.mover.waiting) this.rest(); // woken by read completions
         return;
       case SEND:
         return this.send();
@@ -148,7 +153,7 @@ export class Requester extends Module implements EventTarget {
         if (this.mover.done) this.finish(0);
         return;
       case DONE:
-        if (!this.resp.canPush()) return;
+        if (!this.resp.canPush()) return this.rest();
         this.resp.push({ tag: this.job!.tag, syndrome: this.syndrome, byteLen: this.length });
         if (this.syndrome !== 0) this.sErrors.inc();
         this.sLatency.add(this.sim.now - this.started);
@@ -202,7 +207,10 @@ export class Requester extends Module implements EventTarget {
       const r = this.atu.resp.pop();
       this.results[r.tag] = r;
     }
-    if (this.results.some((r) => r === null)) return;
+    if (this.results.some((r) => r === null)) {
+      if (this.waiting === this.ptrs.length) this.rest(); // woken by the ATU's answers
+      return;
+    }
     for (const r of this.results) {
       if (r!.result.kind !== 'ok') return this.finish(CqeSyndrome.LOCAL_PROT_ERR);
       for (const s of (r!.result as { segments: PhysSegment[] }).segments) this.local.push(s);
@@ -272,7 +280,7 @@ export class Requester extends Module implements EventTarget {
         this.state.set(SEND);
         return;
       }
-      return this.sleep(); // woken by the inbox or the timer
+      return this.rest(); // woken by the inbox or the timer
     }
     this.timeoutAt = Infinity;
     if (a.kind === 'NAK') {

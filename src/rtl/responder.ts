@@ -122,6 +122,11 @@ export class Responder extends Module {
     return r;
   }
 
+  /** Sleeps while waiting for an input, unless the state just changed (it commits after this edge). */
+  private rest(): void {
+    if (!this.state.dirty) this.sleep();
+  }
+
   override tick(): void {
     while (this.rqDoorbell.canPop()) {
       const d = this.rqDoorbell.pop();
@@ -153,7 +158,7 @@ export class Responder extends Module {
       case XLATE:
         return this.xlate();
       case FETCH_RWQE:
-        return;
+        return this.rest(); // woken by the read data
       case XLATE_RECV:
         return this.xlateRecv();
       case WRITE_DATA:
@@ -163,6 +168,7 @@ export class Responder extends Module {
       case READ_DATA:
         this.mover.step();
         if (this.mover.done) this.ack({ kind: 'READ_DATA', data: this.mover.data });
+        else if (this.mover.waiting) this.rest();
         return;
       case ATOMIC:
         return this.atomic();
@@ -222,7 +228,7 @@ export class Responder extends Module {
       this.issued = true;
       return;
     }
-    if (this.pending === null) return;
+    if (this.pending === null) return this.rest(); // woken by the ATU's answer
     const r = this.pending.result;
     this.pending = null;
     if (r.kind !== 'ok') return this.fatal('ACCESS', null);
@@ -283,7 +289,12 @@ export class Responder extends Module {
       this.atu.req.push({ key: s.lkey, va: s.addr, length: take, access: IB_LOCAL_WRITE, pd: qp.pd, qpn: qp.qpn, tag: this.recvIssued });
       this.recvIssued++;
     }
-    for (let i = 0; i < need; i++) if (!this.recvResults[i]) return;
+    for (let i = 0; i < need; i++) {
+      if (!this.recvResults[i]) {
+        if (this.recvIssued === need) this.rest();
+        return;
+      }
+    }
     for (let i = 0; i < need; i++) {
       const r = this.recvResults[i]!.result;
       // a bad SGE met before the message ends: the receiver's protection error, the sender's remote op error
@@ -347,7 +358,10 @@ export class Responder extends Module {
     }
     if (this.atomicPhase === 1) {
       this.mover.step();
-      if (!this.mover.done) return;
+      if (!this.mover.done) {
+        if (this.mover.waiting) this.rest();
+        return;
+      }
       const orig = this.mover.data.slice();
       const v = new DataView(orig.buffer);
       const cur = v.getBigUint64(0, true);

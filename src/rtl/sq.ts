@@ -54,7 +54,8 @@ export class Sq extends Module {
   private readonly rSyndrome: Reg;
   // the WQE in progress
   private cur: SqQp | null = null;
-  private bytes = new Uint8Array(0);
+  /** The WQE being fetched (reused: the largest WQE is 16 WQEBBs). */
+  private readonly bytes = new Uint8Array(64 * 16);
   private bbs = 0; // WQEBBs of the WQE
   private got = 0; // WQEBBs received
   private asked = 0;
@@ -92,7 +93,16 @@ export class Sq extends Module {
     this.umr = o.umr;
     this.flush = o.flush;
     o.requester.resp.consumer = this;
-    if (o.umr) o.umr.resp.consumer = this;
+    o.requester.req.producer = this;
+    if (o.umr) {
+      o.umr.resp.consumer = this;
+      o.umr.req.producer = this;
+    }
+  }
+
+  /** Sleeps while waiting for an input, unless the state just changed (it commits after this edge). */
+  private rest(): void {
+    if (!this.state.dirty) this.sleep();
   }
 
   override tick(): void {
@@ -113,7 +123,6 @@ export class Sq extends Module {
         this.bbs = 1;
         this.got = 0;
         this.asked = 0;
-        this.bytes = new Uint8Array(64 * 16);
         this.rQpn.set(qpn);
         this.state.set(FETCH);
         return;
@@ -141,7 +150,7 @@ export class Sq extends Module {
     const qp = this.hca.cmdif.getQp(q.qpn)!;
     while (this.port.resp.canPop()) {
       const r = this.port.resp.pop();
-      this.bytes.set(r.data!, r.tag * 64);
+      if (r.data !== this.bytes) this.bytes.set(r.data!, r.tag * 64);
       this.got++;
       if (r.tag === 0) {
         const ds = this.bytes[7] & 0x3f;
@@ -150,11 +159,12 @@ export class Sq extends Module {
     }
     if (this.asked < this.bbs && this.port.req.canPush() && (this.asked === 0 || this.got > 0)) {
       const idx = (q.ci + this.asked) & (qp.sqSize - 1);
-      this.port.req.push({ kind: 'read', addr: qp.sqBufAddr + idx * 64, length: 64, tag: this.asked });
+      this.port.req.push({ kind: 'read', addr: qp.sqBufAddr + idx * 64, length: 64, tag: this.asked, dst: this.bytes, dstOff: this.asked * 64 });
       this.asked++;
       this.state.set(WAIT_WQE);
     }
     if (this.got === this.bbs && this.asked === this.bbs) this.state.set(EXEC);
+    else if (this.asked === this.bbs || (this.asked > 0 && this.got === 0)) this.rest(); // woken by the read data
   }
 
   private exec(): void {
@@ -177,12 +187,12 @@ export class Sq extends Module {
         return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
       case 'umr':
         if (!this.umr) return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
-        if (!this.umr.req.canPush()) return;
+        if (!this.umr.req.canPush()) return this.rest();
         this.umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe: this.bytes.slice(0, w.ctrl.ds * 16) });
         this.state.set(WAIT_DONE);
         return;
       default:
-        if (!this.requester!.req.canPush()) return;
+        if (!this.requester!.req.canPush()) return this.rest();
         this.requester!.req.push({ tag: q.ci, qpn: qp.qpn, wqe: w });
         this.state.set(WAIT_DONE);
     }
@@ -197,6 +207,7 @@ export class Sq extends Module {
       const d = this.requester!.resp.pop();
       return this.complete(d.syndrome, d.byteLen);
     }
+    this.rest(); // woken by the engine's completion
   }
 
   /** The WQE is done: a CQE when signaled or in error; an error moves the QP to ERR. */
