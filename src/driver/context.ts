@@ -10,14 +10,16 @@ import { VerbsError } from './verbs_error.ts';
 import { Pd } from './pd.ts';
 import { Cq } from './cq.ts';
 import { CmdError } from '../rtl/cmd/types.ts';
+import { MkeyPool } from './mkey_pool.ts';
 
 export class Context {
   /** The driver's rolling 8-bit key tag (mlx5: a per-device counter), shared by MRs and windows. */
   private tag = 0;
   private eqn = -1;
   private attr: DeviceAttr | null = null;
-  /** Host pages allocated for queues are physically contiguous (2 MiB pages). */
   readonly tb: Testbed;
+  /** The driver's MR cache (free mkeys enabled by UMR). */
+  readonly pool: MkeyPool;
 
   constructor(
     tb: Testbed,
@@ -25,6 +27,7 @@ export class Context {
     readonly index: number,
   ) {
     this.tb = tb;
+    this.pool = new MkeyPool(this);
   }
 
   /** The next key tag (1, 2, ..., 255, 0, 1, ...). */

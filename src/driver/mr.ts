@@ -19,13 +19,16 @@ export class Mr {
   elements: { dma: number; length: number }[] = [];
   pageSize = PAGE;
   destroyed = false;
+  /** A user MR from the driver's mkey pool: its bucket (dereg revokes it by UMR), else 0. */
+  readonly poolBucket: number;
 
   constructor(
     readonly pd: Pd,
     key: number,
     readonly type: MrType,
-    o: { iova: number; length: number; access: number; maxNumSg: number },
+    o: { iova: number; length: number; access: number; maxNumSg: number; poolBucket?: number },
   ) {
+    this.poolBucket = o.poolBucket ?? 0;
     this.lkey = key >>> 0;
     this.rkey = key >>> 0;
     this.iova = o.iova;
@@ -98,6 +101,7 @@ export class Mr {
     const ctx = this.pd.ctx;
     if (readMkey(ctx.hca, this.index).mwCount > 0) throw new VerbsError('EBUSY', 'dereg: memory windows are still bound to the MR');
     this.destroyed = true;
-    await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
+    if (this.poolBucket > 0) await ctx.pool.revoke(this.lkey, this.poolBucket);
+    else await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
   }
 }

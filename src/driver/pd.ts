@@ -7,6 +7,7 @@ import { Qp, type QpInitAttr } from './qp.ts';
 import { IbAccess } from './types.ts';
 import { MkcAccessMode } from '../rtl/formats/constants.ts';
 import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/umr_types.ts';
+import { MkeyPool } from './mkey_pool.ts';
 
 const PAGE = 4096;
 
@@ -39,12 +40,20 @@ export class Pd {
     if (!odp) await this.ctx.tb.delay(pages * this.ctx.hca.cfg.pinPagePs);
     const mtt: number[] = [];
     for (let i = 0; i < pages; i++) mtt.push(odp ? 0 : host.dmaAddress(first + i * PAGE) + 3);
-    const tag = this.ctx.nextTag();
     const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
+    const start = zeroBased ? addr % PAGE : addr;
+    // the MR cache first: a free mkey enabled by UMR; else firmware (CREATE_MKEY)
+    const bucket = odp ? 0 : MkeyPool.bucketOf(pages);
+    const pooled = bucket > 0 ? this.ctx.pool.take(bucket) : -1;
+    if (pooled >= 0) {
+      const key = await this.ctx.pool.enable(pooled, this, access, start, length, mtt);
+      return new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket });
+    }
+    const tag = this.ctx.nextTag();
     const r = await this.ctx.cmd(
       this.ctx.hca.cmdif.exec({
         op: 'CREATE_MKEY', tag, free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,
-        pd: this.pdn, start: zeroBased ? addr % PAGE : addr, length, logPageSize: 12, pgAccess: odp, mtt,
+        pd: this.pdn, start, length, logPageSize: 12, pgAccess: odp, mtt,
         mwBind: (access & IbAccess.MW_BIND) !== 0,
       }),
       'regMr',

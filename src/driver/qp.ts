@@ -249,15 +249,30 @@ export class Qp {
       default:
         throw new VerbsError('EINVAL', `postSend: unknown opcode ${String(w.opcode)}`);
     }
+    if (w.opcode === 'BIND_MW') w.mw!.rkey = (w.rkey ?? 0) >>> 0;
+    this.ring(ds, w.wrId, WC_OF[w.opcode]);
+  }
+
+  /** Copies the WQE built in `scratch` into the ring (a WQEBB at a time: it may wrap), rings the doorbell. */
+  private ring(ds: number, wrId: number | bigint, opcode: WcOpcode): void {
+    const ctx = this.pd.ctx;
     const n = wqeBasicBlocks(ds);
-    // copy the WQE into the ring a WQEBB at a time (it may wrap)
     const host = ctx.hca.host;
     for (let b = 0; b < n; b++) host.write(this.sq.addr + ((this.sqPi + b) & (this.sq.wqeCnt - 1)) * 64, this.scratch.subarray(b * 64, b * 64 + 64));
-    this.sendRecs.set(wqeIndex, { wrId: w.wrId, opcode: WC_OF[w.opcode] });
+    this.sendRecs.set(this.sqPi & 0xffff, { wrId, opcode });
     this.sqPi += n;
     this.posted++;
-    if (w.opcode === 'BIND_MW') w.mw!.rkey = (w.rkey ?? 0) >>> 0;
     ctx.hca.pcie.ringDoorbell(ctx.hca.sq.doorbell, { qpn: this.qpNum, pi: this.sqPi });
+  }
+
+  /**
+   * @internal The driver's own UMR work (the mkey pool): `build` writes a WQE into the scratch
+   * buffer given the control fields; it is posted signaled like any work request.
+   */
+  postBuilt(wrId: number, opcode: WcOpcode, build: (view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean }) => number): void {
+    this.checkAlive('postSend');
+    const ds = build(new DataView(this.scratch.buffer), { wqeIndex: this.sqPi & 0xffff, qpn: this.qpNum, signaled: true });
+    this.ring(ds, wrId, opcode);
   }
 
   private inlineBytes(sg: readonly WqeSge[]): Uint8Array {
