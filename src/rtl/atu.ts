@@ -118,13 +118,13 @@ export class Atu extends Module {
     this.mkc = opts.mkeyCache;
     this.mtt = opts.mtt;
     this.walker = opts.klmWalker;
-    this.rReqValid = this.reg('in_valid', 1);
-    this.rReqKey = this.reg('in_key', 32);
-    this.rReqVa = this.reg('in_va', 64);
-    this.rRespValid = this.reg('out_valid', 1);
-    this.rRespKind = this.reg('out_kind', AtuResultKind.width, { enum: AtuResultKind });
-    this.rRespError = this.reg('out_error', AtuErrorCode.width, { enum: AtuErrorCode });
-    this.rBusy = this.reg('busy_ctxs', Math.max(1, Math.ceil(Math.log2(opts.contexts + 1))));
+    this.rReqValid = this.probe('in_valid', 1);
+    this.rReqKey = this.probe('in_key', 32);
+    this.rReqVa = this.probe('in_va', 64);
+    this.rRespValid = this.probe('out_valid', 1);
+    this.rRespKind = this.probe('out_kind', AtuResultKind.width, { enum: AtuResultKind });
+    this.rRespError = this.probe('out_error', AtuErrorCode.width, { enum: AtuErrorCode });
+    this.rBusy = this.probe('busy_ctxs', Math.max(1, Math.ceil(Math.log2(opts.contexts + 1))));
     for (let i = 0; i < opts.contexts; i++) {
       const frames: Frame[] = [];
       for (let d = 0; d <= opts.maxIndirection + 1; d++) frames.push(newFrame());
@@ -142,8 +142,8 @@ export class Atu extends Module {
         started: 0,
         mkReq: { index: 0, ctx: i },
         mttReq: { ctx: i, addr: 0 },
-        rState: this.stateReg(`ctx${i}_state`, AtuCtxState),
-        rKey: this.reg(`ctx${i}_key`, 32),
+        rState: this.probe(`ctx${i}_state`, AtuCtxState.width, { enum: AtuCtxState }),
+        rKey: this.probe(`ctx${i}_key`, 32),
       });
     }
     this.mkc.resp.consumer = this;

@@ -84,12 +84,12 @@ export class Mtt extends Module {
     this.mq = new MissQueue(opts.mshrs);
     this.waitAddr = Array.from({ length: opts.mshrs }, () => []);
     this.port = opts.port;
-    this.rReqValid = this.reg('lookup_valid', 1);
-    this.rReqAddr = this.reg('lookup_addr', 64);
-    this.rHit = this.reg('hit', 1);
-    this.rMiss = this.reg('miss', 1);
-    this.rFillValid = this.reg('fill_valid', 1);
-    this.rMshrBusy = this.reg('mshr_busy', Math.max(1, Math.ceil(Math.log2(opts.mshrs + 1))));
+    this.rReqValid = this.probe('lookup_valid', 1);
+    this.rReqAddr = this.probe('lookup_addr', 64);
+    this.rHit = this.probe('hit', 1);
+    this.rMiss = this.probe('miss', 1);
+    this.rFillValid = this.probe('fill_valid', 1);
+    this.rMshrBusy = this.probe('mshr_busy', Math.max(1, Math.ceil(Math.log2(opts.mshrs + 1))));
     const latency = (opts.hitCycles - 1) * opts.period;
     this.req = new Fifo<MttReq>(this, 'req', { capacity: 4 });
     this.resp = new Fifo<MttResp>(this, 'resp', { capacity: 8, latency });

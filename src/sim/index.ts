@@ -3,7 +3,7 @@ export { Sim, type TraceSink, type Committable } from './sim.ts';
 export { EventQueue, PRIO_CLOCK, PRIO_NORMAL, type EventTarget } from './event_queue.ts';
 export { Clock } from './clock.ts';
 export { Module, type SignalOptions } from './module.ts';
-export { Signal, Reg } from './signal.ts';
+export { Signal, Reg, Probe } from './signal.ts';
 export { EnumType } from './enum_type.ts';
 export { Fifo, type FifoOptions } from './fifo.ts';
 export { SimEvent } from './sim_event.ts';

@@ -1,6 +1,6 @@
 import type { Sim } from './sim.ts';
 import type { Clock } from './clock.ts';
-import { Reg, Signal } from './signal.ts';
+import { Probe, Reg, Signal } from './signal.ts';
 import type { EnumType } from './enum_type.ts';
 import { StatSet } from './stats.ts';
 import type { Fifo } from './fifo.ts';
@@ -85,6 +85,13 @@ export class Module {
   /** Declares a clocked register of this module. */
   reg(name: string, width: number, opts: SignalOptions = {}): Reg {
     const r = new Reg(this, name, width, opts.init ?? 0, opts.enum ?? null);
+    this.addSignal(r);
+    return r;
+  }
+
+  /** Declares a trace-only register (see Probe): free when not traced; never read it in logic. */
+  probe(name: string, width: number, opts: SignalOptions = {}): Reg {
+    const r = new Probe(this, name, width, opts.init ?? 0, opts.enum ?? null);
     this.addSignal(r);
     return r;
   }

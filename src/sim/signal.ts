@@ -83,3 +83,14 @@ export function checkFits(scope: string, name: string, width: number, v: number)
     throw new RangeError(`signal ${scope}.${name}: value ${v} does not fit ${width} bits`);
   }
 }
+
+/**
+ * A register that only shows something in the waves (a handshake pulse, the key in flight):
+ * no logic reads it, so when it is not traced a write costs one compare and nothing else.
+ * Traced, it behaves exactly like a Reg.
+ */
+export class Probe extends Reg {
+  override set(v: number): void {
+    if (this.tid >= 0) super.set(v);
+  }
+}
