@@ -2,5 +2,11 @@
 import type { Scenario } from '../src/scenario.ts';
 import kernelPipeline from './kernel_pipeline.ts';
 import translation from './translation.ts';
+import frwr from './frwr.ts';
+import sendWithInv from './send_with_inv.ts';
+import mwType1 from './mw_type1.ts';
+import mwType2 from './mw_type2.ts';
+import sgGaps from './sg_gaps.ts';
+import badKeys from './bad_keys.ts';
 
-export const scenarios: readonly Scenario[] = [kernelPipeline, translation];
+export const scenarios: readonly Scenario[] = [kernelPipeline, translation, frwr, sendWithInv, mwType1, mwType2, sgGaps, badKeys];

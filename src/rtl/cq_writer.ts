@@ -51,10 +51,10 @@ export class CqWriter extends Module implements EventTarget {
 
   constructor(private readonly hca: Hca) {
     super(hca.sim, hca, 'cq_writer');
-    this.rValid = this.reg('cqe_valid', 1);
-    this.rCqn = this.reg('cqn', 24);
-    this.rOpcode = this.reg('opcode', CqeOpcodeEnum.width, { enum: CqeOpcodeEnum });
-    this.rSyndrome = this.reg('syndrome', 8);
+    this.rValid = this.probe('cqe_valid', 1);
+    this.rCqn = this.probe('cqn', 24);
+    this.rOpcode = this.probe('opcode', CqeOpcodeEnum.width, { enum: CqeOpcodeEnum });
+    this.rSyndrome = this.probe('syndrome', 8);
     this.req = new Fifo<CqeJob>(this, 'req', { capacity: 8 });
     this.req.consumer = this;
     this.port = hca.pcie.port('cq');

@@ -64,9 +64,9 @@ export class KlmWalker extends Module {
   constructor(sim: Sim, parent: Module, name: string, opts: KlmWalkerOptions) {
     super(sim, parent, name);
     this.state = this.stateReg('state', KlmWalkerState);
-    this.rKey = this.reg('key', 32);
-    this.rIdx = this.reg('entry', 32);
-    this.rOffset = this.reg('offset', 32);
+    this.rKey = this.probe('key', 32);
+    this.rIdx = this.probe('entry', 32);
+    this.rOffset = this.probe('offset', 32);
     this.req = new Fifo<KlmWalkReq>(this, 'req', { capacity: 4 });
     this.resp = new Fifo<KlmWalkResp>(this, 'resp', { capacity: 4 });
     this.req.consumer = this;

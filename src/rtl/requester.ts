@@ -92,10 +92,10 @@ export class Requester extends Module implements EventTarget {
   constructor(private readonly hca: Hca) {
     super(hca.sim, hca, 'requester');
     this.state = this.stateReg('state', RequesterState);
-    this.rQpn = this.reg('qpn', 24);
-    this.rOp = this.reg('wqe_opcode', 8);
-    this.rLen = this.reg('length', 32);
-    this.rSyndrome = this.reg('syndrome', 8);
+    this.rQpn = this.probe('qpn', 24);
+    this.rOp = this.probe('wqe_opcode', 8);
+    this.rLen = this.probe('length', 32);
+    this.rSyndrome = this.probe('syndrome', 8);
     this.req = new Fifo<ReqJob>(this, 'req', { capacity: 1 });
     this.resp = new Fifo<ReqDone>(this, 'resp', { capacity: 1 });
     this.inbox = new Fifo<RcResponse>(this, 'inbox', { capacity: 16 });

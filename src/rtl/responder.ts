@@ -88,10 +88,10 @@ export class Responder extends Module {
   constructor(private readonly hca: Hca) {
     super(hca.sim, hca, 'responder');
     this.state = this.stateReg('state', ResponderState);
-    this.rQpn = this.reg('qpn', 24);
-    this.rOp = this.reg('op', 4);
-    this.rKey = this.reg('rkey', 32);
-    this.rNak = this.reg('nak', 3);
+    this.rQpn = this.probe('qpn', 24);
+    this.rOp = this.probe('op', 4);
+    this.rKey = this.probe('rkey', 32);
+    this.rNak = this.probe('nak', 3);
     this.inbox = new Fifo<RcRequest>(this, 'inbox', { capacity: 16 });
     this.rqDoorbell = new Fifo<RqDoorbell>(this, 'rq_doorbell', { capacity: 16 });
     this.flushReq = new Fifo<number>(this, 'flush_req', { capacity: 16 });

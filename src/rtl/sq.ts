@@ -67,10 +67,10 @@ export class Sq extends Module {
   constructor(private readonly hca: Hca) {
     super(hca.sim, hca, 'sq');
     this.state = this.stateReg('state', SqState);
-    this.rQpn = this.reg('qpn', 24);
-    this.rWqeIndex = this.reg('wqe_index', 16);
-    this.rOpcode = this.reg('opcode', 8);
-    this.rSyndrome = this.reg('syndrome', 8);
+    this.rQpn = this.probe('qpn', 24);
+    this.rWqeIndex = this.probe('wqe_index', 16);
+    this.rOpcode = this.probe('opcode', 8);
+    this.rSyndrome = this.probe('syndrome', 8);
     this.doorbell = new Fifo<SqDoorbell>(this, 'doorbell', { capacity: 16 });
     this.doorbell.consumer = this;
     this.port = hca.pcie.port('sq', { reqCapacity: 4, respCapacity: 16 });

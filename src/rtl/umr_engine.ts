@@ -164,11 +164,11 @@ export class UmrEngine extends Module {
     this.policy = Object.freeze({ type2Unbind: opts.type2Unbind ?? 'bind_error', regMrPdCheck: opts.regMrPdCheck ?? true });
     const cap = opts.queueCapacity ?? 4;
     this.rState = this.stateReg('state', UmrState);
-    this.rKey = this.reg('key', 32);
-    this.rKind = this.reg('kind', UmrKind.width, { enum: UmrKind });
-    this.rSyndrome = this.reg('syndrome', 8, { enum: UmrSyndrome });
-    this.rQpn = this.reg('qpn', 24);
-    this.rBusy = this.reg('busy', 1);
+    this.rKey = this.probe('key', 32);
+    this.rKind = this.probe('kind', UmrKind.width, { enum: UmrKind });
+    this.rSyndrome = this.probe('syndrome', 8, { enum: UmrSyndrome });
+    this.rQpn = this.probe('qpn', 24);
+    this.rBusy = this.probe('busy', 1);
     this.req = new Fifo<UmrJob>(this, 'req', { capacity: cap });
     this.resp = new Fifo<UmrDone>(this, 'resp', { capacity: cap });
     this.req.consumer = this;

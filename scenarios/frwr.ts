@@ -1,0 +1,102 @@
+/**
+ * Fast registration (FRWR), end to end over two adapters: allocMr(MEM_REG), mapSg over four
+ * pages, updateKey, REG_MR posted on the owner's QP, an RDMA WRITE from the peer through the
+ * new rkey (bytes checked), LOCAL_INV, then the same WRITE is refused: REM_ACCESS_ERR at the
+ * peer, both QPs in ERR, later work requests on either QP flushed (WR_FLUSH_ERR), and nothing
+ * written (spec/semantics.md "Objects and states", "Data path: remote access", "Errors").
+ */
+import { Access, Testbed, type Cq, type WorkCompletion } from '../src/index.ts';
+import { Checks, type Scenario } from '../src/scenario.ts';
+
+const PAGE = 4096;
+/** Long enough for any completion here (a few us), short of the 67 ms ACK timeout. */
+const WAIT = 1_000_000_000;
+
+const scenario: Scenario = {
+  name: 'frwr',
+  summary: 'fast registration: allocMr, mapSg, updateKey, REG_MR, a peer RDMA WRITE through it, LOCAL_INV, the write refused',
+  async run({ seed, trace, config }) {
+    const tb = new Testbed({ seed, hcas: 2, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
+    const c = new Checks();
+    const wait = async (cq: Cq, n: number, what: string): Promise<WorkCompletion[]> => {
+      try {
+        return await cq.wait(n, { timeout: WAIT });
+      } catch (e) {
+        c.check(false, `${what}: ${n} completion(s) arrive`, String(e));
+        return [];
+      }
+    };
+
+    await tb.run(async () => {
+      const [ctx0, ctx1] = [await tb.openDevice(0), await tb.openDevice(1)];
+      const [pd0, pd1] = [await ctx0.allocPd(), await ctx1.allocPd()];
+      const [cq0, cq1] = [await ctx0.createCq(64), await ctx1.createCq(64)];
+      const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
+      const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+      await qp0.connect(qp1);
+      const h0 = tb.host(0);
+      const h1 = tb.host(1);
+
+      // the owner's buffer, four pages, registered by FRWR
+      const dst = h0.alloc(4 * PAGE, { align: PAGE });
+      const fmr = await pd0.allocMr('MEM_REG', 4);
+      const raw0 = await ctx0.queryMkey(fmr.lkey);
+      c.check((raw0[0] & 0x40) !== 0, 'allocMr: the mkey starts FREE (status bit 6)');
+      const mapped = fmr.mapSg([{ addr: dst.addr, length: 4 * PAGE }]);
+      c.equal(mapped, 1, 'mapSg maps the one element');
+      c.equal([fmr.iova, fmr.length], [dst.addr, 4 * PAGE], 'mapSg sets iova and length');
+      const oldKey = fmr.rkey;
+      fmr.updateKey(0x5a);
+      c.equal(fmr.rkey, ((oldKey & 0xffffff00) | 0x5a) >>> 0, 'updateKey replaces the tag, keeps the index');
+      c.equal(fmr.lkey, fmr.rkey, 'lkey == rkey');
+
+      qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ, signaled: true });
+      const [reg] = await wait(cq0, 1, 'REG_MR');
+      c.equal(reg && { wrId: reg.wrId, status: reg.status, opcode: reg.opcode }, { wrId: 1, status: 'SUCCESS', opcode: 'REG_MR' }, 'REG_MR completes SUCCESS with opcode REG_MR');
+      const raw1 = await ctx0.queryMkey(fmr.lkey);
+      c.check((raw1[0] & 0x40) === 0 && raw1[7] === 0x5a, 'after REG_MR the mkey is VALID with tag 0x5a', `status 0x${raw1[0].toString(16)} tag 0x${raw1[7].toString(16)}`);
+
+      // the peer writes 8 KiB straddling three pages through the rkey
+      const src = h1.alloc(4 * PAGE, { align: PAGE });
+      const pattern = Uint8Array.from({ length: 2 * PAGE }, (_, i) => (i * 7 + 3) & 0xff);
+      h1.write(src.addr, pattern);
+      const smr = await pd1.regMr(src.addr, 4 * PAGE, Access.LOCAL_WRITE);
+      const off = 1000;
+      const write = (wrId: number): void =>
+        qp1.postSend({ wrId, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr, length: 2 * PAGE, lkey: smr.lkey }], remoteAddr: fmr.iova + off, rkey: fmr.rkey, signaled: true });
+      write(10);
+      const [w1] = await wait(cq1, 1, 'RDMA WRITE');
+      c.equal(w1 && { status: w1.status, opcode: w1.opcode, byteLen: w1.byteLen }, { status: 'SUCCESS', opcode: 'RDMA_WRITE', byteLen: 2 * PAGE }, 'the peer RDMA WRITE through the fast-reg rkey succeeds');
+      c.check(equalBytes(h0.read(dst.addr + off, 2 * PAGE), pattern), 'the written bytes land at iova + 1000 across the page boundaries');
+      c.check(h0.read(dst.addr, off).every((b) => b === 0), 'nothing is written before the target range');
+
+      // LOCAL_INV on the owner's QP: the MR is FREE again
+      qp0.postSend({ wrId: 2, opcode: 'LOCAL_INV', invalidateRkey: fmr.rkey, signaled: true });
+      const [inv] = await wait(cq0, 1, 'LOCAL_INV');
+      c.equal(inv && { wrId: inv.wrId, status: inv.status, opcode: inv.opcode }, { wrId: 2, status: 'SUCCESS', opcode: 'LOCAL_INV' }, 'LOCAL_INV completes SUCCESS with opcode LOCAL_INV');
+      const raw2 = await ctx0.queryMkey(fmr.lkey);
+      c.check((raw2[0] & 0x40) !== 0, 'after LOCAL_INV the mkey is FREE');
+
+      // the same write is refused; nothing is written
+      h1.fill(src.addr, 2 * PAGE, 0xee);
+      write(11);
+      qp1.postSend({ wrId: 12, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr, length: 8, lkey: smr.lkey }], remoteAddr: fmr.iova, rkey: fmr.rkey });
+      const errs = await wait(cq1, 2, 'the refused WRITE and the next');
+      c.equal(errs.map((w) => [w.wrId, w.status]), [[11, 'REM_ACCESS_ERR'], [12, 'WR_FLUSH_ERR']], 'the write after LOCAL_INV fails REM_ACCESS_ERR; the next WR (unsignaled) is flushed');
+      c.equal([qp1.state, qp0.state], ['ERR', 'ERR'], 'both QPs are in ERR');
+      c.check(equalBytes(h0.read(dst.addr + off, 2 * PAGE), pattern), 'the refused write changed nothing');
+      qp0.postSend({ wrId: 3, opcode: 'LOCAL_INV', invalidateRkey: fmr.rkey, signaled: false });
+      const [fl] = await wait(cq0, 1, 'a WR on the owner QP in ERR');
+      c.equal(fl && [fl.wrId, fl.status], [3, 'WR_FLUSH_ERR'], 'a later WR on the owner QP is flushed too');
+      await tb.delay(20_000);
+    });
+    await tb.close();
+    return { checks: c.list, simTime: tb.now, stats: tb.stats() };
+  },
+};
+
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+export default scenario;

@@ -1,0 +1,112 @@
+/**
+ * Memory window type 1, over two adapters (spec/semantics.md "Objects and states", "Verbs
+ * calls", "Data path: remote access"): allocMw(1); the bindMw verb returns incRkey of the old
+ * rkey and sets mw.rkey at once; the peer READs through the window; a READ reaching past the
+ * window's end is refused (REM_ACCESS_ERR) even though the MR covers it; deregistering the MR
+ * while the window is bound fails EBUSY; a bind of length 0 unbinds, and the dereg then works.
+ */
+import { Access, Testbed, VerbsError, incRkey, type Cq, type Pd, type Qp, type WorkCompletion } from '../src/index.ts';
+import { Checks, type Scenario } from '../src/scenario.ts';
+
+const PAGE = 4096;
+/** Long enough for any completion here (a few us), short of the 67 ms ACK timeout. */
+const WAIT = 1_000_000_000;
+
+const scenario: Scenario = {
+  name: 'mw-type1',
+  summary: 'type-1 window: bindMw (incRkey), a remote READ through it, an out-of-window READ refused, dereg EBUSY, unbind, dereg',
+  async run({ seed, trace, config }) {
+    const tb = new Testbed({ seed, hcas: 2, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
+    const c = new Checks();
+    const wait = async (cq: Cq, n: number, what: string): Promise<WorkCompletion[]> => {
+      try {
+        return await cq.wait(n, { timeout: WAIT });
+      } catch (e) {
+        c.check(false, `${what}: ${n} completion(s) arrive`, String(e));
+        return [];
+      }
+    };
+
+    await tb.run(async () => {
+      const [ctx0, ctx1] = [await tb.openDevice(0), await tb.openDevice(1)];
+      const [pd0, pd1] = [await ctx0.allocPd(), await ctx1.allocPd()];
+      const [cq0, cq1] = [await ctx0.createCq(64), await ctx1.createCq(64)];
+      const pair = async (a: Pd, b: Pd): Promise<[Qp, Qp]> => {
+        const q0 = await a.createQp({ sendCq: cq0, recvCq: cq0 });
+        const q1 = await b.createQp({ sendCq: cq1, recvCq: cq1 });
+        await q0.connect(q1);
+        return [q0, q1];
+      };
+      const [qp0, qp1] = await pair(pd0, pd1);
+      const h0 = tb.host(0);
+      const h1 = tb.host(1);
+
+      // the owner's MR: 4 pages with MW_BIND; the window: its second page
+      const buf = h0.alloc(4 * PAGE, { align: PAGE });
+      const content = Uint8Array.from({ length: 4 * PAGE }, (_, i) => (i ^ (i >> 8)) & 0xff);
+      h0.write(buf.addr, content);
+      const mr = await pd0.regMr(buf.addr, 4 * PAGE, Access.LOCAL_WRITE | Access.REMOTE_READ | Access.MW_BIND);
+      const mw = await pd0.allocMw(1);
+      const raw0 = await ctx0.queryMkey(mw.rkey);
+      c.check((raw0[0] & 0x40) !== 0, 'allocMw(1): the window starts FREE');
+      const old = mw.rkey;
+      const winAddr = buf.addr + PAGE;
+      const newRkey = qp0.bindMw(mw, { mr, addr: winAddr, length: PAGE, access: Access.REMOTE_READ }, { wrId: 1, signaled: true });
+      c.equal(newRkey, incRkey(old), 'bindMw returns incRkey(old rkey)');
+      c.equal(mw.rkey, newRkey, 'bindMw updates mw.rkey at once');
+      const [b] = await wait(cq0, 1, 'bindMw');
+      c.equal(b && [b.wrId, b.status, b.opcode], [1, 'SUCCESS', 'BIND_MW'], 'the bind completes SUCCESS with opcode BIND_MW');
+
+      // the peer reads through the window
+      const dst = h1.alloc(PAGE, { align: PAGE });
+      const dmr = await pd1.regMr(dst.addr, PAGE, Access.LOCAL_WRITE);
+      qp1.postSend({ wrId: 10, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 300, lkey: dmr.lkey }], remoteAddr: winAddr + 100, rkey: mw.rkey, signaled: true });
+      const [r] = await wait(cq1, 1, 'READ through the window');
+      c.equal(r && [r.status, r.opcode, r.byteLen], ['SUCCESS', 'RDMA_READ', 300], 'a remote READ inside the window succeeds');
+      c.check(same(h1.read(dst.addr, 300), content.subarray(PAGE + 100, PAGE + 400)), 'the READ returns the window bytes');
+
+      // dereg while bound
+      let errno = '';
+      try {
+        await mr.dereg();
+      } catch (e) {
+        errno = e instanceof VerbsError ? e.errno : String(e);
+      }
+      c.equal(errno, 'EBUSY', 'dereg of the MR while a window is bound fails EBUSY');
+
+      // a READ reaching past the window's end (inside the MR) is refused
+      h1.fill(dst.addr, PAGE, 0);
+      qp1.postSend({ wrId: 11, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 100, lkey: dmr.lkey }], remoteAddr: winAddr + PAGE - 50, rkey: mw.rkey, signaled: true });
+      const [bad] = await wait(cq1, 1, 'out-of-window READ');
+      c.equal(bad?.status, 'REM_ACCESS_ERR', 'a READ past the window end fails REM_ACCESS_ERR');
+      c.check(h1.read(dst.addr, 100).every((x) => x === 0), 'the refused READ placed nothing');
+      c.equal([qp0.state, qp1.state], ['ERR', 'ERR'], 'both QPs are in ERR');
+
+      // unbind (length 0) from a fresh QP: a type-1 window belongs to its PD, not to a QP
+      const [qp2] = await pair(pd0, pd1);
+      const k2 = qp2.bindMw(mw, { mr, addr: winAddr, length: 0, access: 0 }, { wrId: 2, signaled: true });
+      c.equal(k2, incRkey(newRkey), 'the unbind takes the next rkey too');
+      const [u] = await wait(cq0, 1, 'unbind');
+      c.equal(u && [u.wrId, u.status, u.opcode], [2, 'SUCCESS', 'BIND_MW'], 'the unbind (length 0) completes SUCCESS');
+      const raw1 = await ctx0.queryMkey(mw.rkey);
+      c.check((raw1[0] & 0x40) !== 0, 'after the unbind the window is FREE');
+      errno = 'none';
+      try {
+        await mr.dereg();
+      } catch (e) {
+        errno = e instanceof VerbsError ? e.errno : String(e);
+      }
+      c.equal(errno, 'none', 'dereg succeeds once the window is unbound');
+      await mw.dealloc();
+      await tb.delay(20_000);
+    });
+    await tb.close();
+    return { checks: c.list, simTime: tb.now, stats: tb.stats() };
+  },
+};
+
+function same(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+export default scenario;

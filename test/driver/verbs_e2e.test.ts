@@ -1,0 +1,279 @@
+/**
+ * spec/semantics.md through the public API: every row of "Verbs calls (sync failures)" (the
+ * errno, and a message naming the rule), and rows of "Work requests (async outcomes)" end to
+ * end (the completion status, the QP in ERR, the next work request flushed).
+ */
+import { describe, expect, it } from 'vitest';
+import { Access, Testbed, VerbsError, incRkey, type Cq, type Mr, type Mw, type Pd, type Qp, type SendWr } from '../../src/index.ts';
+import { hcaCaps } from '../../src/rtl/hca_caps.ts';
+
+const PAGE = 4096;
+const GiB2 = 2 ** 31;
+
+/** Expects `f` to fail with a VerbsError of `errno` whose message matches `rule`. */
+async function expectErr(f: () => unknown, errno: string, rule: RegExp): Promise<void> {
+  let err: unknown = null;
+  try {
+    await f();
+  } catch (e) {
+    err = e;
+  }
+  expect(err, `expected ${errno} (${rule})`).toBeInstanceOf(VerbsError);
+  expect((err as VerbsError).errno).toBe(errno);
+  expect((err as VerbsError).message).toMatch(rule);
+}
+
+describe('verbs calls: synchronous failures (spec/semantics.md "Verbs calls")', () => {
+  it('every row of the table', async () => {
+    const tb = new Testbed({ hcas: 1 });
+    await tb.run(async () => {
+      const ctx = await tb.openDevice(0);
+      const attr = await ctx.queryDevice();
+      const pd = await ctx.allocPd();
+      const pd2 = await ctx.allocPd();
+      const cq = await ctx.createCq(64);
+      const qp = await pd.createQp({ sendCq: cq, recvCq: cq });
+      const peer = await pd.createQp({ sendCq: cq, recvCq: cq });
+      await qp.connect(peer);
+      const h = tb.host(0);
+      const buf = h.alloc(8 * PAGE, { align: PAGE });
+      const RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
+
+      // regMr / REG_MR access: REMOTE_WRITE or REMOTE_ATOMIC requires LOCAL_WRITE
+      await expectErr(() => pd.regMr(buf.addr, PAGE, Access.REMOTE_WRITE), 'EINVAL', /REMOTE_WRITE or REMOTE_ATOMIC requires LOCAL_WRITE/);
+      await expectErr(() => pd.regMr(buf.addr, PAGE, Access.REMOTE_ATOMIC | Access.REMOTE_READ), 'EINVAL', /requires LOCAL_WRITE/);
+      const fmr = await pd.allocMr('MEM_REG', 4);
+      expect(fmr.mapSg([{ addr: buf.addr, length: 2 * PAGE }])).toBe(1);
+      await expectErr(() => qp.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.REMOTE_WRITE }), 'EINVAL', /requires LOCAL_WRITE/);
+
+      // regMr: length 0 (EINVAL), a range not mapped in the host (EFAULT)
+      await expectErr(() => pd.regMr(buf.addr, 0, Access.LOCAL_WRITE), 'EINVAL', /length/);
+      await expectErr(() => pd.regMr(2 ** 46, PAGE, Access.LOCAL_WRITE), 'EFAULT', /not mapped/);
+      await expectErr(() => pd.regMr(buf.addr + 7 * PAGE, 2 * PAGE, Access.LOCAL_WRITE), 'EFAULT', /not mapped/);
+
+      // allocMr: type, maxNumSg 0 or above maxFastRegPageListLen
+      await expectErr(() => pd.allocMr('USER' as 'MEM_REG', 4), 'EINVAL', /type must be MEM_REG or SG_GAPS/);
+      await expectErr(() => pd.allocMr('MEM_REG', 0), 'EINVAL', /maxNumSg/);
+      await expectErr(() => pd.allocMr('SG_GAPS', attr.maxFastRegPageListLen + 1), 'EINVAL', /max_fast_reg_page_list_len|maxNumSg/);
+
+      // allocMw: type 1 or 2
+      await expectErr(() => pd.allocMw(3 as 1), 'EINVAL', /type must be 1 or 2/);
+
+      // mapSg (MEM_REG): the first element breaking the alignment rule ends the mapping
+      const m8 = await pd.allocMr('MEM_REG', 8);
+      expect(m8.mapSg([{ addr: buf.addr, length: PAGE }, { addr: buf.addr + 2 * PAGE + 100, length: 100 }])).toBe(1); // 2nd not page-aligned
+      expect(m8.mapSg([{ addr: buf.addr + 100, length: 100 }, { addr: buf.addr + PAGE, length: PAGE }])).toBe(1); // 1st does not end aligned
+      expect(m8.mapSg([{ addr: buf.addr + 100, length: PAGE - 100 }, { addr: buf.addr + 3 * PAGE, length: PAGE }, { addr: buf.addr + 5 * PAGE, length: 10 }])).toBe(3);
+      expect(m8.length).toBe(PAGE - 100 + PAGE + 10);
+      // mapSg: more entries than maxNumSg maps the first maxNumSg
+      const m2 = await pd.allocMr('MEM_REG', 2);
+      expect(m2.mapSg([0, 1, 2].map((i) => ({ addr: buf.addr + i * PAGE, length: PAGE })))).toBe(2);
+      expect(m2.length).toBe(2 * PAGE);
+      const g2 = await pd.allocMr('SG_GAPS', 2);
+      expect(g2.mapSg([0, 1, 2].map((i) => ({ addr: buf.addr + i * PAGE + 8, length: 16 })))).toBe(2);
+
+      // postSend REG_MR: key index differs from the MR's; page list longer than maxNumSg
+      await expectErr(() => qp.postSend({ wrId: 2, opcode: 'REG_MR', mr: fmr, key: (fmr.rkey + 0x100) >>> 0, access: Access.LOCAL_WRITE }), 'EINVAL', /index/);
+      // (mapSg caps the list at maxNumSg, so only a list grown behind its back can be too long)
+      m2.pages.push(h.dmaAddress(buf.addr + 3 * PAGE));
+      await expectErr(() => qp.postSend({ wrId: 3, opcode: 'REG_MR', mr: m2, key: m2.rkey, access: Access.LOCAL_WRITE }), 'EINVAL', /maxNumSg/);
+
+      // postSend BIND_MW: new rkey index differs; length > 2 GiB
+      const mr = await pd.regMr(buf.addr, 4 * PAGE, RW | Access.MW_BIND);
+      const mw2 = await pd.allocMw(2);
+      const bi = { mr, addr: buf.addr, length: PAGE, access: Access.REMOTE_READ };
+      await expectErr(() => qp.postSend({ wrId: 4, opcode: 'BIND_MW', mw: mw2, rkey: incRkey(mw2.rkey) + 0x100, bindInfo: bi }), 'EINVAL', /index/);
+      await expectErr(() => qp.postSend({ wrId: 5, opcode: 'BIND_MW', mw: mw2, rkey: incRkey(mw2.rkey), bindInfo: { ...bi, length: GiB2 + 1 } }), 'EOPNOTSUPP', /2 GiB/);
+
+      // postSend RDMA_READ_WITH_INV on mlx5 (no iWARP)
+      await expectErr(() => qp.postSend({ wrId: 6, opcode: 'RDMA_READ_WITH_INV', sgList: [{ addr: buf.addr, length: 8, lkey: mr.lkey }], remoteAddr: buf.addr, rkey: mr.rkey, invalidateRkey: fmr.rkey }), 'EOPNOTSUPP', /RDMA_READ_WITH_INV/);
+
+      // bindMw (type-1 verb)
+      const mw1 = await pd.allocMw(1);
+      const mw1b = await pd2.allocMw(1);
+      await expectErr(() => qp.bindMw(mw2, bi), 'EINVAL', /type-1/);
+      await expectErr(() => qp.bindMw(mw1, { mr: null, addr: buf.addr, length: 16, access: Access.REMOTE_READ }), 'EINVAL', /no MR but length != 0/);
+      await expectErr(() => qp.bindMw(mw1b, bi), 'EPERM', /PD/);
+      await expectErr(() => qp.bindMw(mw1, { ...bi, access: Access.REMOTE_READ | Access.ZERO_BASED }), 'EINVAL', /ZERO_BASED/);
+      const zmr = await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE | Access.MW_BIND | Access.ZERO_BASED);
+      await expectErr(() => qp.bindMw(mw1, { mr: zmr, addr: 0, length: 16, access: Access.REMOTE_READ }), 'EINVAL', /zero-based/);
+
+      // dereg with windows bound: EBUSY
+      const k = qp.bindMw(mw1, bi, { wrId: 7, signaled: true });
+      expect(k).toBe(mw1.rkey);
+      expect((await cq.wait(1))[0]).toMatchObject({ wrId: 7, status: 'SUCCESS', opcode: 'BIND_MW' });
+      await expectErr(() => mr.dereg(), 'EBUSY', /windows/);
+
+      // postSend: send queue full
+      const small = await pd.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 2 });
+      const smallPeer = await pd.createQp({ sendCq: cq, recvCq: cq });
+      await small.connect(smallPeer);
+      const w = (i: number): SendWr => ({ wrId: 100 + i, opcode: 'RDMA_WRITE', sgList: [{ addr: buf.addr, length: 8, lkey: mr.lkey }], remoteAddr: buf.addr + PAGE, rkey: mr.rkey });
+      small.postSend([w(0), w(1)]);
+      await expectErr(() => small.postSend(w(2)), 'ENOMEM', /send queue full/);
+      await tb.delay(100_000_000); // 100 us: once they complete there is room again
+      expect(() => small.postSend(w(3))).not.toThrow();
+
+      // any call on a destroyed object: EINVAL
+      const dead = await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE);
+      await dead.dereg();
+      await expectErr(() => dead.dereg(), 'EINVAL', /deregistered/);
+      const deadF = await pd.allocMr('MEM_REG', 1);
+      await deadF.dereg();
+      await expectErr(() => deadF.mapSg([{ addr: buf.addr, length: PAGE }]), 'EINVAL', /deregistered/);
+      await expectErr(() => deadF.updateKey(1), 'EINVAL', /deregistered/);
+      await expectErr(() => qp.postSend({ wrId: 8, opcode: 'REG_MR', mr: deadF, key: deadF.rkey, access: 0 }), 'EINVAL', /deregistered/);
+      const deadW = await pd.allocMw(1);
+      await deadW.dealloc();
+      await expectErr(() => deadW.dealloc(), 'EINVAL', /deallocated/);
+      await expectErr(() => qp.bindMw(deadW, bi), 'EINVAL', /deallocated/);
+      const deadW2 = await pd.allocMw(2);
+      await deadW2.dealloc();
+      await expectErr(() => qp.postSend({ wrId: 9, opcode: 'BIND_MW', mw: deadW2, rkey: incRkey(deadW2.rkey), bindInfo: bi }), 'EINVAL', /deallocated/);
+    });
+  });
+
+  it('regMr ON_DEMAND on a device without ON_DEMAND_PAGING: EOPNOTSUPP', async () => {
+    const tb = new Testbed({ hcas: 1 });
+    // The testbed has no option for a device without ODP (HcaCapsOverride is a Cmdif option
+    // only): report the caps of one, before the device is opened.
+    (tb.hca(0).cmdif as { caps: unknown }).caps = hcaCaps(tb.config, { odp: false });
+    await tb.run(async () => {
+      const ctx = await tb.openDevice(0);
+      expect((await ctx.queryDevice()).deviceCapFlags.has('ON_DEMAND_PAGING')).toBe(false);
+      const pd = await ctx.allocPd();
+      const b = tb.host(0).alloc(PAGE, { align: PAGE });
+      await expectErr(() => pd.regMr(b.addr, PAGE, Access.LOCAL_WRITE | Access.ON_DEMAND), 'EOPNOTSUPP', /ON_DEMAND_PAGING/);
+    });
+  });
+
+  it('a verbs call outside run() throws a clear error', async () => {
+    const tb = new Testbed({ hcas: 1 });
+    await expect(tb.openDevice(0)).rejects.toThrow(/run/);
+  });
+});
+
+describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests")', () => {
+  it('REG_MR, LOCAL_INV and BIND_MW rows, each on a fresh QP, the next WR flushed', async () => {
+    const tb = new Testbed({ hcas: 1 });
+    await tb.run(async () => {
+      const ctx = await tb.openDevice(0);
+      const pd = await ctx.allocPd();
+      const pdB = await ctx.allocPd();
+      const cq = await ctx.createCq(256);
+      const h = tb.host(0);
+      const buf = h.alloc(8 * PAGE, { align: PAGE });
+      const fresh = async (p: Pd = pd): Promise<Qp> => {
+        const q = await p.createQp({ sendCq: cq, recvCq: cq });
+        const peer = await p.createQp({ sendCq: cq, recvCq: cq });
+        await q.connect(peer);
+        return q;
+      };
+      const mr = await pd.regMr(buf.addr, 4 * PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.MW_BIND);
+      const noBind = await pd.regMr(buf.addr, 4 * PAGE, Access.LOCAL_WRITE | Access.REMOTE_READ);
+      const noLw = await pd.regMr(buf.addr, 4 * PAGE, Access.REMOTE_READ | Access.MW_BIND);
+      const nop = (q: Qp): SendWr => ({ wrId: 999, opcode: 'RDMA_WRITE', sgList: [{ addr: buf.addr, length: 8, lkey: mr.lkey }], remoteAddr: buf.addr + PAGE, rkey: mr.rkey });
+
+      /** Posts `wr` (signaled) and one more on the same QP; returns [status, opcode, flushed?]. */
+      const outcome = async (q: Qp, wr: SendWr, wcCq: Cq = cq): Promise<[string, string, string]> => {
+        q.postSend([{ ...wr, signaled: true }, nop(q)]);
+        const first = (await wcCq.wait(1))[0];
+        let next = 'none';
+        if (first.status !== 'SUCCESS') next = (await wcCq.wait(1))[0].status;
+        return [first.status, first.opcode, next];
+      };
+      const bindWr = (mw: Mw, m: Mr, addr: number, length: number, access: number): SendWr =>
+        ({ wrId: 1, opcode: 'BIND_MW', mw, rkey: incRkey(mw.rkey), bindInfo: { mr: m, addr, length, access } });
+
+      // REG_MR: the MR must be FREE
+      let q = await fresh();
+      const fmr = await pd.allocMr('MEM_REG', 2);
+      fmr.mapSg([{ addr: buf.addr, length: 2 * PAGE }]);
+      expect(await outcome(q, { wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.LOCAL_WRITE })).toEqual(['SUCCESS', 'REG_MR', 'none']);
+      fmr.updateKey(incRkey(fmr.rkey) & 0xff);
+      expect(await outcome(q, { wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.LOCAL_WRITE })).toEqual(['LOC_QP_OP_ERR', 'REG_MR', 'WR_FLUSH_ERR']);
+      expect(q.state).toBe('ERR');
+
+      // LOCAL_INV: full key match (a stale tag)
+      q = await fresh();
+      expect(await outcome(q, { wrId: 1, opcode: 'LOCAL_INV', invalidateRkey: incRkey(mr.lkey) })).toEqual(['LOC_QP_OP_ERR', 'LOCAL_INV', 'WR_FLUSH_ERR']);
+      // LOCAL_INV: a type-1 window
+      q = await fresh();
+      const mw1 = await pd.allocMw(1);
+      q.bindMw(mw1, { mr, addr: buf.addr, length: PAGE, access: Access.REMOTE_READ }, { wrId: 2, signaled: true });
+      expect((await cq.wait(1))[0]).toMatchObject({ status: 'SUCCESS', opcode: 'BIND_MW' });
+      expect(await outcome(q, { wrId: 1, opcode: 'LOCAL_INV', invalidateRkey: mw1.rkey })).toEqual(['LOC_QP_OP_ERR', 'LOCAL_INV', 'WR_FLUSH_ERR']);
+      // LOCAL_INV: the MR still has windows bound (mw1)
+      q = await fresh();
+      expect(await outcome(q, { wrId: 1, opcode: 'LOCAL_INV', invalidateRkey: mr.lkey })).toEqual(['LOC_QP_OP_ERR', 'LOCAL_INV', 'WR_FLUSH_ERR']);
+      // LOCAL_INV: an already FREE target succeeds (no check flag)
+      q = await fresh();
+      const free = await pd.allocMr('MEM_REG', 1);
+      expect(await outcome(q, { wrId: 1, opcode: 'LOCAL_INV', invalidateRkey: free.rkey })).toEqual(['SUCCESS', 'LOCAL_INV', 'none']);
+      expect(q.state).toBe('RTS');
+
+      // BIND_MW (2): the window must be FREE (o10-37.2.30)
+      const mw2 = await pd.allocMw(2);
+      expect(await outcome(q, bindWr(mw2, mr, buf.addr, PAGE, Access.REMOTE_READ))).toEqual(['SUCCESS', 'BIND_MW', 'none']);
+      expect(await outcome(q, bindWr(mw2, mr, buf.addr, PAGE, Access.REMOTE_READ))).toEqual(['MW_BIND_ERR', 'BIND_MW', 'WR_FLUSH_ERR']);
+      // BIND_MW (2): the QP's PD must be the window's (C10-72)
+      q = await fresh(pdB);
+      const mw2b = await pd.allocMw(2);
+      expect(await outcome(q, bindWr(mw2b, mr, buf.addr, PAGE, Access.REMOTE_READ))).toEqual(['MW_BIND_ERR', 'BIND_MW', 'WR_FLUSH_ERR']);
+      // BIND_MW: the MR needs MW_BIND (C10-73)
+      q = await fresh();
+      expect(await outcome(q, bindWr(mw2b, noBind, buf.addr, PAGE, Access.REMOTE_READ))).toEqual(['MW_BIND_ERR', 'BIND_MW', 'WR_FLUSH_ERR']);
+      // BIND_MW: window REMOTE_WRITE needs MR LOCAL_WRITE (C10-74)
+      q = await fresh();
+      expect(await outcome(q, bindWr(mw2b, noLw, buf.addr, PAGE, Access.REMOTE_WRITE))).toEqual(['MW_BIND_ERR', 'BIND_MW', 'WR_FLUSH_ERR']);
+      // BIND_MW: the range must lie within the MR (C10-75)
+      q = await fresh();
+      expect(await outcome(q, bindWr(mw2b, mr, buf.addr + 3 * PAGE, 2 * PAGE, Access.REMOTE_READ))).toEqual(['MW_BIND_ERR', 'BIND_MW', 'WR_FLUSH_ERR']);
+      // BIND_MW (2): no zero-length type-2 bind (o10-37.2.40)
+      q = await fresh();
+      expect(await outcome(q, bindWr(mw2b, mr, buf.addr, 0, Access.REMOTE_READ))).toEqual(['MW_BIND_ERR', 'BIND_MW', 'WR_FLUSH_ERR']);
+      // BIND_MW: the MR must be VALID (a FREE fast-reg MR)
+      q = await fresh();
+      const freeMr = await pd.allocMr('MEM_REG', 1);
+      expect(await outcome(q, bindWr(mw2b, freeMr, buf.addr, 16, Access.REMOTE_READ))).toEqual(['MW_BIND_ERR', 'BIND_MW', 'WR_FLUSH_ERR']);
+      // type 1 through the verb: the range rule too
+      q = await fresh();
+      const mw1c = await pd.allocMw(1);
+      q.bindMw(mw1c, { mr, addr: buf.addr + 4 * PAGE - 8, length: 16, access: Access.REMOTE_READ }, { wrId: 3, signaled: true });
+      q.postSend(nop(q));
+      expect((await cq.wait(2)).map((w) => [w.status, w.opcode])).toEqual([['MW_BIND_ERR', 'BIND_MW'], ['WR_FLUSH_ERR', 'RDMA_WRITE']]);
+    });
+  });
+
+  it('a fast-reg MR can be re-registered once FREE again, with a new key; the old key is refused', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const [c0, c1] = [await tb.openDevice(0), await tb.openDevice(1)];
+      const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];
+      const [cq0, cq1] = [await c0.createCq(64), await c1.createCq(64)];
+      const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
+      const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+      await qp0.connect(qp1);
+      const a = tb.host(0).alloc(2 * PAGE, { align: PAGE });
+      tb.host(0).write(a.addr, Uint8Array.from({ length: 2 * PAGE }, (_, i) => i & 0xff));
+      const b = tb.host(1).alloc(PAGE, { align: PAGE });
+      const bmr = await pd1.regMr(b.addr, PAGE, Access.LOCAL_WRITE);
+      const fmr = await pd0.allocMr('MEM_REG', 2);
+      fmr.mapSg([{ addr: a.addr, length: PAGE }]);
+      // post REG_MR, LOCAL_INV, REG_MR (new key, second page) back to back: in order on one QP
+      const k1 = fmr.rkey;
+      qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: k1, access: Access.REMOTE_READ });
+      qp0.postSend({ wrId: 2, opcode: 'LOCAL_INV', invalidateRkey: k1 });
+      fmr.mapSg([{ addr: a.addr + PAGE, length: PAGE }]);
+      fmr.updateKey(incRkey(k1) & 0xff);
+      const k2 = fmr.rkey;
+      qp0.postSend({ wrId: 3, opcode: 'REG_MR', mr: fmr, key: k2, access: Access.REMOTE_READ, signaled: true });
+      expect((await cq0.wait(1))[0]).toMatchObject({ wrId: 3, status: 'SUCCESS', opcode: 'REG_MR' });
+      qp1.postSend({ wrId: 10, opcode: 'RDMA_READ', sgList: [{ addr: b.addr, length: 64, lkey: bmr.lkey }], remoteAddr: a.addr + PAGE + 16, rkey: k2, signaled: true });
+      expect((await cq1.wait(1))[0]).toMatchObject({ status: 'SUCCESS', byteLen: 64 });
+      expect(tb.host(1).read(b.addr, 64)).toEqual(tb.host(0).read(a.addr + PAGE + 16, 64));
+      qp1.postSend({ wrId: 11, opcode: 'RDMA_READ', sgList: [{ addr: b.addr, length: 64, lkey: bmr.lkey }], remoteAddr: a.addr + PAGE + 16, rkey: k1, signaled: true });
+      expect((await cq1.wait(1))[0]).toMatchObject({ wrId: 11, status: 'REM_ACCESS_ERR' });
+    });
+  });
+});
