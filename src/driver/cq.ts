@@ -19,13 +19,17 @@ export class Cq {
   /** QPs completing here, by number (to find the work request of a CQE). */
   readonly qps = new Map<number, Qp>();
   destroyed = false;
+  /** The CQ buffer, for inspection: virtual address, CQEs, stride (as `qp.sq`). */
+  readonly buf: { addr: number; cqeCnt: number; stride: number };
 
   constructor(
     readonly ctx: Context,
     readonly cqn: number,
     readonly size: number,
     private readonly bufVa: number,
-  ) {}
+  ) {
+    this.buf = { addr: bufVa, cqeCnt: size, stride: 64 };
+  }
 
   /** ibv_poll_cq: up to `n` completions that are there now (no simulated time passes). */
   poll(n = 16): WorkCompletion[] {

@@ -51,6 +51,8 @@ export class Qp {
   private sqPi = 0; // WQEBBs posted
   private posted = 0; // work requests posted
   private rqPi = 0;
+  /** The last WQE was a UMR (REG_MR, LOCAL_INV, BIND_MW): the next one gets the small fence. */
+  private nextFence: number = FenceMode.NONE;
   private readonly sendRecs = new Map<number, { wrId: number | bigint; opcode: WcOpcode }>();
   private readonly recvRecs = new Map<number, number | bigint>();
   private readonly scratch = new Uint8Array(1024);
@@ -202,7 +204,10 @@ export class Qp {
     if (inFlight >= this.attr.maxSendWr) throw new VerbsError('ENOMEM', 'postSend: send queue full');
     const view = new DataView(this.scratch.buffer);
     const wqeIndex = this.sqPi & 0xffff;
-    const common = { wqeIndex, qpn: this.qpNum, signaled: w.signaled ?? false, solicited: w.solicited ?? false, fence: w.fence ? FenceMode.FENCE : FenceMode.NONE };
+    // mlx5 (wr.c): after a UMR the next WQE carries the initiator-small fence, so it cannot
+    // use the key before the UMR is done (spec/mlx5.md "Fast registration"); a user fence wins
+    const fence = w.fence ? (this.nextFence !== FenceMode.NONE ? FenceMode.SMALL_AND_FENCE : FenceMode.FENCE) : this.nextFence;
+    const common = { wqeIndex, qpn: this.qpNum, signaled: w.signaled ?? false, solicited: w.solicited ?? false, fence };
     const sg: WqeSge[] = (w.sgList ?? []).map((s) => ({ addr: s.addr, length: s.length, lkey: s.lkey >>> 0 }));
     if (sg.length > this.attr.maxSendSge) throw new VerbsError('EINVAL', `postSend: ${sg.length} SGEs > maxSendSge ${this.attr.maxSendSge}`);
     for (const s of sg) if (s.length > GiB2) throw new VerbsError('EINVAL', `postSend: an SGE of ${s.length} bytes is over 2 GiB`);
@@ -251,6 +256,7 @@ export class Qp {
     }
     if (w.opcode === 'BIND_MW') w.mw!.rkey = (w.rkey ?? 0) >>> 0;
     this.ring(ds, w.wrId, WC_OF[w.opcode]);
+    this.nextFence = w.opcode === 'REG_MR' || w.opcode === 'LOCAL_INV' || w.opcode === 'BIND_MW' ? FenceMode.INITIATOR_SMALL : FenceMode.NONE;
   }
 
   /** Copies the WQE built in `scratch` into the ring (a WQEBB at a time: it may wrap), rings the doorbell. */

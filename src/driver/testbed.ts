@@ -6,6 +6,7 @@ import { Sim, Tracer, type Ps, type StatsJson, type TraceOptions } from '../sim/
 import { Hca } from '../rtl/hca.ts';
 import { resolveConfig, type HcaConfig } from '../rtl/config.ts';
 import type { HostSpace } from '../rtl/host_space.ts';
+import type { HcaCapsOverride } from '../rtl/hca_caps.ts';
 import { Link } from '../rtl/link.ts';
 import { Context } from './context.ts';
 import type { RcRequest, RcResponse } from '../rtl/rc_types.ts';
@@ -20,6 +21,8 @@ export interface TestbedOptions {
   config?: Partial<HcaConfig>;
   /** Omit for no tracing (no cost). */
   trace?: TraceOptions;
+  /** Device capabilities to turn off, e.g. `{ odp: false }`: a device without ON_DEMAND_PAGING. */
+  caps?: HcaCapsOverride;
 }
 
 export class Testbed {
@@ -34,7 +37,7 @@ export class Testbed {
     this.config = resolveConfig(opts.config ?? {});
     this.sim = new Sim({ seed: opts.seed ?? 1 });
     const hcas: Hca[] = [];
-    for (let i = 0; i < n; i++) hcas.push(new Hca(this.sim, this.sim.top, `hca${i}`, this.config));
+    for (let i = 0; i < n; i++) hcas.push(new Hca(this.sim, this.sim.top, `hca${i}`, this.config, opts.caps ? { caps: opts.caps } : {}));
     this.hcas = hcas;
     // the wire: requests to responders, answers back to requesters (loopback with one adapter)
     const c = this.config;

@@ -114,11 +114,12 @@ describe('send WQE bytes (spec/mlx5.md "Send WQE")', () => {
       expect(big.mapSg([{ addr: b.addr + 512, length: 16 * PAGE - 1024 }])).toBe(1);
       qp0.postSend({ wrId: 2, opcode: 'REG_MR', mr: big, key: big.rkey, access: Access.LOCAL_WRITE | Access.REMOTE_ATOMIC, signaled: true });
       const p = wqeAt(tb, 0, qp0, 3, 3);
-      // DS: ctrl 1 + UMR ctrl 3 + mkey 4 + one data segment = 9 (3 WQEBBs). The fence of a WQE
-      // after a REG_MR is not checked here: see the report (the driver sets none).
+      // DS: ctrl 1 + UMR ctrl 3 + mkey 4 + one data segment = 9 (3 WQEBBs). It follows a REG_MR:
+      // the initiator-small fence (1 in bits 7:5 of fm_ce_se)
       expect(p.u32(0)).toBe(((3 << 8) | 0x25) >>> 0);
       expect(p.u8(7) & 0x3f).toBe(9);
       expect(p.u8(11) & 0x1f).toBe(SIGNALED);
+      expect(p.u8(11) >> 5).toBe(1);
       expect(p.u32(12)).toBe(big.rkey);
       expect(p.u8(16)).toBe(0x20); // "must be free", not inline
       expect(p.u16(20)).toBe(8); // xlt_octowords = 128 / 16

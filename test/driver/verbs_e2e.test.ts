@@ -5,7 +5,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, VerbsError, incRkey, type Cq, type Mr, type Mw, type Pd, type Qp, type SendWr } from '../../src/index.ts';
-import { hcaCaps } from '../../src/rtl/hca_caps.ts';
 
 const PAGE = 4096;
 const GiB2 = 2 ** 31;
@@ -134,10 +133,7 @@ describe('verbs calls: synchronous failures (spec/semantics.md "Verbs calls")', 
   });
 
   it('regMr ON_DEMAND on a device without ON_DEMAND_PAGING: EOPNOTSUPP', async () => {
-    const tb = new Testbed({ hcas: 1 });
-    // The testbed has no option for a device without ODP (HcaCapsOverride is a Cmdif option
-    // only): report the caps of one, before the device is opened.
-    (tb.hca(0).cmdif as { caps: unknown }).caps = hcaCaps(tb.config, { odp: false });
+    const tb = new Testbed({ hcas: 1, caps: { odp: false } });
     await tb.run(async () => {
       const ctx = await tb.openDevice(0);
       expect((await ctx.queryDevice()).deviceCapFlags.has('ON_DEMAND_PAGING')).toBe(false);
