@@ -9,12 +9,10 @@
  * SGE: LOC_PROT_ERR at the receiver, REM_OP_ERR at the sender. A LOCAL_INV with a stale tag:
  * LOC_QP_OP_ERR.
  */
-import { Access, Testbed, type Cq, type Mr, type Qp, type SendWr, type WorkCompletion } from '../src/index.ts';
+import { Access, type Mr, type Qp, type SendWr } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
+import { PAGE, testbedFor, waiter } from './support/two_adapters.ts';
 
-const PAGE = 4096;
-/** Long enough for any completion here (a few us), short of the 67 ms ACK timeout. */
-const WAIT = 1_000_000_000;
 
 const stale = (k: number): number => ((k & 0xffffff00) | ((k + 1) & 0xff)) >>> 0;
 
@@ -22,16 +20,9 @@ const scenario: Scenario = {
   name: 'bad-keys',
   summary: 'bad keys: stale tag, wrong PD, out of range, missing access; REM_ACCESS_ERR for rkeys, LOC_PROT_ERR for lkeys, fresh QPs per case',
   async run({ seed, trace, config }) {
-    const tb = new Testbed({ seed, hcas: 2, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
+    const tb = testbedFor({ seed, trace, config });
     const c = new Checks();
-    const wait = async (cq: Cq, n: number, what: string): Promise<WorkCompletion[]> => {
-      try {
-        return await cq.wait(n, { timeout: WAIT });
-      } catch (e) {
-        c.check(false, `${what}: ${n} completion(s) arrive`, String(e));
-        return [];
-      }
-    };
+    const wait = waiter(c);
 
     await tb.run(async () => {
       const [ctx0, ctx1] = [await tb.openDevice(0), await tb.openDevice(1)];

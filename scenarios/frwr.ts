@@ -5,35 +5,22 @@
  * peer, both QPs in ERR, later work requests on either QP flushed (WR_FLUSH_ERR), and nothing
  * written (spec/semantics.md "Objects and states", "Data path: remote access", "Errors").
  */
-import { Access, Testbed, type Cq, type WorkCompletion } from '../src/index.ts';
+import { Access } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
+import { PAGE, testbedFor, twoAdapters, waiter } from './support/two_adapters.ts';
 
-const PAGE = 4096;
-/** Long enough for any completion here (a few us), short of the 67 ms ACK timeout. */
-const WAIT = 1_000_000_000;
 
 const scenario: Scenario = {
   name: 'frwr',
   summary: 'fast registration: allocMr, mapSg, updateKey, REG_MR, a peer RDMA WRITE through it, LOCAL_INV, the write refused',
   async run({ seed, trace, config }) {
-    const tb = new Testbed({ seed, hcas: 2, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
+    const tb = testbedFor({ seed, trace, config });
     const c = new Checks();
-    const wait = async (cq: Cq, n: number, what: string): Promise<WorkCompletion[]> => {
-      try {
-        return await cq.wait(n, { timeout: WAIT });
-      } catch (e) {
-        c.check(false, `${what}: ${n} completion(s) arrive`, String(e));
-        return [];
-      }
-    };
+    const wait = waiter(c);
 
     await tb.run(async () => {
-      const [ctx0, ctx1] = [await tb.openDevice(0), await tb.openDevice(1)];
-      const [pd0, pd1] = [await ctx0.allocPd(), await ctx1.allocPd()];
-      const [cq0, cq1] = [await ctx0.createCq(64), await ctx1.createCq(64)];
-      const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
-      const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-      await qp0.connect(qp1);
+      const { ctx0, pd0, pd1, cq0, cq1, pair } = await twoAdapters(tb);
+      const [qp0, qp1] = await pair(pd0, pd1);
       const h0 = tb.host(0);
       const h1 = tb.host(1);
 

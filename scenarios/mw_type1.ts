@@ -5,38 +5,21 @@
  * window's end is refused (REM_ACCESS_ERR) even though the MR covers it; deregistering the MR
  * while the window is bound fails EBUSY; a bind of length 0 unbinds, and the dereg then works.
  */
-import { Access, Testbed, VerbsError, incRkey, type Cq, type Pd, type Qp, type WorkCompletion } from '../src/index.ts';
+import { Access, VerbsError, incRkey } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
+import { PAGE, testbedFor, twoAdapters, waiter } from './support/two_adapters.ts';
 
-const PAGE = 4096;
-/** Long enough for any completion here (a few us), short of the 67 ms ACK timeout. */
-const WAIT = 1_000_000_000;
 
 const scenario: Scenario = {
   name: 'mw-type1',
   summary: 'type-1 window: bindMw (incRkey), a remote READ through it, an out-of-window READ refused, dereg EBUSY, unbind, dereg',
   async run({ seed, trace, config }) {
-    const tb = new Testbed({ seed, hcas: 2, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
+    const tb = testbedFor({ seed, trace, config });
     const c = new Checks();
-    const wait = async (cq: Cq, n: number, what: string): Promise<WorkCompletion[]> => {
-      try {
-        return await cq.wait(n, { timeout: WAIT });
-      } catch (e) {
-        c.check(false, `${what}: ${n} completion(s) arrive`, String(e));
-        return [];
-      }
-    };
+    const wait = waiter(c);
 
     await tb.run(async () => {
-      const [ctx0, ctx1] = [await tb.openDevice(0), await tb.openDevice(1)];
-      const [pd0, pd1] = [await ctx0.allocPd(), await ctx1.allocPd()];
-      const [cq0, cq1] = [await ctx0.createCq(64), await ctx1.createCq(64)];
-      const pair = async (a: Pd, b: Pd): Promise<[Qp, Qp]> => {
-        const q0 = await a.createQp({ sendCq: cq0, recvCq: cq0 });
-        const q1 = await b.createQp({ sendCq: cq1, recvCq: cq1 });
-        await q0.connect(q1);
-        return [q0, q1];
-      };
+      const { ctx0, pd0, pd1, cq0, cq1, pair } = await twoAdapters(tb);
       const [qp0, qp1] = await pair(pd0, pd1);
       const h0 = tb.host(0);
       const h1 = tb.host(1);

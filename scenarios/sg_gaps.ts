@@ -5,37 +5,24 @@
  * an SG_GAPS MR maps all three, REG_MR writes them as KLMs over the PD's local DMA lkey, and a
  * peer's RDMA READ across the gaps returns the concatenated bytes of the elements.
  */
-import { Access, Testbed, type Cq, type WorkCompletion } from '../src/index.ts';
+import { Access } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
+import { PAGE, testbedFor, twoAdapters, waiter } from './support/two_adapters.ts';
 
-const PAGE = 4096;
-/** Long enough for any completion here (a few us), short of the 67 ms ACK timeout. */
-const WAIT = 1_000_000_000;
 
 const scenario: Scenario = {
   name: 'sg-gaps',
   summary: 'SG_GAPS MR: mapSg of three unaligned, gapped elements, REG_MR as KLMs, a peer RDMA READ across the gaps',
   async run({ seed, trace, config }) {
-    const tb = new Testbed({ seed, hcas: 2, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
+    const tb = testbedFor({ seed, trace, config });
     const c = new Checks();
-    const wait = async (cq: Cq, n: number, what: string): Promise<WorkCompletion[]> => {
-      try {
-        return await cq.wait(n, { timeout: WAIT });
-      } catch (e) {
-        c.check(false, `${what}: ${n} completion(s) arrive`, String(e));
-        return [];
-      }
-    };
+    const wait = waiter(c);
 
     await tb.run(async () => {
-      const [ctx0, ctx1] = [await tb.openDevice(0), await tb.openDevice(1)];
+      const { ctx0, pd0, pd1, cq0, cq1, pair } = await twoAdapters(tb);
       const attr = await ctx0.queryDevice();
       c.check(attr.deviceCapFlags.has('SG_GAPS_REG'), 'the device offers SG_GAPS_REG');
-      const [pd0, pd1] = [await ctx0.allocPd(), await ctx1.allocPd()];
-      const [cq0, cq1] = [await ctx0.createCq(64), await ctx1.createCq(64)];
-      const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
-      const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-      await qp0.connect(qp1);
+      const [qp0, qp1] = await pair(pd0, pd1);
       const h0 = tb.host(0);
       const h1 = tb.host(1);
 

@@ -1,0 +1,46 @@
+/** What the verbs scenarios share: a two-adapter testbed, connected QP pairs, bounded waits. */
+import { Testbed, type Context, type Cq, type Pd, type Qp, type WorkCompletion } from '../../src/index.ts';
+import type { Checks, ScenarioOptions } from '../../src/scenario.ts';
+
+export const PAGE = 4096;
+/** Long enough for any completion in the scenarios (a few us), short of the 67 ms ACK timeout. */
+export const WAIT = 1_000_000_000;
+
+/** A two-adapter testbed with the scenario's seed, trace and configuration. */
+export function testbedFor({ seed, trace, config }: ScenarioOptions): Testbed {
+  return new Testbed({ seed, hcas: 2, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
+}
+
+/** `wait(cq, n, what)`: n completions, or a failed check (and none) when they do not come. */
+export function waiter(c: Checks): (cq: Cq, n: number, what: string) => Promise<WorkCompletion[]> {
+  return async (cq, n, what) => {
+    try {
+      return await cq.wait(n, { timeout: WAIT });
+    } catch (e) {
+      c.check(false, `${what}: ${n} completion(s) arrive`, String(e));
+      return [];
+    }
+  };
+}
+
+/** Both adapters opened, a PD and a CQ on each, and `pair(a, b)` to connect a QP of `a` to one of `b`. */
+export async function twoAdapters(tb: Testbed): Promise<{
+  ctx0: Context;
+  ctx1: Context;
+  pd0: Pd;
+  pd1: Pd;
+  cq0: Cq;
+  cq1: Cq;
+  pair: (a: Pd, b: Pd) => Promise<[Qp, Qp]>;
+}> {
+  const [ctx0, ctx1] = [await tb.openDevice(0), await tb.openDevice(1)];
+  const [pd0, pd1] = [await ctx0.allocPd(), await ctx1.allocPd()];
+  const [cq0, cq1] = [await ctx0.createCq(64), await ctx1.createCq(64)];
+  const pair = async (a: Pd, b: Pd): Promise<[Qp, Qp]> => {
+    const q0 = await a.createQp({ sendCq: a.ctx === ctx0 ? cq0 : cq1, recvCq: a.ctx === ctx0 ? cq0 : cq1 });
+    const q1 = await b.createQp({ sendCq: b.ctx === ctx0 ? cq0 : cq1, recvCq: b.ctx === ctx0 ? cq0 : cq1 });
+    await q0.connect(q1);
+    return [q0, q1];
+  };
+  return { ctx0, ctx1, pd0, pd1, cq0, cq1, pair };
+}
