@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync, readFileSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Sim, Tracer, US } from '../../src/sim/index.ts';
 import { Hca } from '../../src/rtl/hca.ts';
@@ -34,6 +33,7 @@ import {
   type OdpTransportCap,
 } from '../../src/rtl/hca_caps.ts';
 import { readVcdFile } from '../support/vcd_read.ts';
+import { tempDir } from '../support/tmp.ts';
 
 const CREATE_MKEY_PS = 230 * US; // spec/timing.md "firmware command"
 const COMMAND_PS = 50 * US;
@@ -165,7 +165,7 @@ describe('cmdif timing', () => {
 
   it('traces state, opcode, busy and queue depth into the VCD, with filters naming the opcodes', async () => {
     const b = bench();
-    const dir = mkdtempSync(join(tmpdir(), 'mlx5sim-cmdif-'));
+    const dir = tempDir('mlx5sim-cmdif-');
     const vcd = join(dir, 'cmdif.vcd');
     const tracer = new Tracer(b.sim, { vcd, scopes: ['tb.hca0.cmdif'] });
     await b.sim.run(async () => {

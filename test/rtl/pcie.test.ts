@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Clock, Fifo, Module, Sim, Tracer } from '../../src/sim/index.ts';
 import { readVcdFile } from '../support/vcd_read.ts';
@@ -9,6 +7,7 @@ import { resolveConfig, type HcaConfig } from '../../src/rtl/config.ts';
 import { FRAME_SIZE, HostMem } from '../../src/rtl/host_mem.ts';
 import { Pcie, PcieState, type DmaPort, type DmaPortOptions, type DmaResp } from '../../src/rtl/pcie.ts';
 import type { HistogramJson } from '../../src/sim/stats.ts';
+import { tempDir } from '../support/tmp.ts';
 
 const MiB = 2 ** 20;
 const PERIOD = 2000; // 500 MHz core clock
@@ -280,7 +279,7 @@ describe('pcie', () => {
   it('traces its handshakes, addresses and in-flight count into a VCD that reads back strictly', async () => {
     const r = rig();
     const p = r.pcie.port('client');
-    const vcd = join(mkdtempSync(join(tmpdir(), 'mlx5sim-pcie-')), 'pcie.vcd');
+    const vcd = join(tempDir('mlx5sim-pcie-'), 'pcie.vcd');
     const tracer = new Tracer(r.sim, { vcd, gtkw: false });
     await r.sim.run(async () => {
       await readOnce(r, p, 0xff_0040, 64, 5);

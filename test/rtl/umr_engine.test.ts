@@ -1,12 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NS, Sim, Tracer } from '../../src/sim/index.ts';
 import { readVcdFile } from '../support/vcd_read.ts';
 import { Hca } from '../../src/rtl/hca.ts';
 import { resolveConfig } from '../../src/rtl/config.ts';
-import { UmrEngine, UmrKind, UmrState, type UmrEngineOptions } from '../../src/rtl/umr_engine.ts';
+import { UmrKind, UmrState, type UmrEngineOptions } from '../../src/rtl/umr_engine.ts';
 import { readMkey, writeMkey, type MkeyDesc } from '../../src/rtl/firmware.ts';
 import type { MkeyEntry } from '../../src/rtl/icm_mkey.ts';
 import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../../src/rtl/umr_types.ts';
@@ -34,6 +32,7 @@ import {
   type MrAccess,
   type XltList,
 } from '../../src/driver/wqe_builder.ts';
+import { tempDir } from '../support/tmp.ts';
 
 const QPN = 0x123;
 const PD = 3;
@@ -463,7 +462,7 @@ describe('UmrEngine: translation update, queueing, trace names', () => {
     const b = bench();
     expect(b.umr.path).toBe('tb.hca0.umr_engine');
     frmr(b, 5, 4);
-    const vcd = join(mkdtempSync(join(tmpdir(), 'mlx5sim-umr-')), 'umr.vcd');
+    const vcd = join(tempDir('mlx5sim-umr-'), 'umr.vcd');
     const tracer = new Tracer(b.sim, { vcd, scopes: ['tb.hca0.umr_engine'] });
     const key = makeKey(5, 0x42);
     await b.sim.run(async () => {

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Sim, Tracer, type Signal, type TraceOptions } from '../../src/sim/index.ts';
 import { KernelDemo } from '../../scenarios/kernel_demo.ts';
 import { readVcd, readVcdFile, type ParsedVcd } from '../support/vcd_read.ts';
+import { tempDir } from '../support/tmp.ts';
 
-const dir = mkdtempSync(join(tmpdir(), 'mlx5sim-vcd-'));
+const dir = tempDir('mlx5sim-vcd-');
 let n = 0;
 const tmp = (name: string): string => join(dir, `${name}-${n++}.vcd`);
 
