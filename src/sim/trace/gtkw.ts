@@ -28,9 +28,9 @@ export function gtkwPath(vcdPath: string): string {
 }
 
 /**
- * The zoom line (`*<zoom> <marker> <named markers>`), chosen so `span` ps fit the wave pane of
- * a 1600x900 window: the whole run, or its first 1000 clock cycles when longer (so FSM state
- * names are readable at once; GTKWave's zoom-fit shows the rest). Measured with GTKWave 3.3.118 on a 1 ps timescale: it shows about
+ * The zoom line (`*<zoom> <marker> <named markers>`), chosen so `span` ps (the whole run) fit
+ * the wave pane of a 1600x900 window: HCA runs are bursts separated by long waits (firmware,
+ * PCIe), so the first view shows where everything happens; zoom into a burst to read states. Measured with GTKWave 3.3.118 on a 1 ps timescale: it shows about
  * 2^-zoom / 200 ps per pixel, and the pane is about 950 pixels wide.
  */
 function zoomLine(span: number): string {
@@ -66,8 +66,6 @@ export function writeGtkw(opts: {
   groups: readonly GtkwGroup[];
   strings: boolean;
   endTime: number;
-  /** Period of the fastest traced clock, if any: the first view shows up to ~1000 of its cycles. */
-  fastestPeriod?: number;
 }): string[] {
   const vcdAbs = resolve(opts.vcdPath);
   const written: string[] = [];
@@ -96,7 +94,8 @@ export function writeGtkw(opts: {
   };
   const trees = new Set<string>([`${opts.top}.`]);
   const body: string[] = [];
-  for (const c of opts.clocks) body.push(...sigLines(c));
+  // each clock under a comment naming its scope (adapters' clocks share a name)
+  for (const c of opts.clocks) body.push('@200', `-${c.owner.path.slice(c.owner.path.indexOf('.') + 1)}`, ...sigLines(c));
   for (const g of opts.groups) {
     if (g.signals.length === 0) continue;
     const parts = g.signals[0].owner.path.split('.');
@@ -114,7 +113,7 @@ export function writeGtkw(opts: {
     '[timestart] 0',
     '[size] 1600 900',
     '[pos] -1 -1',
-    zoomLine(Math.min(opts.endTime, opts.fastestPeriod ? 1000 * opts.fastestPeriod : Infinity)),
+    zoomLine(opts.endTime),
     ...[...trees].map((t) => `[treeopen] ${t}`),
     '[sst_width] 260',
     '[signals_width] 360',

@@ -98,8 +98,14 @@ export class Tracer implements TraceSink {
         this.groupRank.push(m.waveRank);
       }
     }
-    // data-flow order for the save file: by rank, creation order within a rank (stable)
-    const order = this.groups.map((g, i) => ({ g, r: this.groupRank[i], i })).sort((a, b) => a.r - b.r || a.i - b.i);
+    // the save file keeps each top-level block together (an adapter, a link) in creation order,
+    // and inside it shows the modules in data-flow order: by rank, then creation (stable)
+    const blockOf = (g: GtkwGroup): string => g.signals[0].owner.path.split('.').slice(0, 2).join('.');
+    const blocks: string[] = [];
+    for (const g of this.groups) if (!blocks.includes(blockOf(g))) blocks.push(blockOf(g));
+    const order = this.groups
+      .map((g, i) => ({ g, b: blocks.indexOf(blockOf(g)), r: this.groupRank[i], i }))
+      .sort((a, b) => a.b - b.b || a.r - b.r || a.i - b.i);
     this.groups.splice(0, this.groups.length, ...order.map((o) => o.g));
   }
 
@@ -236,7 +242,6 @@ export class Tracer implements TraceSink {
           groups: this.groups,
           strings: this.opts.strings === true,
           endTime: end,
-          fastestPeriod: Math.min(...this.sim.clocks.filter((c) => this.clocks.includes(c.clkSignal)).map((c) => c.period)),
         }),
       );
     }
