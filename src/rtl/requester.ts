@@ -15,7 +15,7 @@ import type { RcOp, RcRequest, RcResponse } from './rc_types.ts';
 import { DmaMover, total } from './dma_mover.ts';
 import { CqeSyndrome, WqeOpcode } from './formats/constants.ts';
 import { dataSegLength } from './formats/data_seg.ts';
-import type { ParsedWqe } from '../driver/wqe_builder.ts';
+import type { ParsedWqe } from './formats/wqe_parse.ts';
 import { ackTimeoutPs, rnrTimerPs } from './config.ts';
 import { IB_LOCAL_WRITE } from './icm_mkey.ts';
 

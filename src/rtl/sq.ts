@@ -12,7 +12,7 @@ import type { DmaPort } from './pcie.ts';
 import type { CqeJob } from './cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
 import type { UmrDone, UmrJob } from './umr_types.ts';
-import { parseWqe } from '../driver/wqe_builder.ts';
+import { parseWqe } from './formats/wqe_parse.ts';
 import { CeMode, CqeOpcode, CqeSyndrome, WqeOpcode } from './formats/constants.ts';
 
 /** A send queue doorbell: the driver posted WQEBBs up to counter `pi`. */

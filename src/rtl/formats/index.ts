@@ -15,3 +15,4 @@ export * from './mtt.ts';
 export * from './cqe.ts';
 export * from './eqe.ts';
 export * from './page_fault_resume.ts';
+export * from './wqe_parse.ts';

@@ -1,0 +1,119 @@
+/**
+ * Decodes a send WQE (spec/mlx5.md "Send WQE") into its segments, by opcode: what the send queue
+ * engine does with the bytes it fetched. A WQE whose opcode is unknown or whose ds is too small
+ * for its segments comes back as `kind: 'invalid'` with the reason (the hardware completes it in
+ * error). The driver's builders (src/driver/wqe_builder.ts) write exactly what this reads.
+ */
+import { DS_SIZE, MKEY_CONTEXT_SIZE, UmrCtrlFlag, WqeOpcode } from './constants.ts';
+import { CTRL_SEG_SIZE, decodeCtrlSeg, type CtrlSeg } from './ctrl_seg.ts';
+import { MLX5_INLINE_SEG, decodeDataSeg, decodeInlineSeg, inlineSegDs, type DataSeg } from './data_seg.ts';
+import { RADDR_SEG_SIZE, decodeRaddrSeg, type RaddrSeg } from './raddr_seg.ts';
+import { decodeAtomicSeg, type AtomicSeg } from './atomic_seg.ts';
+import { UMR_CTRL_SEG_SIZE, decodeUmrCtrlSeg, type UmrCtrlSeg } from './umr_ctrl_seg.ts';
+import { decodeMkeyContext, type MkeyContext } from './mkey_context.ts';
+
+/** Offsets within a UMR WQE: control, UMR control, mkey segment, then the translations. */
+const UMR_CTRL_OFF = CTRL_SEG_SIZE;
+const UMR_MKEY_OFF = UMR_CTRL_OFF + UMR_CTRL_SEG_SIZE;
+const UMR_XLT_OFF = UMR_MKEY_OFF + MKEY_CONTEXT_SIZE;
+const UMR_HEADER_DS = UMR_XLT_OFF / DS_SIZE;
+
+/** One local data segment of a parsed WQE: a pointer, or data carried inline. */
+export type WqeData = { kind: 'ptr'; seg: DataSeg } | { kind: 'inline'; data: Uint8Array };
+
+/** Where a UMR's translations are: none, inline in the WQE (byte offset in the view), or in host memory. */
+export type UmrXlt =
+  | { kind: 'none' }
+  | { kind: 'inline'; off: number; bytes: number }
+  | { kind: 'pointer'; seg: DataSeg };
+
+/** A decoded send WQE, by shape. */
+export type ParsedWqe =
+  | { kind: 'nop'; ctrl: CtrlSeg }
+  | { kind: 'send'; ctrl: CtrlSeg; data: WqeData[] }
+  | { kind: 'rdma'; ctrl: CtrlSeg; raddr: RaddrSeg; data: WqeData[] }
+  | { kind: 'atomic'; ctrl: CtrlSeg; raddr: RaddrSeg; atomic: AtomicSeg; data: WqeData[] }
+  | { kind: 'umr'; ctrl: CtrlSeg; umrCtrl: UmrCtrlSeg; mkeySeg: MkeyContext; xlt: UmrXlt }
+  | { kind: 'invalid'; ctrl: CtrlSeg; reason: string };
+
+/** Decodes data segments from DS `from` up to `ds` of the WQE at `off`; a string says what is wrong. */
+function parseData(view: DataView, off: number, from: number, ds: number): WqeData[] | string {
+  const out: WqeData[] = [];
+  let i = from;
+  while (i < ds) {
+    const at = off + i * DS_SIZE;
+    if (view.getUint32(at) >= MLX5_INLINE_SEG) {
+      const n = inlineSegDs(view.getUint32(at) & 0x7fffffff);
+      if (i + n > ds) return `inline segment at DS ${i} runs past ds ${ds}`;
+      out.push({ kind: 'inline', data: decodeInlineSeg(view, at) });
+      i += n;
+    } else {
+      out.push({ kind: 'ptr', seg: decodeDataSeg(view, at) });
+      i++;
+    }
+  }
+  return out;
+}
+
+/**
+ * Decodes the send WQE at `off` (laid out contiguously) into its segments, by opcode. A WQE
+ * whose opcode is unknown or whose ds is too small for its segments, or reaches past the
+ * view, comes back as `kind: 'invalid'` with the reason.
+ */
+export function parseWqe(view: DataView, off: number): ParsedWqe {
+  const ctrl = decodeCtrlSeg(view, off);
+  const ds = ctrl.ds;
+  const invalid = (reason: string): ParsedWqe => ({ kind: 'invalid', ctrl, reason });
+  if (ds < 1) return invalid('ds 0');
+  if (off + ds * DS_SIZE > view.byteLength) return invalid(`ds ${ds} reaches past the buffer`);
+  const need = (n: number): string | undefined => (ds < n ? `ds ${ds} < ${n} for opcode 0x${ctrl.opcode.toString(16)}` : undefined);
+  switch (ctrl.opcode) {
+    case WqeOpcode.NOP:
+      return { kind: 'nop', ctrl };
+    case WqeOpcode.SEND:
+    case WqeOpcode.SEND_IMM:
+    case WqeOpcode.SEND_INVAL: {
+      const data = parseData(view, off, 1, ds);
+      return typeof data === 'string' ? invalid(data) : { kind: 'send', ctrl, data };
+    }
+    case WqeOpcode.RDMA_WRITE:
+    case WqeOpcode.RDMA_WRITE_IMM:
+    case WqeOpcode.RDMA_READ: {
+      const short = need(2);
+      if (short) return invalid(short);
+      const raddr = decodeRaddrSeg(view, off + CTRL_SEG_SIZE);
+      const data = parseData(view, off, 2, ds);
+      return typeof data === 'string' ? invalid(data) : { kind: 'rdma', ctrl, raddr, data };
+    }
+    case WqeOpcode.ATOMIC_CS:
+    case WqeOpcode.ATOMIC_FA: {
+      const short = need(3);
+      if (short) return invalid(short);
+      const raddr = decodeRaddrSeg(view, off + CTRL_SEG_SIZE);
+      const atomic = decodeAtomicSeg(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE);
+      const data = parseData(view, off, 3, ds);
+      return typeof data === 'string' ? invalid(data) : { kind: 'atomic', ctrl, raddr, atomic, data };
+    }
+    case WqeOpcode.UMR: {
+      const short = need(UMR_HEADER_DS);
+      if (short) return invalid(short);
+      const umrCtrl = decodeUmrCtrlSeg(view, off + UMR_CTRL_OFF);
+      const mkeySeg = decodeMkeyContext(view, off + UMR_MKEY_OFF);
+      let xlt: UmrXlt;
+      if (umrCtrl.xltOctowords === 0) {
+        xlt = { kind: 'none' };
+      } else if (umrCtrl.flags & UmrCtrlFlag.INLINE) {
+        const s = need(UMR_HEADER_DS + umrCtrl.xltOctowords);
+        if (s) return invalid(`inline translations: ${s}`);
+        xlt = { kind: 'inline', off: off + UMR_XLT_OFF, bytes: umrCtrl.xltOctowords * DS_SIZE };
+      } else {
+        const s = need(UMR_HEADER_DS + 1);
+        if (s) return invalid(`translation pointer: ${s}`);
+        xlt = { kind: 'pointer', seg: decodeDataSeg(view, off + UMR_XLT_OFF) };
+      }
+      return { kind: 'umr', ctrl, umrCtrl, mkeySeg, xlt };
+    }
+    default:
+      return invalid(`unknown opcode 0x${ctrl.opcode.toString(16)}`);
+  }
+}
