@@ -4,6 +4,27 @@ import { VerbsError } from './verbs_error.ts';
 import { readMkey } from '../rtl/firmware.ts';
 
 const PAGE = 4096;
+/**
+ * KLMs reserved per SG_GAPS element: an element is a host virtual range, and host pages are
+ * scattered, so it becomes one KLM per physically contiguous run (a DMA-mapped element on Linux
+ * is contiguous already). 16 covers an element of 60 KiB over scattered pages.
+ */
+export const SG_GAPS_KLMS_PER_ELEMENT = 16;
+
+/** The physically contiguous runs of `[addr, addr + len)` in host memory, as DMA segments. */
+function dmaRuns(host: { dmaAddress(a: number): number }, addr: number, len: number): { dma: number; length: number }[] {
+  const out: { dma: number; length: number }[] = [];
+  let a = addr;
+  while (a < addr + len) {
+    const n = Math.min(addr + len - a, PAGE - (a % PAGE));
+    const dma = host.dmaAddress(a);
+    const last = out[out.length - 1];
+    if (last && last.dma + last.length === dma) last.length += n;
+    else out.push({ dma, length: n });
+    a += n;
+  }
+  return out;
+}
 
 export type MrType = 'USER' | 'MEM_REG' | 'SG_GAPS';
 
@@ -13,11 +34,15 @@ export class Mr {
   iova: number;
   length: number;
   readonly access: number;
+  /** The key the device holds for a pooled user MR (updateKey changes only the handle's). */
+  deviceKey: number;
   readonly maxNumSg: number;
   /** Fast registration: the mapped list (mapSg): pages (MEM_REG, DMA addresses) or elements (SG_GAPS). */
   pages: number[] = [];
   elements: { dma: number; length: number }[] = [];
   pageSize = PAGE;
+  /** Elements mapped by the last mapSg (SG_GAPS counts these against maxNumSg, not KLMs). */
+  mappedCount = 0;
   destroyed = false;
   /** A user MR from the driver's mkey pool: its bucket (dereg revokes it by UMR), else 0. */
   readonly poolBucket: number;
@@ -34,6 +59,7 @@ export class Mr {
     this.iova = o.iova;
     this.length = o.length;
     this.access = o.access;
+    this.deviceKey = key >>> 0;
     this.maxNumSg = o.maxNumSg;
   }
 
@@ -59,9 +85,9 @@ export class Mr {
       throw new VerbsError('EINVAL', `mapSg: pageSize must be a power of two >= 4096, got ${pageSize}`);
     }
     const host = this.pd.ctx.hca.host;
-    this.pages = [];
-    this.elements = [];
-    this.pageSize = pageSize;
+    // built aside and committed only when every element checks out (EFAULT leaves the MR as it was)
+    const pages: number[] = [];
+    const elements: { dma: number; length: number }[] = [];
     let mapped = 0;
     let length = 0;
     for (let i = 0; i < sg.length; i++) {
@@ -71,20 +97,32 @@ export class Mr {
         if (i > 0 && (sg[i - 1].addr + sg[i - 1].length) % pageSize !== 0) break;
         const first = e.addr - (e.addr % pageSize);
         const n = Math.ceil((e.addr + e.length - first) / pageSize);
-        if (this.pages.length + n > this.maxNumSg) break;
+        if (pages.length + n > this.maxNumSg) break;
         if (!host.isMapped(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
-        for (let p = 0; p < n; p++) this.pages.push(host.dmaAddress(first + p * pageSize));
+        for (let p = 0; p < n; p++) pages.push(host.dmaAddress(Math.max(e.addr, first + p * pageSize)) - (p === 0 ? e.addr % pageSize : 0));
       } else {
-        if (this.elements.length >= this.maxNumSg) break;
+        if (mapped >= this.maxNumSg) break;
         if (!host.isMapped(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
-        this.elements.push({ dma: host.dmaAddress(e.addr), length: e.length });
+        // host pages are scattered: one KLM per physically contiguous run of the element
+        const runs = dmaRuns(host, e.addr, e.length);
+        if (elements.length + runs.length > this.klmCapacity) break;
+        elements.push(...runs);
       }
       length += e.length;
       mapped++;
     }
+    this.pages = pages;
+    this.elements = elements;
+    this.mappedCount = mapped;
+    this.pageSize = pageSize;
     this.iova = mapped > 0 ? sg[0].addr : 0;
     this.length = length;
     return mapped;
+  }
+
+  /** KLM entries the MR's mkey holds (SG_GAPS: room for elements split at page boundaries). */
+  get klmCapacity(): number {
+    return Math.min(Math.ceil(this.maxNumSg / 4) * 4 * SG_GAPS_KLMS_PER_ELEMENT, 2 ** 16);
   }
 
   /** ib_update_fast_reg_key: the next registration uses tag `key8`. */
@@ -101,7 +139,7 @@ export class Mr {
     const ctx = this.pd.ctx;
     if (readMkey(ctx.hca, this.index).mwCount > 0) throw new VerbsError('EBUSY', 'dereg: memory windows are still bound to the MR');
     this.destroyed = true;
-    if (this.poolBucket > 0) await ctx.pool.revoke(this.lkey, this.poolBucket);
+    if (this.poolBucket > 0) await ctx.pool.revoke(this.deviceKey, this.poolBucket);
     else await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
   }
 }

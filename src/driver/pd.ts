@@ -1,7 +1,7 @@
 /** A protection domain (ibv_pd): registers memory, allocates windows and creates QPs. */
 import type { Context } from './context.ts';
 import { VerbsError } from './verbs_error.ts';
-import { Mr } from './mr.ts';
+import { Mr, SG_GAPS_KLMS_PER_ELEMENT } from './mr.ts';
 import { Mw } from './mw.ts';
 import { Qp, type QpInitAttr } from './qp.ts';
 import { IbAccess } from './types.ts';
@@ -75,7 +75,8 @@ export class Pd {
     const r = await this.ctx.cmd(
       this.ctx.hca.cmdif.exec({
         op: 'CREATE_MKEY', tag, free: true, accessMode: type === 'MEM_REG' ? MkcAccessMode.MTT : MkcAccessMode.KLMS,
-        access: 0, umrEn: true, remoteInval: true, pd: this.pdn, start: 0, length: 0, logPageSize: 12, xltCapacity: ndescs,
+        access: 0, umrEn: true, remoteInval: true, pd: this.pdn, start: 0, length: 0, logPageSize: 12,
+        xltCapacity: type === 'MEM_REG' ? ndescs : Math.min(ndescs * SG_GAPS_KLMS_PER_ELEMENT, attr.maxFastRegPageListLen),
       }),
       'allocMr',
     );

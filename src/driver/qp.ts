@@ -142,6 +142,7 @@ export class Qp {
     mw.checkAlive('bindMw');
     if (mw.type !== 1) throw new VerbsError('EINVAL', 'bindMw: the verb binds type-1 windows; post BIND_MW for type 2');
     if (bind.mr === null && bind.length !== 0) throw new VerbsError('EINVAL', 'bindMw: no MR but length != 0');
+    if (bind.mr && bind.mr.destroyed) throw new VerbsError('EINVAL', 'bindMw: the MR was deregistered');
     if (bind.mr && bind.mr.pd !== mw.pd) throw new VerbsError('EPERM', "bindMw: the window's PD differs from the MR's");
     if ((bind.access & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'bindMw: ZERO_BASED windows are not supported for type 1');
     if (bind.mr && (bind.mr.access & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'bindMw: the MR is zero-based');
@@ -302,14 +303,14 @@ export class Qp {
     if (key >>> 8 !== mr.index) throw new VerbsError('EINVAL', `postSend: REG_MR key 0x${key.toString(16)} does not name the MR's index 0x${mr.index.toString(16)}`);
     const access = w.access ?? 0;
     checkAccess(access, 'postSend REG_MR');
-    const n = mr.type === 'MEM_REG' ? mr.pages.length : mr.elements.length;
+    const n = mr.type === 'MEM_REG' ? mr.pages.length : mr.mappedCount;
     if (n > mr.maxNumSg) throw new VerbsError('EINVAL', `postSend: REG_MR page list of ${n} > maxNumSg ${mr.maxNumSg}`);
     const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
     const translations = mr.type === 'MEM_REG'
       ? { mode: 'MTT' as const, pages: mr.pages, logPageSize: Math.log2(mr.pageSize) }
       : { mode: 'KLM' as const, klms: mr.elements.map((e) => ({ bcount: e.length, key: mr.pd.dmaLkeyNow >>> 0, va: e.dma })) };
     // a list over 64 bytes goes by pointer: the driver's descriptor buffer (its DMA address)
-    const bytes = mr.type === 'MEM_REG' ? n * 8 : n * 16;
+    const bytes = mr.type === 'MEM_REG' ? n * 8 : mr.elements.length * 16;
     let listAddr: number | undefined;
     if (bytes > 64) {
       const buf = this.descBuffer(bytes);
@@ -335,6 +336,7 @@ export class Qp {
     const newRkey = (w.rkey ?? 0) >>> 0;
     if (newRkey >>> 8 !== mw.index) throw new VerbsError('EINVAL', `postSend: BIND_MW rkey 0x${newRkey.toString(16)} does not name the window's index`);
     const b = w.bindInfo;
+    if (b && b.mr && b.mr.destroyed) throw new VerbsError('EINVAL', 'postSend: BIND_MW names a deregistered MR');
     if (b && b.length > GiB2) throw new VerbsError('EOPNOTSUPP', `postSend: a window of ${b.length} bytes is over 2 GiB`);
     const bind = b && b.mr && b.length > 0
       ? { mrLkey: b.mr.lkey >>> 0, addr: b.addr, length: b.length, access: mrAccess(b.access), zeroBased: (b.access & IbAccess.ZERO_BASED) !== 0 }
