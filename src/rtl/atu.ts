@@ -13,6 +13,7 @@ import type { KlmWalker, KlmWalkResp } from './klm_walker.ts';
 import type { MkeyEntry } from './icm_mkey.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_WRITE } from './icm_mkey.ts';
 import { MkcAccessMode } from './formats/constants.ts';
+import { MKEY_KIND_MR } from './umr_types.ts';
 import type { AtuError, AtuRequest, AtuResponse, AtuResult, PhysSegment } from './atu_types.ts';
 
 export const AtuCtxState = new EnumType('atu_ctx_state', ['IDLE', 'LOOKUP', 'MKEY_WAIT', 'MTT_REQ', 'MTT_WAIT', 'KLM_REQ', 'KLM_WAIT', 'RESPOND']);
@@ -295,6 +296,8 @@ export class Atu extends Module {
     // (2) valid: not free, and not a window bound with length 0
     if (e.free || (!e.len64 && e.len === 0)) return this.fail(c, 'FREE', f.key);
     if (f.top) {
+      // an lkey must name an MR: a window's key gives remote access only (IBTA; rxe looks up MRs only)
+      if (c.req!.local === true && e.kind !== MKEY_KIND_MR) return this.fail(c, 'ACCESS', f.key);
       // (3) PD, then the QP of a type-2 window; (4) access; nested keys get none of these
       if (e.pd !== c.req!.pd) return this.fail(c, 'PD', f.key);
       if (e.qpn !== NOT_BOUND_QPN && e.qpn !== c.req!.qpn) return this.fail(c, 'QPN', f.key);

@@ -10,6 +10,8 @@ export interface AtuRequest {
   qpn: number;
   /** The client's own tag, returned with the result. */
   tag: number;
+  /** A local SGE's lkey: only an MR's key is an lkey (windows give remote access only). */
+  local?: boolean;
 }
 
 /** Why a translation failed (the order of checks follows spec/semantics.md "Data path"). */

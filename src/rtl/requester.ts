@@ -200,7 +200,7 @@ export class Requester extends Module implements EventTarget {
     const writes = this.op === 'READ' || this.op === 'CMP_SWAP' || this.op === 'FETCH_ADD';
     while (this.waiting < this.ptrs.length && this.atu.req.canPush()) {
       const p = this.ptrs[this.waiting];
-      this.atu.req.push({ key: p.lkey, va: p.addr, length: p.length, access: writes ? IB_LOCAL_WRITE : 0, pd: qp.pd, qpn: qp.qpn, tag: this.waiting });
+      this.atu.req.push({ key: p.lkey, va: p.addr, length: p.length, access: writes ? IB_LOCAL_WRITE : 0, pd: qp.pd, qpn: qp.qpn, tag: this.waiting, local: true });
       this.waiting++;
     }
     while (this.atu.resp.canPop()) {

@@ -286,7 +286,7 @@ export class Responder extends Module {
     while (this.recvIssued < need && this.atu.req.canPush()) {
       const s = this.recvSges[this.recvIssued];
       const take = Math.min(s.length, len - sumLen(this.recvSges, this.recvIssued));
-      this.atu.req.push({ key: s.lkey, va: s.addr, length: take, access: IB_LOCAL_WRITE, pd: qp.pd, qpn: qp.qpn, tag: this.recvIssued });
+      this.atu.req.push({ key: s.lkey, va: s.addr, length: take, access: IB_LOCAL_WRITE, pd: qp.pd, qpn: qp.qpn, tag: this.recvIssued, local: true });
       this.recvIssued++;
     }
     for (let i = 0; i < need; i++) {

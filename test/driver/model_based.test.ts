@@ -136,7 +136,7 @@ const KNOWN_DIFFERENCES: Avoid = {
    * searches MRs only, and IBTA). E.g. bindMw(mw1, { mr, 0, 1, access 0 }); RDMA_WRITE with
    * sgList [{ addr, 1, lkey: mw.rkey }]: model LOC_PROT_ERR, testbed SUCCESS.
    */
-  windowKeyAsLkey: true,
+  windowKeyAsLkey: false, // fixed: the test holds this case again
   /**
    * BUG (cycle-model driver, src/driver/mr.ts Mr.mapSg): the MR's page / KLM list is cleared
    * before the elements are checked, so a mapSg that throws EFAULT leaves the list empty while
