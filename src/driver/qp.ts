@@ -29,6 +29,7 @@ export interface QpInitAttr {
 }
 
 const GiB2 = 2 ** 31;
+const NO_SGES: readonly WqeSge[] = [];
 
 const WC_OF: Record<string, WcOpcode> = {
   RDMA_WRITE: 'RDMA_WRITE', RDMA_WRITE_WITH_IMM: 'RDMA_WRITE', SEND: 'SEND', SEND_WITH_IMM: 'SEND', SEND_WITH_INV: 'SEND',
@@ -209,15 +210,27 @@ export class Qp {
     // use the key before the UMR is done (spec/mlx5.md "Fast registration"); a user fence wins
     const fence = w.fence ? (this.nextFence !== FenceMode.NONE ? FenceMode.SMALL_AND_FENCE : FenceMode.FENCE) : this.nextFence;
     const common = { wqeIndex, qpn: this.qpNum, signaled: w.signaled ?? false, solicited: w.solicited ?? false, fence };
-    const sg: WqeSge[] = (w.sgList ?? []).map((s) => ({ addr: s.addr, length: s.length, lkey: s.lkey >>> 0 }));
+    // the user's SGEs are used as they are (no copy on the hot path), after checking them
+    const sg: readonly WqeSge[] = w.sgList ?? NO_SGES;
     if (sg.length > this.attr.maxSendSge) throw new VerbsError('EINVAL', `postSend: ${sg.length} SGEs > maxSendSge ${this.attr.maxSendSge}`);
-    for (const s of sg) if (s.length > GiB2) throw new VerbsError('EINVAL', `postSend: an SGE of ${s.length} bytes is over 2 GiB`);
+    for (let i = 0; i < sg.length; i++) {
+      const s = sg[i];
+      if (!(s.length >= 0 && s.length <= GiB2)) throw new VerbsError('EINVAL', `postSend: an SGE of ${s.length} bytes (0 .. 2 GiB)`);
+      if (!(Number.isInteger(s.lkey) && s.lkey >= 0 && s.lkey < 2 ** 32)) throw new VerbsError('EINVAL', `postSend: lkey ${s.lkey} is not a 32-bit key`);
+    }
     const data = w.inline ? { inlineData: this.inlineBytes(sg) } : { sgList: sg };
     let ds: number;
     switch (w.opcode) {
       case 'RDMA_WRITE':
       case 'RDMA_READ':
-        ds = buildRdmaWqe(view, 0, { ...common, ...(w.opcode === 'RDMA_READ' ? { sgList: sg } : data), opcode: w.opcode === 'RDMA_WRITE' ? WqeOpcode.RDMA_WRITE : WqeOpcode.RDMA_READ, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0 });
+        // the most common work requests: parameters built without object spreads
+        ds = w.opcode === 'RDMA_WRITE' && w.inline
+          ? buildRdmaWqe(view, 0, { ...common, inlineData: data.inlineData!, opcode: WqeOpcode.RDMA_WRITE, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0 })
+          : buildRdmaWqe(view, 0, {
+              wqeIndex, qpn: this.qpNum, signaled: common.signaled, solicited: common.solicited, fence, sgList: sg,
+              opcode: w.opcode === 'RDMA_WRITE' ? WqeOpcode.RDMA_WRITE : WqeOpcode.RDMA_READ,
+              remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0,
+            });
         break;
       case 'RDMA_WRITE_WITH_IMM':
         ds = buildRdmaWqe(view, 0, { ...common, ...data, opcode: WqeOpcode.RDMA_WRITE_IMM, immData: (w.immData ?? 0) >>> 0, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0 });

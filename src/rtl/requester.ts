@@ -115,9 +115,24 @@ export class Requester extends Module implements EventTarget {
     this.sLatency = this.stats.histogram('latency_ps');
   }
 
-  /** @internal A retry timer (RNR or ACK timeout) expired. */
+  /** Time of the one pending timer event, or -1: one event at a time, re-armed lazily. */
+  private timerAt = -1;
+
+  /** Arms the timer for `t` (an earlier pending event re-arms itself when it fires). */
+  private armTimer(t: number): void {
+    if (this.timerAt < 0 || t < this.timerAt) {
+      this.timerAt = t;
+      this.sim.at(t, this);
+    }
+  }
+
+  /** @internal A retry timer (RNR or ACK timeout) fired: wake if a deadline is due, else re-arm. */
   fire(): void {
-    this.wake();
+    if (this.sim.now !== this.timerAt) return; // superseded by an earlier arming
+    this.timerAt = -1;
+    const due = Math.min(this.timeoutAt, this.resendAt < 0 ? Infinity : this.resendAt);
+    if (due <= this.sim.now) this.wake();
+    else if (due !== Infinity) this.armTimer(due);
   }
 
   /** Sleeps while waiting for an input, unless the state just changed (it commits after this edge). */
@@ -255,7 +270,7 @@ export class Requester extends Module implements EventTarget {
     this.answer = null;
     // the ACK timeout (IBTA: 4.096 us x 2^timeout), armed per try
     this.timeoutAt = this.sim.now + ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout);
-    this.sim.at(this.timeoutAt, this);
+    this.armTimer(this.timeoutAt);
     this.state.set(WAIT_RESP);
   }
 
@@ -290,7 +305,7 @@ export class Requester extends Module implements EventTarget {
           if (qp.rnrRetry !== 7 && this.rnrTries++ >= qp.rnrRetry) return this.finish(CqeSyndrome.RNR_RETRY_EXC_ERR);
           this.sRetries.inc();
           this.resendAt = this.sim.now + rnrTimerPs(this.hca.cfg.rnrTimerCode);
-          this.sim.at(this.resendAt, this);
+          this.armTimer(this.resendAt);
           this.answer = null;
           return;
         case 'ACCESS':
