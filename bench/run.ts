@@ -5,11 +5,13 @@
 import { benchKernel } from './kernel.ts';
 import { benchAtu } from './atu.ts';
 import { benchVerbs } from './verbs.ts';
+import { benchProperty } from './property.ts';
 
 const benches: Record<string, () => void | Promise<void>> = {
   kernel: benchKernel,
   atu: benchAtu,
   verbs: benchVerbs,
+  property: benchProperty,
 };
 
 const names = process.argv.slice(2);

@@ -43,7 +43,7 @@ describe('ATU (cycle model) against the reference model', () => {
           }
         });
       }),
-      { numRuns: 1000 },
+      { numRuns: Number(process.env.ATU_RUNS ?? 1000) },
     );
   });
 });
