@@ -20,12 +20,4 @@ export type { Scenario, ScenarioOptions, ScenarioResult } from './scenario.ts';
 export { Checks } from './scenario.ts';
 
 /** ib_access_flags bits (API.md "Constants and errors"). */
-export const Access = {
-  LOCAL_WRITE: 1,
-  REMOTE_WRITE: 2,
-  REMOTE_READ: 4,
-  REMOTE_ATOMIC: 8,
-  MW_BIND: 16,
-  ZERO_BASED: 32,
-  ON_DEMAND: 64,
-} as const;
+export { IbAccess as Access } from './driver/types.ts';
