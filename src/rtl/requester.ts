@@ -12,7 +12,7 @@ import type { AtuPort } from './atu.ts';
 import type { AtuResponse, PhysSegment } from './atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcOp, RcRequest, RcResponse } from './rc_types.ts';
-import { DmaMover, total } from './dma_mover.ts';
+import { DmaMover } from './dma_mover.ts';
 import { CqeSyndrome, WqeOpcode } from './formats/constants.ts';
 import { dataSegLength } from './formats/data_seg.ts';
 import type { ParsedWqe } from './formats/wqe_parse.ts';
@@ -346,4 +346,3 @@ function le64(v: number): Uint8Array {
   return b;
 }
 
-export { total };

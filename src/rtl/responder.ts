@@ -27,6 +27,10 @@ export interface RqDoorbell {
   pi: number;
 }
 
+/** The `op` trace value: index in this list plus one (0: none), named in the waves. */
+const RC_OPS = ['SEND', 'SEND_IMM', 'SEND_INV', 'WRITE', 'WRITE_IMM', 'READ', 'CMP_SWAP', 'FETCH_ADD'];
+const RcOpEnum = new EnumType('rc_op', ['NONE', ...RC_OPS]);
+
 export const ResponderState = new EnumType('responder_state', [
   'IDLE', 'XLATE', 'FETCH_RWQE', 'XLATE_RECV', 'WRITE_DATA', 'READ_DATA', 'ATOMIC', 'INVALIDATE', 'CQE', 'ANSWER', 'FLUSH',
 ]);
@@ -76,7 +80,6 @@ export class Responder extends Module {
   private recvSges: { lkey: number; addr: number; length: number }[] = [];
   private recvResults: (AtuResponse | null)[] = [];
   private recvIssued = 0;
-  private rwqeReadTag = -1;
   private atomicPhase = 0;
   private flushQpn = -1;
   private readonly sMessages;
@@ -89,7 +92,7 @@ export class Responder extends Module {
     super(hca.sim, hca, 'responder');
     this.state = this.stateReg('state', ResponderState);
     this.rQpn = this.probe('qpn', 24);
-    this.rOp = this.probe('op', 4);
+    this.rOp = this.probe('op', 4, { enum: RcOpEnum });
     this.rKey = this.probe('rkey', 32);
     this.rNak = this.probe('nak', 3);
     this.inbox = new Fifo<RcRequest>(this, 'inbox', { capacity: 16 });
@@ -192,6 +195,7 @@ export class Responder extends Module {
     this.qpn = m.dstQpn;
     this.sMessages.inc();
     this.rQpn.set(m.dstQpn);
+    this.rOp.set(RC_OPS.indexOf(m.op) + 1);
     this.rKey.set(m.rkey >>> 0);
     this.cqes = [];
     this.answer = null;
@@ -451,4 +455,3 @@ function sumLen(sges: readonly { length: number }[], n: number): number {
   return t;
 }
 
-export { MKEY_KIND_MR };

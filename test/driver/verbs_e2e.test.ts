@@ -168,7 +168,7 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
       const mr = await pd.regMr(buf.addr, 4 * PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.MW_BIND);
       const noBind = await pd.regMr(buf.addr, 4 * PAGE, Access.LOCAL_WRITE | Access.REMOTE_READ);
       const noLw = await pd.regMr(buf.addr, 4 * PAGE, Access.REMOTE_READ | Access.MW_BIND);
-      const nop = (q: Qp): SendWr => ({ wrId: 999, opcode: 'RDMA_WRITE', sgList: [{ addr: buf.addr, length: 8, lkey: mr.lkey }], remoteAddr: buf.addr + PAGE, rkey: mr.rkey });
+      const nop = (_q: Qp): SendWr => ({ wrId: 999, opcode: 'RDMA_WRITE', sgList: [{ addr: buf.addr, length: 8, lkey: mr.lkey }], remoteAddr: buf.addr + PAGE, rkey: mr.rkey });
 
       /** Posts `wr` (signaled) and one more on the same QP; returns [status, opcode, flushed?]. */
       const outcome = async (q: Qp, wr: SendWr, wcCq: Cq = cq): Promise<[string, string, string]> => {

@@ -397,7 +397,7 @@ describe('UmrEngine: memory-window bind (type 1)', () => {
     userMr(b, 3, 1, 0x1_0000, 2);
     userMr(b, 4, 1, 0x8_0000, 2);
     window(b, 8, 1);
-    const bind1 = (from: number, to: number, mr: number, addr: number, length: number, pd = PD): Uint8Array =>
+    const bind1 = (from: number, to: number, mr: number, addr: number, length: number): Uint8Array =>
       bind({ mwType: 1, mwRkey: makeKey(8, from), newRkey: makeKey(8, to), bind: { mrLkey: makeKey(mr, 1), addr, length, access: remote } });
     await b.sim.run(async () => {
       // type 1: no C10-72 on the QP's PD (the verb checks the window's PD against the MR's)
