@@ -5,7 +5,7 @@
  * waits for the answer (retrying after an RNR NAK or an ACK timeout), places READ and atomic
  * results, and reports the completion syndrome (spec/semantics.md "Data path").
  */
-import { EnumType, Fifo, Module, type EventTarget, type Reg } from '../sim/index.ts';
+import { EnumType, Fifo, Module, type EventTarget, type Reg, type Signal } from '../sim/index.ts';
 import type { Hca } from './hca.ts';
 import type { DmaPort } from './pcie.ts';
 import type { AtuPort } from './atu.ts';
@@ -61,7 +61,8 @@ export class Requester extends Module implements EventTarget {
   private readonly atu: AtuPort;
   private readonly port: DmaPort;
   private readonly mover: DmaMover;
-  private readonly state: Reg;
+  /** FSM state: changes at once (several steps may run in one edge), traced when it changes. */
+  private readonly state: Signal;
   private readonly rQpn: Reg;
   private readonly rOp: Reg;
   private readonly rLen: Reg;
@@ -91,7 +92,7 @@ export class Requester extends Module implements EventTarget {
 
   constructor(private readonly hca: Hca) {
     super(hca.sim, hca, 'requester');
-    this.state = this.stateReg('state', RequesterState);
+    this.state = this.signal('state', RequesterState.width, { enum: RequesterState });
     this.rQpn = this.probe('qpn', 24);
     this.rOp = this.probe('wqe_opcode', 8);
     this.rLen = this.probe('length', 32);
@@ -137,7 +138,7 @@ export class Requester extends Module implements EventTarget {
 
   /** Sleeps while waiting for an input, unless the state just changed (it commits after this edge). */
   private rest(): void {
-    if (!this.state.dirty) this.sleep();
+    this.sleep();
   }
 
   override tick(): void {
@@ -145,6 +146,15 @@ export class Requester extends Module implements EventTarget {
       const r = this.port.resp.pop();
       this.mover.complete(r.tag, r.data!);
     }
+    // step the FSM until it waits (a state change takes effect at once)
+    for (let i = 0; i < 8; i++) {
+      const before = this.state.q;
+      this.step();
+      if (this.state.q === before || !this.awake) break;
+    }
+  }
+
+  private step(): void {
     switch (this.state.q) {
       case IDLE:
         if (!this.req.canPop()) return this.sleep();
@@ -156,7 +166,7 @@ export class Requester extends Module implements EventTarget {
         this.mover.step();
         if (this.mover.done) {
           this.payload = this.mover.data;
-          this.state.set(SEND);
+          this.state.setNow(SEND);
         } else if (this.mover.waiting) this.rest(); // woken by read completions
         return;
       case SEND:
@@ -173,7 +183,7 @@ export class Requester extends Module implements EventTarget {
         if (this.syndrome !== 0) this.sErrors.inc();
         this.sLatency.add(this.sim.now - this.started);
         this.job = null;
-        this.state.set(IDLE);
+        this.state.setNow(IDLE);
         return;
     }
   }
@@ -206,7 +216,7 @@ export class Requester extends Module implements EventTarget {
     this.rQpn.set(job.qpn);
     this.rOp.set(job.wqe.ctrl.opcode);
     this.rLen.set(Math.min(this.length, 0xffffffff));
-    this.state.set(this.ptrs.length > 0 ? XLATE : SEND);
+    this.state.setNow(this.ptrs.length > 0 ? XLATE : SEND);
   }
 
   /** Issue the SGE translations, then collect them (one per SGE, in order). */
@@ -230,10 +240,10 @@ export class Requester extends Module implements EventTarget {
       if (r!.result.kind !== 'ok') return this.finish(CqeSyndrome.LOCAL_PROT_ERR);
       for (const s of (r!.result as { segments: PhysSegment[] }).segments) this.local.push(s);
     }
-    if (writes) this.state.set(SEND);
+    if (writes) this.state.setNow(SEND);
     else {
       this.mover.gather(this.local);
-      this.state.set(GATHER);
+      this.state.setNow(GATHER);
     }
   }
 
@@ -271,7 +281,7 @@ export class Requester extends Module implements EventTarget {
     // the ACK timeout (IBTA: 4.096 us x 2^timeout), armed per try
     this.timeoutAt = this.sim.now + ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout);
     this.armTimer(this.timeoutAt);
-    this.state.set(WAIT_RESP);
+    this.state.setNow(WAIT_RESP);
   }
 
   private waitResp(): void {
@@ -283,7 +293,7 @@ export class Requester extends Module implements EventTarget {
     if (this.resendAt >= 0) {
       if (this.sim.now < this.resendAt) return this.sleep();
       this.resendAt = -1;
-      this.state.set(SEND);
+      this.state.setNow(SEND);
       return;
     }
     const a = this.answer;
@@ -292,7 +302,7 @@ export class Requester extends Module implements EventTarget {
         // no answer: retry up to retry_cnt times, then give up
         if (this.tries++ >= qp.retryCnt) return this.finish(CqeSyndrome.TRANSPORT_RETRY_EXC_ERR);
         this.sRetries.inc();
-        this.state.set(SEND);
+        this.state.setNow(SEND);
         return;
       }
       return this.rest(); // woken by the inbox or the timer
@@ -318,7 +328,7 @@ export class Requester extends Module implements EventTarget {
     }
     if (a.kind === 'READ_DATA' || a.kind === 'ATOMIC_DATA') {
       this.mover.scatter(this.local, a.data!);
-      this.state.set(SCATTER);
+      this.state.setNow(SCATTER);
       return;
     }
     this.finish(0);
@@ -329,7 +339,7 @@ export class Requester extends Module implements EventTarget {
     this.rSyndrome.set(syndrome);
     this.timeoutAt = Infinity;
     this.resendAt = -1;
-    this.state.set(DONE);
+    this.state.setNow(DONE);
   }
 
   private hcaIndex(): number {
