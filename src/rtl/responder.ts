@@ -6,7 +6,7 @@
  * message (the requester times out). Receive WQEs are fetched from the QP's receive queue
  * (`rq` doorbells), each a list of 16-byte data segments ended by the invalid lkey 0x100.
  */
-import { EnumType, Fifo, Module, type Reg } from '../sim/index.ts';
+import { EnumType, Fifo, Module, type Reg, type Signal } from '../sim/index.ts';
 import type { Hca } from './hca.ts';
 import type { DmaPort } from './pcie.ts';
 import type { AtuPort } from './atu.ts';
@@ -64,7 +64,8 @@ export class Responder extends Module {
   private readonly port: DmaPort;
   private readonly mover: DmaMover;
   private readonly rqs = new Map<number, RqState>();
-  private readonly state: Reg;
+  /** FSM state: changes at once (several steps may run in one edge), traced when it changes. */
+  private readonly state: Signal;
   private readonly rQpn: Reg;
   private readonly rOp: Reg;
   private readonly rKey: Reg;
@@ -90,7 +91,7 @@ export class Responder extends Module {
 
   constructor(private readonly hca: Hca) {
     super(hca.sim, hca, 'responder');
-    this.state = this.stateReg('state', ResponderState);
+    this.state = this.signal('state', ResponderState.width, { enum: ResponderState });
     this.rQpn = this.probe('qpn', 24);
     this.rOp = this.probe('op', 4, { enum: RcOpEnum });
     this.rKey = this.probe('rkey', 32);
@@ -127,7 +128,7 @@ export class Responder extends Module {
 
   /** Sleeps while waiting for an input, unless the state just changed (it commits after this edge). */
   private rest(): void {
-    if (!this.state.dirty) this.sleep();
+    this.sleep();
   }
 
   override tick(): void {
@@ -147,11 +148,20 @@ export class Responder extends Module {
       if (this.state.q === XLATE_RECV) this.recvResults[r.tag] = r;
       else this.pending = r;
     }
+    // step the FSM until it waits (a state change takes effect at once)
+    for (let i = 0; i < 8; i++) {
+      const before = this.state.q;
+      this.step();
+      if (this.state.q === before || !this.awake) break;
+    }
+  }
+
+  private step(): void {
     switch (this.state.q) {
       case IDLE:
         if (this.flushReq.canPop()) {
           this.flushQpn = this.flushReq.pop();
-          this.state.set(FLUSH);
+          this.state.setNow(FLUSH);
           return;
         }
         if (!this.inbox.canPop()) return this.sleep();
@@ -179,13 +189,13 @@ export class Responder extends Module {
         return this.invalidate();
       case CQE:
         while (this.cqes.length > 0 && this.cqWriter!.canPush()) this.cqWriter!.push(this.cqes.shift()!);
-        if (this.cqes.length === 0) this.state.set(this.answer ? ANSWER : IDLE);
+        if (this.cqes.length === 0) this.state.setNow(this.answer ? ANSWER : IDLE);
         return;
       case ANSWER:
         this.link!.send({ to: this.answer!.dstHca, payloadBytes: this.answer!.data?.length ?? 0, mtu: 4096, body: this.answer! });
         this.answer = null;
         this.m = null;
-        this.state.set(IDLE);
+        this.state.setNow(IDLE);
         return;
     }
   }
@@ -219,7 +229,7 @@ export class Responder extends Module {
       if (needsRecv && rq.ci >= rq.pi) return this.nak('RNR');
       return this.afterWrite();
     }
-    this.state.set(XLATE);
+    this.state.setNow(XLATE);
   }
 
   private xlate(): void {
@@ -241,18 +251,18 @@ export class Responder extends Module {
       // (6) atomics must be 8-byte aligned, after the access checks
       if (m.raddr % 8 !== 0) return this.fatal('INV_REQ', null);
       this.atomicPhase = 0;
-      this.state.set(ATOMIC);
+      this.state.setNow(ATOMIC);
       return;
     }
     if (m.op === 'READ') {
       this.mover.gather(this.segs);
-      this.state.set(READ_DATA);
+      this.state.setNow(READ_DATA);
       return;
     }
     const rq = this.rq(this.qpn);
     if (m.op === 'WRITE_IMM' && rq.ci >= rq.pi) return this.nak('RNR');
     this.mover.scatter(this.segs, m.payload!);
-    this.state.set(WRITE_DATA);
+    this.state.setNow(WRITE_DATA);
   }
 
   /** Reads the next receive WQE of the QP. */
@@ -261,7 +271,7 @@ export class Responder extends Module {
     const rq = this.rq(this.qpn);
     const stride = rqStride(qp.maxRecvSge);
     this.port.req.push({ kind: 'read', addr: qp.rqBufAddr + (rq.ci & (qp.rqSize - 1)) * stride, length: stride, tag: 0x7fffffff });
-    this.state.set(FETCH_RWQE);
+    this.state.setNow(FETCH_RWQE);
   }
 
   private onRwqe(data: Uint8Array): void {
@@ -275,7 +285,7 @@ export class Responder extends Module {
     this.recvResults = [];
     this.recvIssued = 0;
     this.segs = [];
-    this.state.set(XLATE_RECV);
+    this.state.setNow(XLATE_RECV);
   }
 
   /** The receive SGEs that the message's bytes need, translated for LOCAL_WRITE in order. */
@@ -307,14 +317,14 @@ export class Responder extends Module {
     }
     if (cap < len) return this.fatal('INV_REQ', CqeSyndrome.LOCAL_LENGTH_ERR);
     this.mover.scatter(this.segs, m.payload ?? new Uint8Array(0));
-    this.state.set(WRITE_DATA);
+    this.state.setNow(WRITE_DATA);
   }
 
   /** After the data is placed: invalidate (SEND_INV), the receive completion, the ACK. */
   private afterWrite(): void {
     const m = this.m!;
     if (m.op === 'SEND_INV') {
-      this.state.set(INVALIDATE);
+      this.state.setNow(INVALIDATE);
       return;
     }
     if (m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'WRITE_IMM') {
@@ -381,11 +391,11 @@ export class Responder extends Module {
         this.atomicPhase = 2;
         return;
       }
-      this.state.set(ANSWER);
+      this.state.setNow(ANSWER);
       return;
     }
     this.mover.step();
-    if (this.mover.done) this.state.set(ANSWER);
+    if (this.mover.done) this.state.setNow(ANSWER);
   }
 
   private recvCqe(opcode: number, syndrome: number, byteCnt: number, imm: number): void {
@@ -401,7 +411,7 @@ export class Responder extends Module {
   private ack(a: Pick<RcResponse, 'kind' | 'data'>): void {
     const m = this.m!;
     this.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, ...a };
-    this.state.set(this.cqes.length > 0 ? CQE : ANSWER);
+    this.state.setNow(this.cqes.length > 0 ? CQE : ANSWER);
   }
 
   private nak(k: RcNak): void {
@@ -410,7 +420,7 @@ export class Responder extends Module {
     if (k === 'RNR') this.sRnr.inc();
     else this.sNaks.inc();
     this.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, kind: 'NAK', nak: k };
-    this.state.set(this.cqes.length > 0 ? CQE : ANSWER);
+    this.state.setNow(this.cqes.length > 0 ? CQE : ANSWER);
   }
 
   /** An error that moves the responder's QP to ERR: a receive completion if any, then the NAK. */
@@ -430,7 +440,7 @@ export class Responder extends Module {
     const qp = this.hca.cmdif.getQp(this.flushQpn);
     const rq = this.rq(this.flushQpn);
     if (!qp || rq.ci >= rq.pi) {
-      this.state.set(IDLE);
+      this.state.setNow(IDLE);
       return;
     }
     if (!this.cqWriter!.canPush()) return;

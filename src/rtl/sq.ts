@@ -6,7 +6,7 @@
  * It writes the requester's completions: always for errors, for successes when signaled. A QP
  * in ERR flushes: every WQE completes WR_FLUSH_ERR without touching memory.
  */
-import { EnumType, Fifo, Module, type Reg } from '../sim/index.ts';
+import { EnumType, Fifo, Module, type Reg, type Signal } from '../sim/index.ts';
 import type { Hca } from './hca.ts';
 import type { DmaPort } from './pcie.ts';
 import type { CqeJob } from './cq_writer.ts';
@@ -47,7 +47,8 @@ export class Sq extends Module {
   private readonly port: DmaPort;
   private readonly qps = new Map<number, SqQp>();
   private readonly ready: number[] = [];
-  private readonly state: Reg;
+  /** FSM state: changes at once (several steps may run in one edge), traced when it changes. */
+  private readonly state: Signal;
   private readonly rQpn: Reg;
   private readonly rWqeIndex: Reg;
   private readonly rOpcode: Reg;
@@ -66,7 +67,7 @@ export class Sq extends Module {
 
   constructor(private readonly hca: Hca) {
     super(hca.sim, hca, 'sq');
-    this.state = this.stateReg('state', SqState);
+    this.state = this.signal('state', SqState.width, { enum: SqState });
     this.rQpn = this.probe('qpn', 24);
     this.rWqeIndex = this.probe('wqe_index', 16);
     this.rOpcode = this.probe('opcode', 8);
@@ -102,7 +103,7 @@ export class Sq extends Module {
 
   /** Sleeps while waiting for an input, unless the state just changed (it commits after this edge). */
   private rest(): void {
-    if (!this.state.dirty) this.sleep();
+    this.sleep();
   }
 
   override tick(): void {
@@ -113,6 +114,15 @@ export class Sq extends Module {
       q.pi = d.pi;
       if (q !== this.cur && !this.ready.includes(d.qpn)) this.ready.push(d.qpn);
     }
+    // step the FSM until it waits (a state change takes effect at once)
+    for (let i = 0; i < 8; i++) {
+      const before = this.state.q;
+      this.step();
+      if (this.state.q === before || !this.awake) break;
+    }
+  }
+
+  private step(): void {
     switch (this.state.q) {
       case IDLE: {
         const qpn = this.ready.shift();
@@ -124,7 +134,7 @@ export class Sq extends Module {
         this.got = 0;
         this.asked = 0;
         this.rQpn.set(qpn);
-        this.state.set(FETCH);
+        this.state.setNow(FETCH);
         return;
       }
       case FETCH:
@@ -161,9 +171,9 @@ export class Sq extends Module {
       const idx = (q.ci + this.asked) & (qp.sqSize - 1);
       this.port.req.push({ kind: 'read', addr: qp.sqBufAddr + idx * 64, length: 64, tag: this.asked, dst: this.bytes, dstOff: this.asked * 64 });
       this.asked++;
-      this.state.set(WAIT_WQE);
+      this.state.setNow(WAIT_WQE);
     }
-    if (this.got === this.bbs && this.asked === this.bbs) this.state.set(EXEC);
+    if (this.got === this.bbs && this.asked === this.bbs) this.state.setNow(EXEC);
     else if (this.asked === this.bbs || (this.asked > 0 && this.got === 0)) this.rest(); // woken by the read data
   }
 
@@ -189,12 +199,12 @@ export class Sq extends Module {
         if (!this.umr) return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
         if (!this.umr.req.canPush()) return this.rest();
         this.umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe: this.bytes.slice(0, w.ctrl.ds * 16) });
-        this.state.set(WAIT_DONE);
+        this.state.setNow(WAIT_DONE);
         return;
       default:
         if (!this.requester!.req.canPush()) return this.rest();
         this.requester!.req.push({ tag: q.ci, qpn: qp.qpn, wqe: w });
-        this.state.set(WAIT_DONE);
+        this.state.setNow(WAIT_DONE);
     }
   }
 
@@ -239,14 +249,14 @@ export class Sq extends Module {
         : null;
     q.ci += this.bbs;
     q.done++;
-    this.state.set(CQE);
+    this.state.setNow(CQE);
   }
 
   private next(): void {
     const q = this.cur!;
     this.cur = null;
     if (q.ci < q.pi && !this.ready.includes(q.qpn)) this.ready.push(q.qpn);
-    this.state.set(IDLE);
+    this.state.setNow(IDLE);
   }
 }
 
