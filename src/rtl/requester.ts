@@ -12,7 +12,8 @@ import type { AtuPort } from './atu.ts';
 import type { AtuResponse, PhysSegment } from './atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcOp, RcRequest, RcResponse } from './rc_types.ts';
-import { DmaMover } from './dma_mover.ts';
+import type { DmaMover } from './dma_mover.ts';
+import { enginePorts } from './engine_ports.ts';
 import { CqeSyndrome, WqeOpcode } from './formats/constants.ts';
 import { dataSegLength } from './formats/data_seg.ts';
 import type { ParsedWqe } from './formats/wqe_parse.ts';
@@ -103,12 +104,7 @@ export class Requester extends Module implements EventTarget {
     this.req.consumer = this;
     this.inbox.consumer = this;
     this.resp.producer = this;
-    this.atu = hca.atu.port('requester', 8);
-    this.atu.resp.consumer = this;
-    this.port = hca.pcie.port('requester', { reqCapacity: 8, respCapacity: 16 });
-    this.port.resp.consumer = this;
-    this.port.req.producer = this;
-    this.mover = new DmaMover(this.port);
+    ({ atu: this.atu, port: this.port, mover: this.mover } = enginePorts(this, hca, 'requester'));
     this.sMessages = this.stats.counter('messages');
     this.sBytes = this.stats.counter('bytes');
     this.sRetries = this.stats.counter('retries');
@@ -136,25 +132,15 @@ export class Requester extends Module implements EventTarget {
     else if (due !== Infinity) this.armTimer(due);
   }
 
-  /** Sleeps while waiting for an input, unless the state just changed (it commits after this edge). */
-  private rest(): void {
-    this.sleep();
-  }
-
   override tick(): void {
     while (this.port.resp.canPop()) {
       const r = this.port.resp.pop();
       this.mover.complete(r.tag, r.data!);
     }
-    // step the FSM until it waits (a state change takes effect at once)
-    for (let i = 0; i < 8; i++) {
-      const before = this.state.q;
-      this.step();
-      if (this.state.q === before || !this.awake) break;
-    }
+    this.stepFsm(this.state);
   }
 
-  private step(): void {
+  protected override fsmStep(): void {
     switch (this.state.q) {
       case IDLE:
         if (!this.req.canPop()) return this.sleep();
@@ -167,7 +153,7 @@ export class Requester extends Module implements EventTarget {
         if (this.mover.done) {
           this.payload = this.mover.data;
           this.state.setNow(SEND);
-        } else if (this.mover.waiting) this.rest(); // woken by read completions
+        } else if (this.mover.waiting) this.sleep(); // woken by read completions
         return;
       case SEND:
         return this.send();
@@ -178,7 +164,7 @@ export class Requester extends Module implements EventTarget {
         if (this.mover.done) this.finish(0);
         return;
       case DONE:
-        if (!this.resp.canPush()) return this.rest();
+        if (!this.resp.canPush()) return this.sleep();
         this.resp.push({ tag: this.job!.tag, syndrome: this.syndrome, byteLen: this.length });
         if (this.syndrome !== 0) this.sErrors.inc();
         this.sLatency.add(this.sim.now - this.started);
@@ -233,7 +219,7 @@ export class Requester extends Module implements EventTarget {
       this.results[r.tag] = r;
     }
     if (this.results.some((r) => r === null)) {
-      if (this.waiting === this.ptrs.length) this.rest(); // woken by the ATU's answers
+      if (this.waiting === this.ptrs.length) this.sleep(); // woken by the ATU's answers
       return;
     }
     for (const r of this.results) {
@@ -305,7 +291,7 @@ export class Requester extends Module implements EventTarget {
         this.state.setNow(SEND);
         return;
       }
-      return this.rest(); // woken by the inbox or the timer
+      return this.sleep(); // woken by the inbox or the timer
     }
     this.timeoutAt = Infinity;
     if (a.kind === 'NAK') {

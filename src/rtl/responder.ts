@@ -14,7 +14,8 @@ import type { AtuResponse, PhysSegment } from './atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcNak, RcRequest, RcResponse } from './rc_types.ts';
 import type { CqeJob } from './cq_writer.ts';
-import { DmaMover } from './dma_mover.ts';
+import type { DmaMover } from './dma_mover.ts';
+import { enginePorts } from './engine_ports.ts';
 import { CqeOpcode, CqeSyndrome, MLX5_INVALID_LKEY } from './formats/constants.ts';
 import { decodeDataSeg, dataSegLength } from './formats/data_seg.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_READ, IB_REMOTE_WRITE } from './icm_mkey.ts';
@@ -102,12 +103,7 @@ export class Responder extends Module {
     this.inbox.consumer = this;
     this.rqDoorbell.consumer = this;
     this.flushReq.consumer = this;
-    this.atu = hca.atu.port('responder', 8);
-    this.atu.resp.consumer = this;
-    this.port = hca.pcie.port('responder', { reqCapacity: 8, respCapacity: 16 });
-    this.port.resp.consumer = this;
-    this.port.req.producer = this;
-    this.mover = new DmaMover(this.port);
+    ({ atu: this.atu, port: this.port, mover: this.mover } = enginePorts(this, hca, 'responder'));
     this.sMessages = this.stats.counter('messages');
     this.sNaks = this.stats.counter('naks');
     this.sDrops = this.stats.counter('drops');
@@ -124,11 +120,6 @@ export class Responder extends Module {
     let r = this.rqs.get(qpn);
     if (!r) this.rqs.set(qpn, (r = { pi: 0, ci: 0 }));
     return r;
-  }
-
-  /** Sleeps while waiting for an input, unless the state just changed (it commits after this edge). */
-  private rest(): void {
-    this.sleep();
   }
 
   override tick(): void {
@@ -148,15 +139,10 @@ export class Responder extends Module {
       if (this.state.q === XLATE_RECV) this.recvResults[r.tag] = r;
       else this.pending = r;
     }
-    // step the FSM until it waits (a state change takes effect at once)
-    for (let i = 0; i < 8; i++) {
-      const before = this.state.q;
-      this.step();
-      if (this.state.q === before || !this.awake) break;
-    }
+    this.stepFsm(this.state);
   }
 
-  private step(): void {
+  protected override fsmStep(): void {
     switch (this.state.q) {
       case IDLE:
         if (this.flushReq.canPop()) {
@@ -171,7 +157,7 @@ export class Responder extends Module {
       case XLATE:
         return this.xlate();
       case FETCH_RWQE:
-        return this.rest(); // woken by the read data
+        return this.sleep(); // woken by the read data
       case XLATE_RECV:
         return this.xlateRecv();
       case WRITE_DATA:
@@ -181,7 +167,7 @@ export class Responder extends Module {
       case READ_DATA:
         this.mover.step();
         if (this.mover.done) this.ack({ kind: 'READ_DATA', data: this.mover.data });
-        else if (this.mover.waiting) this.rest();
+        else if (this.mover.waiting) this.sleep();
         return;
       case ATOMIC:
         return this.atomic();
@@ -242,7 +228,7 @@ export class Responder extends Module {
       this.issued = true;
       return;
     }
-    if (this.pending === null) return this.rest(); // woken by the ATU's answer
+    if (this.pending === null) return this.sleep(); // woken by the ATU's answer
     const r = this.pending.result;
     this.pending = null;
     if (r.kind !== 'ok') return this.fatal('ACCESS', null);
@@ -305,7 +291,7 @@ export class Responder extends Module {
     }
     for (let i = 0; i < need; i++) {
       if (!this.recvResults[i]) {
-        if (this.recvIssued === need) this.rest();
+        if (this.recvIssued === need) this.sleep();
         return;
       }
     }
@@ -373,7 +359,7 @@ export class Responder extends Module {
     if (this.atomicPhase === 1) {
       this.mover.step();
       if (!this.mover.done) {
-        if (this.mover.waiting) this.rest();
+        if (this.mover.waiting) this.sleep();
         return;
       }
       const orig = this.mover.data.slice();

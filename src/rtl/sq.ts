@@ -101,11 +101,6 @@ export class Sq extends Module {
     }
   }
 
-  /** Sleeps while waiting for an input, unless the state just changed (it commits after this edge). */
-  private rest(): void {
-    this.sleep();
-  }
-
   override tick(): void {
     while (this.doorbell.canPop()) {
       const d = this.doorbell.pop();
@@ -114,15 +109,10 @@ export class Sq extends Module {
       q.pi = d.pi;
       if (q !== this.cur && !this.ready.includes(d.qpn)) this.ready.push(d.qpn);
     }
-    // step the FSM until it waits (a state change takes effect at once)
-    for (let i = 0; i < 8; i++) {
-      const before = this.state.q;
-      this.step();
-      if (this.state.q === before || !this.awake) break;
-    }
+    this.stepFsm(this.state);
   }
 
-  private step(): void {
+  protected override fsmStep(): void {
     switch (this.state.q) {
       case IDLE: {
         const qpn = this.ready.shift();
@@ -174,7 +164,7 @@ export class Sq extends Module {
       this.state.setNow(WAIT_WQE);
     }
     if (this.got === this.bbs && this.asked === this.bbs) this.state.setNow(EXEC);
-    else if (this.asked === this.bbs || (this.asked > 0 && this.got === 0)) this.rest(); // woken by the read data
+    else if (this.asked === this.bbs || (this.asked > 0 && this.got === 0)) this.sleep(); // woken by the read data
   }
 
   private exec(): void {
@@ -197,12 +187,12 @@ export class Sq extends Module {
         return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
       case 'umr':
         if (!this.umr) return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
-        if (!this.umr.req.canPush()) return this.rest();
+        if (!this.umr.req.canPush()) return this.sleep();
         this.umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe: this.bytes.slice(0, w.ctrl.ds * 16) });
         this.state.setNow(WAIT_DONE);
         return;
       default:
-        if (!this.requester!.req.canPush()) return this.rest();
+        if (!this.requester!.req.canPush()) return this.sleep();
         this.requester!.req.push({ tag: q.ci, qpn: qp.qpn, wqe: w });
         this.state.setNow(WAIT_DONE);
     }
@@ -217,7 +207,7 @@ export class Sq extends Module {
       const d = this.requester!.resp.pop();
       return this.complete(d.syndrome, d.byteLen);
     }
-    this.rest(); // woken by the engine's completion
+    this.sleep(); // woken by the engine's completion
   }
 
   /** The WQE is done: a CQE when signaled or in error; an error moves the QP to ERR. */

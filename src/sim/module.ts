@@ -67,6 +67,22 @@ export class Module {
   /** Called on every edge of the clock while awake: read `q`, write with `set`, never both ways. */
   tick(): void {}
 
+  /**
+   * For an FSM whose state changes at once (a Signal, not a Reg): runs `fsmStep()` until the state
+   * stops changing or the module sleeps, at most 8 steps an edge, so a chain of transitions that
+   * need no input costs one edge. A module using it overrides `fsmStep()`.
+   */
+  protected stepFsm(state: Signal): void {
+    for (let i = 0; i < 8; i++) {
+      const before = state.q;
+      this.fsmStep();
+      if (state.q === before || !this.awake) break;
+    }
+  }
+
+  /** One FSM step (see stepFsm). */
+  protected fsmStep(): void {}
+
   /** Ticks start again from the next edge of the clock (strictly after now). */
   wake(): void {
     if (!this.awake && this.clk) this.clk.wakeModule(this);
