@@ -4,9 +4,12 @@
  * to 16 in flight, landing straight in the buffer), or scatters a buffer over segments (posted
  * writes of the caller's buffer, which must not change afterwards). Driven from its owner's
  * tick: `step()` issues what it can; the owner routes read completions to `complete()`.
+ * Gathered bytes land in a pooled buffer (payload_pool.ts): the owner takes it (`takeBuf`) to
+ * send it on, or the next gather returns it to the pool.
  */
 import type { DmaPort } from './pcie.ts';
 import type { PhysSegment } from './atu_types.ts';
+import { PayloadPool, type PooledBuf } from './payload_pool.ts';
 
 const MAX_READ = 4096;
 const MAX_INFLIGHT = 16;
@@ -20,19 +23,38 @@ export class DmaMover {
   private inflight = 0;
   private reading = false;
   private chunkAt: number[] = []; // buffer offset of each tag
+  private held: PooledBuf | null = null; // the gather buffer, until taken
+  private writeBuf: PooledBuf | null = null; // what a scatter writes from, if pooled
   /** Bytes moved by reads and writes. */
   bytes = 0;
 
-  constructor(private readonly port: DmaPort) {}
+  constructor(
+    private readonly port: DmaPort,
+    private readonly pool: PayloadPool = new PayloadPool(),
+  ) {}
 
-  /** Starts gathering `segs` into a new buffer of their total length. */
+  /** Starts gathering `segs` into a buffer of their total length. */
   gather(segs: PhysSegment[]): void {
-    this.start(segs, true, new Uint8Array(total(segs)));
+    if (this.held !== null) this.held.release(); // the last gather's bytes were not taken
+    this.held = this.pool.take(total(segs));
+    this.writeBuf = null;
+    this.start(segs, true, this.held.bytes);
   }
 
-  /** Starts scattering `data` over `segs` (their total length must be data.length or more). */
-  scatter(segs: PhysSegment[], data: Uint8Array): void {
+  /**
+   * Starts scattering `data` over `segs` (their total length must be data.length or more). When
+   * `data` is a pooled buffer's bytes, pass the buffer: each write holds it until it lands.
+   */
+  scatter(segs: PhysSegment[], data: Uint8Array, buf: PooledBuf | null = null): void {
+    this.writeBuf = buf;
     this.start(segs, false, data);
+  }
+
+  /** The gathered bytes' buffer (after done), with its reference: the caller releases it. */
+  takeBuf(): PooledBuf | null {
+    const b = this.held;
+    this.held = null;
+    return b;
   }
 
   private start(segs: PhysSegment[], reading: boolean, buf: Uint8Array): void {
@@ -78,7 +100,9 @@ export class DmaMover {
       this.port.req.push({ kind: 'read', addr, length: n, tag, dst: this.buf, dstOff: this.bufOff });
       this.inflight++;
     } else {
-      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: this.buf.subarray(this.bufOff, this.bufOff + n), owned: true });
+      const wb = this.writeBuf;
+      if (wb !== null) wb.retain(); // released when the write lands
+      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: this.buf.subarray(this.bufOff, this.bufOff + n), owned: true, landed: wb ?? undefined });
     }
     this.off += n;
     this.bufOff += n;

@@ -22,5 +22,5 @@ export function enginePorts(engine: Module, hca: Hca, name: string): EnginePorts
   const port = hca.pcie.port(name, { reqCapacity: 8, respCapacity: 16 });
   port.resp.consumer = engine;
   port.req.producer = engine;
-  return { atu, port, mover: new DmaMover(port) };
+  return { atu, port, mover: new DmaMover(port, hca.payloads) };
 }

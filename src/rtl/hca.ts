@@ -3,6 +3,7 @@
  * space, PCIe, ICM, and the translation pipeline (mkey cache, MTT, KLM walker, ATU), all on the
  * core clock. Modules are created in data-flow order, which is the order of the .gtkw groups.
  */
+import { PayloadPool } from './payload_pool.ts';
 import { Clock, Module, type Sim } from '../sim/index.ts';
 import { corePeriodPs, type HcaConfig } from './config.ts';
 import { HostMem } from './host_mem.ts';
@@ -45,6 +46,8 @@ export class Hca extends Module {
   readonly responder: Responder;
   readonly cqWriter: CqWriter;
   readonly umrEngine: UmrEngine;
+  /** Payload buffers of the data-path engines (recycled, not allocated per message). */
+  readonly payloads = new PayloadPool();
 
   constructor(sim: Sim, parent: Module, name: string, readonly cfg: HcaConfig, opts: HcaOptions = {}) {
     super(sim, parent, name);

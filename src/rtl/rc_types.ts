@@ -2,6 +2,7 @@
  * RC messages between a requester and the responder of the peer adapter (whole messages: the
  * link accounts for their packets), and the responder's answers.
  */
+import type { PooledBuf } from './payload_pool.ts';
 
 /** Request operations on the wire. */
 export type RcOp = 'SEND' | 'SEND_IMM' | 'SEND_INV' | 'WRITE' | 'WRITE_IMM' | 'READ' | 'CMP_SWAP' | 'FETCH_ADD';
@@ -18,6 +19,8 @@ export interface RcRequest {
   length: number;
   /** SEND and WRITE data. */
   payload: Uint8Array | null;
+  /** The pooled buffer behind `payload`, if any: the requester holds it until the ACK. */
+  payloadBuf?: PooledBuf | null;
   imm: number;
   invRkey: number;
   /** Atomics: compare (CMP_SWAP) and swap-or-add operands, as 8-byte little-endian host words. */
@@ -35,4 +38,6 @@ export interface RcResponse {
   kind: 'ACK' | 'NAK' | 'READ_DATA' | 'ATOMIC_DATA';
   nak?: RcNak;
   data?: Uint8Array;
+  /** The pooled buffer behind READ `data`, carrying the responder's reference to the requester. */
+  dataBuf?: PooledBuf | null;
 }

@@ -5,6 +5,7 @@
  * waits for the answer (retrying after an RNR NAK or an ACK timeout), places READ and atomic
  * results, and reports the completion syndrome (spec/semantics.md "Data path").
  */
+import type { PooledBuf } from './payload_pool.ts';
 import { EnumType, Fifo, Module, type EventTarget, type Reg, type Signal } from '../sim/index.ts';
 import type { Hca } from './hca.ts';
 import type { DmaPort } from './pcie.ts';
@@ -76,6 +77,9 @@ export class Requester extends Module implements EventTarget {
   private waiting = 0;
   private local: PhysSegment[] = [];
   private payload: Uint8Array | null = null;
+  /** The pooled buffer behind `payload` (held until the message is answered), and READ data's. */
+  private payloadBuf: PooledBuf | null = null;
+  private readBuf: PooledBuf | null = null;
   private length = 0;
   private seq = 0;
   private tries = 0;
@@ -152,6 +156,7 @@ export class Requester extends Module implements EventTarget {
         this.mover.step();
         if (this.mover.done) {
           this.payload = this.mover.data;
+          this.payloadBuf = this.mover.takeBuf();
           this.state.setNow(SEND);
         } else if (this.mover.waiting) this.sleep(); // woken by read completions
         return;
@@ -161,7 +166,12 @@ export class Requester extends Module implements EventTarget {
         return this.waitResp();
       case SCATTER:
         this.mover.step();
-        if (this.mover.done) this.finish(0);
+        if (this.mover.done) {
+          // every write of the READ data is issued (each holds the buffer): drop the responder's reference
+          if (this.readBuf !== null) this.readBuf.release();
+          this.readBuf = null;
+          this.finish(0);
+        }
         return;
       case DONE:
         if (!this.resp.canPush()) return this.sleep();
@@ -169,6 +179,8 @@ export class Requester extends Module implements EventTarget {
         if (this.syndrome !== 0) this.sErrors.inc();
         this.sLatency.add(this.sim.now - this.started);
         this.job = null;
+        if (this.payloadBuf !== null) this.payloadBuf.release();
+        this.payloadBuf = null;
         this.state.setNow(IDLE);
         return;
     }
@@ -253,7 +265,8 @@ export class Requester extends Module implements EventTarget {
       raddr: w.kind === 'send' ? 0 : w.raddr.raddr,
       rkey: w.kind === 'send' ? 0 : w.raddr.rkey,
       length: isAtomic ? 8 : this.length,
-      payload: this.op === 'READ' || isAtomic ? null : (this.payload ?? new Uint8Array(0)),
+      payload: this.op === 'READ' || isAtomic ? null : (this.payload ?? EMPTY),
+      payloadBuf: this.op === 'READ' || isAtomic ? null : this.payloadBuf,
       imm: w.ctrl.imm,
       invRkey: w.ctrl.imm,
       compare,
@@ -313,7 +326,8 @@ export class Requester extends Module implements EventTarget {
       }
     }
     if (a.kind === 'READ_DATA' || a.kind === 'ATOMIC_DATA') {
-      this.mover.scatter(this.local, a.data!);
+      this.readBuf = a.dataBuf ?? null;
+      this.mover.scatter(this.local, a.data!, this.readBuf);
       this.state.setNow(SCATTER);
       return;
     }
@@ -332,6 +346,8 @@ export class Requester extends Module implements EventTarget {
     return Number(this.hca.name.slice(3));
   }
 }
+
+const EMPTY = new Uint8Array(0);
 
 /** An 8-byte operand as a little-endian host word. */
 function le64(v: number): Uint8Array {

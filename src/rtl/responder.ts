@@ -166,7 +166,7 @@ export class Responder extends Module {
         return;
       case READ_DATA:
         this.mover.step();
-        if (this.mover.done) this.ack({ kind: 'READ_DATA', data: this.mover.data });
+        if (this.mover.done) this.ack({ kind: 'READ_DATA', data: this.mover.data, dataBuf: this.mover.takeBuf() });
         else if (this.mover.waiting) this.sleep();
         return;
       case ATOMIC:
@@ -247,7 +247,7 @@ export class Responder extends Module {
     }
     const rq = this.rq(this.qpn);
     if (m.op === 'WRITE_IMM' && rq.ci >= rq.pi) return this.nak('RNR');
-    this.mover.scatter(this.segs, m.payload!);
+    this.mover.scatter(this.segs, m.payload!, m.payloadBuf ?? null);
     this.state.setNow(WRITE_DATA);
   }
 
@@ -302,7 +302,7 @@ export class Responder extends Module {
       for (const s of r.segments) this.segs.push(s);
     }
     if (cap < len) return this.fatal('INV_REQ', CqeSyndrome.LOCAL_LENGTH_ERR);
-    this.mover.scatter(this.segs, m.payload ?? new Uint8Array(0));
+    this.mover.scatter(this.segs, m.payload ?? EMPTY, m.payloadBuf ?? null);
     this.state.setNow(WRITE_DATA);
   }
 
@@ -394,7 +394,7 @@ export class Responder extends Module {
     rq.ci++;
   }
 
-  private ack(a: Pick<RcResponse, 'kind' | 'data'>): void {
+  private ack(a: Pick<RcResponse, 'kind' | 'data' | 'dataBuf'>): void {
     const m = this.m!;
     this.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, ...a };
     this.state.setNow(this.cqes.length > 0 ? CQE : ANSWER);
@@ -451,3 +451,4 @@ function sumLen(sges: readonly { length: number }[], n: number): number {
   return t;
 }
 
+const EMPTY = new Uint8Array(0);
