@@ -315,15 +315,18 @@ export class Pcie extends Module implements EventTarget {
   }
 
   private check(pi: number, r: DmaReq): void {
-    // the message is built only on failure: this runs for every request
-    const where = (): string => `${this.path}: ${this.ports[pi].port.name} ${r.kind} tag ${r.tag}`;
-    if (!(Number.isInteger(r.tag) && r.tag >= 0 && r.tag < 2 ** 32)) throw new RangeError(`${where()}: tag must be a u32`);
+    // runs for every request: no closure, the message is built only on failure
+    if (!(Number.isInteger(r.tag) && r.tag >= 0 && r.tag < 2 ** 32)) throw new RangeError(`${this.where(pi, r)}: tag must be a u32`);
     if (!(Number.isInteger(r.length) && r.length >= 1 && r.length < 2 ** 32)) {
-      throw new RangeError(`${where()}: length must be an integer in 1..2^32-1, got ${r.length}`);
+      throw new RangeError(`${this.where(pi, r)}: length must be an integer in 1..2^32-1, got ${r.length}`);
     }
     if (!(Number.isSafeInteger(r.addr) && r.addr >= 0 && r.addr + r.length <= this.mem.size)) {
-      throw new RangeError(`${where()}: ${hex(r.addr)}+${r.length} is outside host memory (${hex(this.mem.size)} bytes)`);
+      throw new RangeError(`${this.where(pi, r)}: ${hex(r.addr)}+${r.length} is outside host memory (${hex(this.mem.size)} bytes)`);
     }
+  }
+
+  private where(pi: number, r: DmaReq): string {
+    return `${this.path}: ${this.ports[pi].port.name} ${r.kind} tag ${r.tag}`;
   }
 
   private acceptRead(pi: number, r: DmaReq): void {

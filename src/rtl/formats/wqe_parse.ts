@@ -55,6 +55,15 @@ function parseData(view: DataView, off: number, from: number, ds: number): WqeDa
   return out;
 }
 
+function invalidWqe(ctrl: CtrlSeg, reason: string): ParsedWqe {
+  return { kind: 'invalid', ctrl, reason };
+}
+
+/** Why the WQE is too short for `n` DS of its opcode, or undefined. */
+function need(ctrl: CtrlSeg, n: number): string | undefined {
+  return ctrl.ds < n ? `ds ${ctrl.ds} < ${n} for opcode 0x${ctrl.opcode.toString(16)}` : undefined;
+}
+
 /**
  * Decodes the send WQE at `off` (laid out contiguously) into its segments, by opcode. A WQE
  * whose opcode is unknown or whose ds is too small for its segments, or reaches past the
@@ -63,10 +72,9 @@ function parseData(view: DataView, off: number, from: number, ds: number): WqeDa
 export function parseWqe(view: DataView, off: number): ParsedWqe {
   const ctrl = decodeCtrlSeg(view, off);
   const ds = ctrl.ds;
-  const invalid = (reason: string): ParsedWqe => ({ kind: 'invalid', ctrl, reason });
-  if (ds < 1) return invalid('ds 0');
-  if (off + ds * DS_SIZE > view.byteLength) return invalid(`ds ${ds} reaches past the buffer`);
-  const need = (n: number): string | undefined => (ds < n ? `ds ${ds} < ${n} for opcode 0x${ctrl.opcode.toString(16)}` : undefined);
+  // runs for every WQE: module-level helpers, no closures
+  if (ds < 1) return invalidWqe(ctrl, 'ds 0');
+  if (off + ds * DS_SIZE > view.byteLength) return invalidWqe(ctrl, `ds ${ds} reaches past the buffer`);
   switch (ctrl.opcode) {
     case WqeOpcode.NOP:
       return { kind: 'nop', ctrl };
@@ -74,46 +82,46 @@ export function parseWqe(view: DataView, off: number): ParsedWqe {
     case WqeOpcode.SEND_IMM:
     case WqeOpcode.SEND_INVAL: {
       const data = parseData(view, off, 1, ds);
-      return typeof data === 'string' ? invalid(data) : { kind: 'send', ctrl, data };
+      return typeof data === 'string' ? invalidWqe(ctrl, data) : { kind: 'send', ctrl, data };
     }
     case WqeOpcode.RDMA_WRITE:
     case WqeOpcode.RDMA_WRITE_IMM:
     case WqeOpcode.RDMA_READ: {
-      const short = need(2);
-      if (short) return invalid(short);
+      const short = need(ctrl, 2);
+      if (short) return invalidWqe(ctrl, short);
       const raddr = decodeRaddrSeg(view, off + CTRL_SEG_SIZE);
       const data = parseData(view, off, 2, ds);
-      return typeof data === 'string' ? invalid(data) : { kind: 'rdma', ctrl, raddr, data };
+      return typeof data === 'string' ? invalidWqe(ctrl, data) : { kind: 'rdma', ctrl, raddr, data };
     }
     case WqeOpcode.ATOMIC_CS:
     case WqeOpcode.ATOMIC_FA: {
-      const short = need(3);
-      if (short) return invalid(short);
+      const short = need(ctrl, 3);
+      if (short) return invalidWqe(ctrl, short);
       const raddr = decodeRaddrSeg(view, off + CTRL_SEG_SIZE);
       const atomic = decodeAtomicSeg(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE);
       const data = parseData(view, off, 3, ds);
-      return typeof data === 'string' ? invalid(data) : { kind: 'atomic', ctrl, raddr, atomic, data };
+      return typeof data === 'string' ? invalidWqe(ctrl, data) : { kind: 'atomic', ctrl, raddr, atomic, data };
     }
     case WqeOpcode.UMR: {
-      const short = need(UMR_HEADER_DS);
-      if (short) return invalid(short);
+      const short = need(ctrl, UMR_HEADER_DS);
+      if (short) return invalidWqe(ctrl, short);
       const umrCtrl = decodeUmrCtrlSeg(view, off + UMR_CTRL_OFF);
       const mkeySeg = decodeMkeyContext(view, off + UMR_MKEY_OFF);
       let xlt: UmrXlt;
       if (umrCtrl.xltOctowords === 0) {
         xlt = { kind: 'none' };
       } else if (umrCtrl.flags & UmrCtrlFlag.INLINE) {
-        const s = need(UMR_HEADER_DS + umrCtrl.xltOctowords);
-        if (s) return invalid(`inline translations: ${s}`);
+        const s = need(ctrl, UMR_HEADER_DS + umrCtrl.xltOctowords);
+        if (s) return invalidWqe(ctrl, `inline translations: ${s}`);
         xlt = { kind: 'inline', off: off + UMR_XLT_OFF, bytes: umrCtrl.xltOctowords * DS_SIZE };
       } else {
-        const s = need(UMR_HEADER_DS + 1);
-        if (s) return invalid(`translation pointer: ${s}`);
+        const s = need(ctrl, UMR_HEADER_DS + 1);
+        if (s) return invalidWqe(ctrl, `translation pointer: ${s}`);
         xlt = { kind: 'pointer', seg: decodeDataSeg(view, off + UMR_XLT_OFF) };
       }
       return { kind: 'umr', ctrl, umrCtrl, mkeySeg, xlt };
     }
     default:
-      return invalid(`unknown opcode 0x${ctrl.opcode.toString(16)}`);
+      return invalidWqe(ctrl, `unknown opcode 0x${ctrl.opcode.toString(16)}`);
   }
 }
