@@ -54,9 +54,12 @@ export class Qp {
   private rqPi = 0;
   /** The last WQE was a UMR (REG_MR, LOCAL_INV, BIND_MW): the next one gets the small fence. */
   private nextFence: number = FenceMode.NONE;
-  private readonly sendRecs = new Map<number, { wrId: number | bigint; opcode: WcOpcode }>();
+  /** The work request behind each WQE index of the ring (slot = index & (wqeCnt - 1)): no map on the hot path. */
+  private readonly sendWrId: (number | bigint)[];
+  private readonly sendOp: (WcOpcode | undefined)[];
   private readonly recvRecs = new Map<number, number | bigint>();
   private readonly scratch = new Uint8Array(1024);
+  private readonly scratchView = new DataView(this.scratch.buffer);
   private readonly rqBufVa: number;
   private readonly rqStride: number;
   destroyed = false;
@@ -71,6 +74,8 @@ export class Qp {
     private readonly rqSize: number,
   ) {
     this.sq = { addr: sqVa, wqeCnt: sqWqebbs, stride: 64 };
+    this.sendWrId = new Array<number | bigint>(sqWqebbs).fill(0);
+    this.sendOp = new Array<WcOpcode | undefined>(sqWqebbs).fill(undefined);
     this.rqBufVa = rqVa;
     this.rqStride = rqStride(attr.maxRecvSge);
     attr.sendCq.qps.set(qpNum, this);
@@ -181,9 +186,11 @@ export class Qp {
 
   /** @internal The work request of a send CQE. */
   takeSendRecord(wqeIndex: number): { wrId: number | bigint; opcode: WcOpcode } | undefined {
-    const r = this.sendRecs.get(wqeIndex);
-    this.sendRecs.delete(wqeIndex);
-    return r;
+    const slot = wqeIndex & (this.sq.wqeCnt - 1);
+    const opcode = this.sendOp[slot];
+    if (opcode === undefined) return undefined;
+    this.sendOp[slot] = undefined;
+    return { wrId: this.sendWrId[slot], opcode };
   }
 
   /** @internal The wrId of a receive CQE. */
@@ -204,7 +211,7 @@ export class Qp {
     if (st !== 'RTS' && st !== 'ERR') throw new VerbsError('EINVAL', `postSend: the QP is in ${st} (needs RTS)`);
     const inFlight = this.posted - ctx.hca.sq.completedWqes(this.qpNum);
     if (inFlight >= this.attr.maxSendWr) throw new VerbsError('ENOMEM', 'postSend: send queue full');
-    const view = new DataView(this.scratch.buffer);
+    const view = this.scratchView;
     const wqeIndex = this.sqPi & 0xffff;
     // mlx5 (wr.c): after a UMR the next WQE carries the initiator-small fence, so it cannot
     // use the key before the UMR is done (spec/mlx5.md "Fast registration"); a user fence wins
@@ -279,7 +286,9 @@ export class Qp {
     const n = wqeBasicBlocks(ds);
     const host = ctx.hca.host;
     for (let b = 0; b < n; b++) host.write(this.sq.addr + ((this.sqPi + b) & (this.sq.wqeCnt - 1)) * 64, this.scratch.subarray(b * 64, b * 64 + 64));
-    this.sendRecs.set(this.sqPi & 0xffff, { wrId, opcode });
+    const slot = this.sqPi & (this.sq.wqeCnt - 1);
+    this.sendWrId[slot] = wrId;
+    this.sendOp[slot] = opcode;
     this.sqPi += n;
     this.posted++;
     ctx.hca.pcie.ringDoorbell(ctx.hca.sq.doorbell, { qpn: this.qpNum, pi: this.sqPi });
@@ -291,7 +300,7 @@ export class Qp {
    */
   postBuilt(wrId: number, opcode: WcOpcode, build: (view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean }) => number): void {
     this.checkAlive('postSend');
-    const ds = build(new DataView(this.scratch.buffer), { wqeIndex: this.sqPi & 0xffff, qpn: this.qpNum, signaled: true });
+    const ds = build(this.scratchView, { wqeIndex: this.sqPi & 0xffff, qpn: this.qpNum, signaled: true });
     this.ring(ds, wrId, opcode);
   }
 

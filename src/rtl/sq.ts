@@ -57,6 +57,7 @@ export class Sq extends Module {
   private cur: SqQp | null = null;
   /** The WQE being fetched (reused: the largest WQE is 16 WQEBBs). */
   private readonly bytes = new Uint8Array(64 * 16);
+  private readonly views: (DataView | undefined)[] = new Array<DataView | undefined>(17).fill(undefined);
   private bbs = 0; // WQEBBs of the WQE
   private got = 0; // WQEBBs received
   private asked = 0;
@@ -170,7 +171,8 @@ export class Sq extends Module {
   private exec(): void {
     const q = this.cur!;
     const qp = this.hca.cmdif.getQp(q.qpn)!;
-    const view = new DataView(this.bytes.buffer, 0, this.bbs * 64);
+    // a view bounded by the WQE's basic blocks (the parser checks ds against it), one per size
+    const view = this.views[this.bbs] ??= new DataView(this.bytes.buffer, 0, this.bbs * 64);
     const w = parseWqe(view, 0);
     this.rWqeIndex.set(w.ctrl.wqeIndex);
     this.rOpcode.set(w.ctrl.opcode);
