@@ -201,7 +201,8 @@ export class MkeyCache extends Module {
     this.rMiss.set(miss);
     this.rMshrBusy.set(this.mq.busy);
     // asleep when nothing can progress without an input (a lookup, a read completion, room)
-    if (!this.req.canPop() && this.ready.length === 0 && this.mq.nextToIssue() < 0 && fill === 0 && hit === 0 && miss === 0) {
+    // (after a pulse, one more edge lowers it in the waves; untraced, nothing needs lowering)
+    if (!this.req.canPop() && this.ready.length === 0 && this.mq.nextToIssue() < 0 && ((fill | hit | miss) === 0 || !this.rHit.traced)) {
       this.sleep();
     }
   }

@@ -236,7 +236,8 @@ export class Mtt extends Module {
     this.rHit.set(hit);
     this.rMiss.set(miss);
     this.rMshrBusy.set(this.mq.busy);
-    if (!this.req.canPop() && !this.lineReq.canPop() && this.requeue.length === 0 && this.mq.nextToIssue() < 0 && (fill | hit | miss | valid) === 0) {
+    // (after a pulse, one more edge lowers it in the waves; untraced, nothing needs lowering)
+    if (!this.req.canPop() && !this.lineReq.canPop() && this.requeue.length === 0 && this.mq.nextToIssue() < 0 && ((fill | hit | miss | valid) === 0 || !this.rHit.traced)) {
       this.sleep();
     }
   }

@@ -20,7 +20,9 @@ export interface FifoOptions {
  * plus `latency`), and space freed by a pop becomes usable from the next edge too. So results
  * never depend on which of producer and consumer ticks first.
  *
- * It wakes its consumer when an item becomes visible and its producer when space frees up.
+ * It wakes its consumer when an item becomes visible, and its producer when space frees up
+ * after the producer found it full (`canPush()` false): a producer that never saw it full has
+ * nothing to retry, so a pop does not cost it an edge.
  * Occupancy (`count`) is traced, with `valid` (not empty) and `ready` (not full).
  */
 export class Fifo<T> implements Committable, EventTarget {
@@ -40,6 +42,7 @@ export class Fifo<T> implements Committable, EventTarget {
   private pushed = 0; // this cycle
   private popped = 0; // this cycle
   private dirty = false;
+  private blocked = false; // canPush() said no since the last pop commit
   private readonly sCount: Signal;
   private readonly sValid: Signal;
   private readonly sReady: Signal;
@@ -85,7 +88,9 @@ export class Fifo<T> implements Committable, EventTarget {
 
   /** True when a push this cycle will be accepted. */
   canPush(): boolean {
-    return this.count + this.pushed < this.capacity;
+    if (this.count + this.pushed < this.capacity) return true;
+    this.blocked = true;
+    return false;
   }
 
   /** Pushes an item (visible from the next edge). Throws when full: check canPush() first. */
@@ -144,7 +149,10 @@ export class Fifo<T> implements Committable, EventTarget {
       if (this.latency === 0) this.cons.wake();
       else if (!this.cons.awake) this.armWake();
     }
-    if (popped > 0 && this.producer !== null) this.producer.wake();
+    if (popped > 0 && this.blocked) {
+      this.blocked = false;
+      if (this.producer !== null) this.producer.wake();
+    }
     if (this.changed.hasWaiters) this.changed.notify();
   }
 

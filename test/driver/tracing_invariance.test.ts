@@ -1,0 +1,69 @@
+/**
+ * Tracing must not change what the model does: modules that pulse a traced handshake stay awake
+ * one more edge to lower it, untraced they sleep at once, and producers are woken only when they
+ * found a FIFO full. Neither may move a single event: the completions, their times, the memory
+ * and the statistics of a traced run equal those of the untraced one.
+ */
+import { describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { Access, Testbed, type WorkCompletion } from '../../src/index.ts';
+import { tempDir } from '../support/tmp.ts';
+
+async function workload(vcd?: string): Promise<{ log: string[]; mem: Uint8Array; now: number; stats: unknown }> {
+  const tb = new Testbed({ hcas: 2, seed: 7, ...(vcd ? { trace: { vcd, gtkw: false } } : {}) });
+  const log: string[] = [];
+  const note = (wcs: WorkCompletion[]): void => {
+    for (const w of wcs) log.push(`${tb.now} ${String(w.wrId)} ${w.status} ${w.opcode} ${w.byteLen}`);
+  };
+  let mem = new Uint8Array(0);
+  await tb.run(async () => {
+    const c0 = await tb.openDevice(0);
+    const c1 = await tb.openDevice(1);
+    const pd0 = await c0.allocPd();
+    const pd1 = await c1.allocPd();
+    const cq0 = await c0.createCq(64);
+    const cq1 = await c1.createCq(64);
+    const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0, maxSendWr: 32 });
+    const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+    await qp0.connect(qp1);
+    const a = tb.host(0).alloc(16384);
+    const b = tb.host(1).alloc(16384);
+    for (let i = 0; i < 16384; i += 4096) tb.host(0).fill(a.addr + i, 4096, i / 4096 + 1);
+    const mr0 = await pd0.regMr(a.addr, 16384, Access.LOCAL_WRITE);
+    const mr1 = await pd1.regMr(b.addr, 16384, Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC);
+    const fmr = await pd0.allocMr('MEM_REG', 4);
+    for (let round = 0; round < 3; round++) {
+      // a burst of writes (FIFOs fill up, producers block), a read, an atomic, and a fast registration
+      for (let i = 0; i < 8; i++) {
+        qp0.postSend({ wrId: round * 100 + i, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr + (i % 4) * 4096, length: 1000 + i * 300, lkey: mr0.lkey }], remoteAddr: b.addr + (i % 4) * 4096, rkey: mr1.rkey, signaled: i % 3 === 0 });
+      }
+      qp0.postSend({ wrId: round * 100 + 50, opcode: 'RDMA_READ', sgList: [{ addr: a.addr + 12288, length: 2048, lkey: mr0.lkey }], remoteAddr: b.addr + 100, rkey: mr1.rkey, signaled: true });
+      qp0.postSend({ wrId: round * 100 + 60, opcode: 'ATOMIC_FETCH_AND_ADD', sgList: [{ addr: a.addr + 8, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr + 8, rkey: mr1.rkey, compareAdd: round + 1, signaled: true });
+      fmr.updateKey((fmr.lkey + 1) & 0xff);
+      fmr.mapSg([{ addr: a.addr, length: 8192 }]);
+      qp0.postSend([
+        { wrId: round * 100 + 70, opcode: 'REG_MR', mr: fmr, key: fmr.lkey, access: Access.LOCAL_WRITE, signaled: true },
+        { wrId: round * 100 + 71, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr + 100, length: 5000, lkey: fmr.lkey }], remoteAddr: b.addr + 4000, rkey: mr1.rkey, signaled: true },
+        { wrId: round * 100 + 72, opcode: 'LOCAL_INV', invalidateRkey: fmr.lkey, signaled: true },
+      ]);
+      note(await cq0.wait(8));
+    }
+    mem = tb.host(1).read(b.addr, 16384);
+  });
+  const out = { log, mem, now: tb.now, stats: tb.stats() };
+  await tb.close();
+  return out;
+}
+
+describe('tracing does not change the simulation', () => {
+  it('a traced run has the same completions, times, memory and statistics as an untraced one', async () => {
+    const plain = await workload();
+    const traced = await workload(join(tempDir('mlx5sim-trace-inv-'), 'run.vcd'));
+    expect(plain.log.length).toBe(24);
+    expect(plain.log.every((l) => l.includes('SUCCESS'))).toBe(true);
+    expect(traced.log).toEqual(plain.log);
+    expect(traced.now).toBe(plain.now);
+    expect(traced.mem).toEqual(plain.mem);
+    expect(traced.stats).toEqual(plain.stats);
+  });
+});
