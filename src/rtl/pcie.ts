@@ -178,16 +178,17 @@ export class Pcie extends Module implements EventTarget {
     if (!(Number.isInteger(this.maxOut) && this.maxOut >= 1)) {
       throw new RangeError(`${this.path}: pcieMaxOutstandingReads must be a positive integer, got ${this.maxOut}`);
     }
-    this.state = this.stateReg('state', PcieState);
-    this.rdReqValid = this.reg('rd_req_valid', 1);
-    this.rdAddr = this.reg('rd_addr', 64);
-    this.rdLen = this.reg('rd_len', 32);
-    this.rdTag = this.reg('rd_tag', 32);
-    this.rdPort = this.reg('rd_port', 8);
-    this.wrValid = this.reg('wr_valid', 1);
-    this.wrAddr = this.reg('wr_addr', 64);
-    this.wrLen = this.reg('wr_len', 32);
-    this.outstanding = this.reg('outstanding', Math.max(1, Math.ceil(Math.log2(this.maxOut + 1))));
+    // what the waves show of the link: nothing reads these back, so they cost nothing untraced
+    this.state = this.probe('state', PcieState.width, { enum: PcieState });
+    this.rdReqValid = this.probe('rd_req_valid', 1);
+    this.rdAddr = this.probe('rd_addr', 64);
+    this.rdLen = this.probe('rd_len', 32);
+    this.rdTag = this.probe('rd_tag', 32);
+    this.rdPort = this.probe('rd_port', 8);
+    this.wrValid = this.probe('wr_valid', 1);
+    this.wrAddr = this.probe('wr_addr', 64);
+    this.wrLen = this.probe('wr_len', 32);
+    this.outstanding = this.probe('outstanding', Math.max(1, Math.ceil(Math.log2(this.maxOut + 1))));
 
     this.cReads = this.stats.counter('reads');
     this.cWrites = this.stats.counter('writes');
@@ -246,6 +247,11 @@ export class Pcie extends Module implements EventTarget {
     this.sim.after(this.cfg.doorbellPs, this.doorbellArrive);
   }
 
+  /** True while requests wait for a free read tag (the waves show it as state TAG_STALL). */
+  get stalledOnTags(): boolean {
+    return this.tagStalled;
+  }
+
   /** Reads in flight now. */
   get outstandingReads(): number {
     return this.maxOut - this.nFree;
@@ -285,7 +291,11 @@ export class Pcie extends Module implements EventTarget {
         this.acceptWrite(pi, r);
       }
       this.rr = pi + 1 === n ? 0 : pi + 1;
-      return; // stay awake: look again next edge
+      // one request an edge: stay awake for the next one, or (traced) to lower the pulse
+      if (this.rdReqValid.traced) return;
+      for (let j = 0; j < n; j++) if (ports[j].port.req.canPop()) return;
+      this.sleep();
+      return;
     }
     this.rdReqValid.set(0);
     this.wrValid.set(0);
