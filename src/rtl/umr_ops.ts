@@ -8,13 +8,13 @@
 import { EnumType } from '../sim/enum_type.ts';
 import type { IcmPrivate, MkeyEntry } from './icm_mkey.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_READ, IB_REMOTE_WRITE } from './icm_mkey.ts';
-import { decodeMkeyContext, type MkeyContext } from './formats/mkey_context.ts';
-import { CTRL_SEG_SIZE, decodeCtrlSeg } from './formats/ctrl_seg.ts';
-import { UMR_CTRL_SEG_SIZE, decodeUmrCtrlSeg, hasMaskBit } from './formats/umr_ctrl_seg.ts';
+import { decodeMkeyContext, encodeMkeyContext, zeroMkeyContext, type MkeyContext } from './formats/mkey_context.ts';
+import { CTRL_SEG_SIZE, decodeCtrlSeg, encodeCtrlSeg } from './formats/ctrl_seg.ts';
+import { UMR_CTRL_SEG_SIZE, decodeUmrCtrlSeg, encodeUmrCtrlSeg, hasMaskBit, mkeyMask } from './formats/umr_ctrl_seg.ts';
 import { DATA_SEG_SIZE, decodeDataSeg, dataSegLength, type DataSeg } from './formats/data_seg.ts';
 import { decodeKlm, type Klm } from './formats/klm.ts';
 import type { MkeyMaskName } from './formats/constants.ts';
-import { CqeSyndrome, DS_SIZE, KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, UmrCtrlFlag, WqeOpcode } from './formats/constants.ts';
+import { CeMode, CqeSyndrome, DS_SIZE, FenceMode, KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, UmrCtrlFlag, WqeOpcode } from './formats/constants.ts';
 import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from './umr_types.ts';
 
 /**
@@ -140,6 +140,28 @@ export function decodeUmrWqe(wqe: Uint8Array): UmrWqe {
   }
   return w;
 }
+
+/** Bytes of a LOCAL_INV UMR WQE: control, UMR control and mkey segment (8 DS, no translations). */
+export const LOCAL_INV_WQE_BYTES = UMR_XLT_OFF;
+
+/**
+ * Writes into `dst` the LOCAL_INV UMR WQE of spec/mlx5.md "Local invalidate" (imm = the key,
+ * flags INLINE, mask FREE, an all-zero mkey segment but status free): the same bytes the driver
+ * posts (driver/wqe_builder.ts buildLocalInvWqe). The hardware builds it itself to invalidate
+ * through the UMR engine: RDMA_READ_WITH_INV's local key (sq.ts) and, with the REMOTE_INV kind,
+ * SEND_WITH_INV's key at the responder.
+ */
+export function encodeLocalInvWqe(dst: Uint8Array, key: number, qpn: number, wqeIndex: number): void {
+  const view = new DataView(dst.buffer, dst.byteOffset, LOCAL_INV_WQE_BYTES);
+  encodeCtrlSeg(view, 0, {
+    opmod: 0, wqeIndex, opcode: WqeOpcode.UMR, qpn, ds: UMR_HEADER_DS, signature: 0,
+    fence: FenceMode.NONE, ce: CeMode.ERROR_ONLY, se: false, imm: key >>> 0,
+  });
+  encodeUmrCtrlSeg(view, UMR_CTRL_OFF, { flags: UmrCtrlFlag.INLINE, xltOctowords: 0, xltOffset: 0, mkeyMask: LOCAL_INV_MASK });
+  encodeMkeyContext(view, UMR_MKEY_OFF, FREE_SEG);
+}
+const LOCAL_INV_MASK = mkeyMask('FREE');
+const FREE_SEG: MkeyContext = Object.freeze({ ...zeroMkeyContext(), free: true });
 
 function invalid(w: UmrWqe, reason: string): UmrWqe {
   w.kind = UMR_KIND_INVALID;
