@@ -256,6 +256,7 @@ export class Requester extends Module implements EventTarget {
       payload: this.op === 'READ' || isAtomic ? null : (this.payload ?? new Uint8Array(0)),
       imm: w.ctrl.imm,
       invRkey: w.ctrl.imm,
+      se: w.ctrl.se,
       compare,
       swapAdd,
     };

@@ -315,7 +315,7 @@ export class Responder extends Module {
     }
     if (m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'WRITE_IMM') {
       const op = m.op === 'SEND' ? CqeOpcode.RESP_SEND : m.op === 'SEND_IMM' ? CqeOpcode.RESP_SEND_IMM : CqeOpcode.RESP_WR_IMM;
-      this.recvCqe(op, 0, m.length, m.op === 'SEND' ? 0 : m.imm);
+      this.recvCqe(op, 0, m.length, m.op === 'SEND' ? 0 : m.imm, m.se);
     }
     this.ack({ kind: 'ACK' });
   }
@@ -332,7 +332,7 @@ export class Responder extends Module {
     // an MR with remote invalidation allowed and no windows bound, or a type-2 window
     ok = ok && ((e!.kind === MKEY_KIND_MR && e!.remoteInval && e!.mwCount === 0) || e!.kind === MKEY_KIND_MW2);
     if (!ok) {
-      this.recvCqe(CqeOpcode.RESP_ERR, CqeSyndrome.REMOTE_INVAL_REQ_ERR, 0, 0);
+      this.recvCqe(CqeOpcode.RESP_ERR, CqeSyndrome.REMOTE_INVAL_REQ_ERR, 0, 0, false);
       this.hca.cmdif.hwError(this.qpn);
       this.queueFlush(this.qpn);
       this.ack({ kind: 'ACK' }); // the sender's SEND succeeded
@@ -346,7 +346,7 @@ export class Responder extends Module {
       updateMkey(this.hca, index, (c) => { c.free = true; });
     }
     this.sInvalidations.inc();
-    this.recvCqe(CqeOpcode.RESP_SEND_INV, 0, m.length, key);
+    this.recvCqe(CqeOpcode.RESP_SEND_INV, 0, m.length, key, m.se);
     this.ack({ kind: 'ACK' });
   }
 
@@ -384,12 +384,13 @@ export class Responder extends Module {
     if (this.mover.done) this.state.setNow(ANSWER);
   }
 
-  private recvCqe(opcode: number, syndrome: number, byteCnt: number, imm: number): void {
+  /** A receive completion; `se`: the message was sent solicited (spec/mlx5.md CQE op_own bit 1). */
+  private recvCqe(opcode: number, syndrome: number, byteCnt: number, imm: number, se: boolean): void {
     const qp = this.hca.cmdif.getQp(this.qpn)!;
     const rq = this.rq(this.qpn);
     this.cqes.push({
       cqn: qp.recvCqn, opcode, qpn: qp.qpn, wqeOpcode: 0, wqeCounter: rq.ci & 0xffff,
-      byteCnt: syndrome ? 0 : byteCnt, immInvalPkey: imm >>> 0, syndrome,
+      byteCnt: syndrome ? 0 : byteCnt, immInvalPkey: imm >>> 0, syndrome, se: se && syndrome === 0,
     });
     rq.ci++;
   }
@@ -411,7 +412,7 @@ export class Responder extends Module {
 
   /** An error that moves the responder's QP to ERR: a receive completion if any, then the NAK. */
   private fatal(k: RcNak, recvSyndrome: number | null): void {
-    if (recvSyndrome !== null) this.recvCqe(CqeOpcode.RESP_ERR, recvSyndrome, 0, 0);
+    if (recvSyndrome !== null) this.recvCqe(CqeOpcode.RESP_ERR, recvSyndrome, 0, 0, false);
     this.hca.cmdif.hwError(this.qpn);
     this.queueFlush(this.qpn);
     this.nak(k);
@@ -432,7 +433,7 @@ export class Responder extends Module {
     if (!this.cqWriter!.canPush()) return;
     this.cqWriter!.push({
       cqn: qp.recvCqn, opcode: CqeOpcode.RESP_ERR, qpn: qp.qpn, wqeOpcode: 0, wqeCounter: rq.ci & 0xffff,
-      byteCnt: 0, immInvalPkey: 0, syndrome: CqeSyndrome.WR_FLUSH_ERR,
+      byteCnt: 0, immInvalPkey: 0, syndrome: CqeSyndrome.WR_FLUSH_ERR, se: false,
     });
     rq.ci++;
   }

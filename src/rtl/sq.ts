@@ -283,6 +283,7 @@ export class Sq extends Module {
             byteCnt: syndrome !== 0 ? 0 : ctrl.opcode === WqeOpcode.ATOMIC_CS || ctrl.opcode === WqeOpcode.ATOMIC_FA ? 8 : byteLen,
             immInvalPkey: 0,
             syndrome,
+            se: false, // SE marks receive completions only
           }
         : null;
     q.ci += this.bbs;
