@@ -29,8 +29,11 @@ import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from './umr_t
  * - XLT_UPDATE: no FREE in the mask: translations (and masked fields) of an mkey whose state is
  *   kept, e.g. ODP's MTT update with a translation offset;
  * - INVALID: not a UMR, or malformed.
+ * - REMOTE_INV: never decoded from a WQE: the responder's remote invalidation of SEND_WITH_INV,
+ *   a LOCAL_INV WQE the hardware builds itself and submits on the engine's `rinv` port, checked
+ *   by the "Remote invalidate" rules instead (spec/semantics.md).
  */
-export const UmrKind = new EnumType('umr_kind', ['NONE', 'REG_MR', 'LOCAL_INV', 'BIND_MW', 'UNBIND', 'XLT_UPDATE', 'INVALID']);
+export const UmrKind = new EnumType('umr_kind', ['NONE', 'REG_MR', 'LOCAL_INV', 'BIND_MW', 'UNBIND', 'XLT_UPDATE', 'INVALID', 'REMOTE_INV']);
 export const UMR_KIND_NONE = 0;
 export const UMR_KIND_REG_MR = 1;
 export const UMR_KIND_LOCAL_INV = 2;
@@ -38,6 +41,7 @@ export const UMR_KIND_BIND_MW = 3;
 export const UMR_KIND_UNBIND = 4;
 export const UMR_KIND_XLT_UPDATE = 5;
 export const UMR_KIND_INVALID = 6;
+export const UMR_KIND_REMOTE_INV = 7;
 
 /** Completion syndromes a UMR ends with (0 = success), named for the trace. */
 export const UmrSyndrome = new EnumType('umr_syndrome', {
@@ -46,12 +50,14 @@ export const UmrSyndrome = new EnumType('umr_syndrome', {
   [CqeSyndrome.LOCAL_PROT_ERR]: 'LOC_PROT_ERR',
   [CqeSyndrome.MW_BIND_ERR]: 'MW_BIND_ERR',
   [CqeSyndrome.GENERAL_ERR]: 'GENERAL_ERR',
+  [CqeSyndrome.REMOTE_INVAL_REQ_ERR]: 'REM_INV_REQ_ERR',
 });
 
 const OK = 0;
 const QP_OP = CqeSyndrome.LOCAL_QP_OP_ERR;
 const BIND_ERR = CqeSyndrome.MW_BIND_ERR;
 const PROT = CqeSyndrome.LOCAL_PROT_ERR;
+const REM_INV = CqeSyndrome.REMOTE_INVAL_REQ_ERR;
 
 /** Offsets inside a UMR WQE: control, UMR control, mkey segment, then translations or a pointer. */
 export const UMR_CTRL_OFF = CTRL_SEG_SIZE;
@@ -207,6 +213,8 @@ export function checkUmr(w: UmrWqe, q: UmrPoster, t: MkeyEntry, mr: MkeyEntry | 
       return checkMrUpdate(w, q, t, pol);
     case UMR_KIND_LOCAL_INV:
       return checkLocalInv(w, t);
+    case UMR_KIND_REMOTE_INV:
+      return checkRemoteInv(w, q, t);
     case UMR_KIND_BIND_MW:
       return checkBind(w, q, t, mr);
     case UMR_KIND_UNBIND:
@@ -245,6 +253,20 @@ function checkLocalInv(w: UmrWqe, t: MkeyEntry): number {
   if (t.kind === MKEY_KIND_MR && t.mwCount > 0) return QP_OP; // windows still bound to the MR
   if (freeFlagsFail(w, t)) return QP_OP; // LOCAL_INV posts no check flag: an already FREE target succeeds
   return OK;
+}
+
+/**
+ * spec/semantics.md "Remote invalidate" (every failure REM_INV_REQ_ERR, the key stays valid): the
+ * key names an MR with remote invalidation allowed (en_rinval: fast-registration MRs) and no
+ * windows bound, or a type-2 window; full key match; the responder QP's PD. A FREE target
+ * succeeds (as LOCAL_INV).
+ */
+function checkRemoteInv(w: UmrWqe, q: UmrPoster, t: MkeyEntry): number {
+  if (!t.allocated) return REM_INV;
+  if (t.tag !== (w.key & 0xff)) return REM_INV;
+  if (t.pd !== q.pd) return REM_INV;
+  if (t.kind === MKEY_KIND_MR) return t.remoteInval && t.mwCount === 0 ? OK : REM_INV;
+  return t.kind === MKEY_KIND_MW2 ? OK : REM_INV;
 }
 
 /** BIND_MW rows of semantics.md (every failure MW_BIND_ERR), in the reference model's order. */
@@ -303,7 +325,7 @@ function accessOf(w: UmrWqe, t: MkeyEntry): number {
 /** Does this UMR, on success, release the MR a currently bound window counts on? */
 export function releasesWindow(w: UmrWqe, t: MkeyEntry, pol: UmrPolicy): boolean {
   if (t.free || !isWindow(t)) return false;
-  if (w.kind === UMR_KIND_LOCAL_INV) return t.kind === MKEY_KIND_MW2;
+  if (w.kind === UMR_KIND_LOCAL_INV || w.kind === UMR_KIND_REMOTE_INV) return t.kind === MKEY_KIND_MW2;
   if (w.kind === UMR_KIND_BIND_MW) return t.kind === MKEY_KIND_MW1; // a type-1 rebind (type 2 must be FREE)
   if (w.kind === UMR_KIND_UNBIND) return t.kind === MKEY_KIND_MW1 || pol.type2Unbind === 'invalidate';
   return false;
