@@ -74,6 +74,8 @@ export class Sq extends Module {
   private invKey = -1;
   /** Bytes the read placed (the CQE's byte_cnt after the invalidation). */
   private readLen = 0;
+  /** The LOCAL_INV WQE of that invalidation (one at a time: reused). */
+  private readonly invWqe = new Uint8Array(LOCAL_INV_WQE_BYTES);
   private readonly sWqes;
   private readonly sFlushed;
   private readonly sErrors;
@@ -247,9 +249,8 @@ export class Sq extends Module {
       if (!umr.req.canPush()) return this.sleep(); // woken when the engine pops
       const q = this.cur!;
       const qp = this.hca.cmdif.getQp(q.qpn)!;
-      const wqe = new Uint8Array(LOCAL_INV_WQE_BYTES);
-      encodeLocalInvWqe(wqe, this.invKey, qp.qpn, q.ci & 0xffff);
-      umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe });
+      encodeLocalInvWqe(this.invWqe, this.invKey, qp.qpn, q.ci & 0xffff);
+      umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe: this.invWqe });
       this.invKey = -1;
       return;
     }
