@@ -252,7 +252,16 @@ export class Qp {
         ds = buildSendWqe(view, 0, { ...common, ...data, opcode: WqeOpcode.SEND_INVAL, invalidateRkey: (w.invalidateRkey ?? 0) >>> 0 });
         break;
       case 'RDMA_READ_WITH_INV':
-        throw new VerbsError('EOPNOTSUPP', 'postSend: RDMA_READ_WITH_INV is iWARP-only; mlx5 has no opcode for it');
+        // iWARP-only: mlx5 has no opcode for it; a model-private encoding when configured (constants.ts)
+        if (!ctx.hca.cfg.readWithInvalidate) {
+          throw new VerbsError('EOPNOTSUPP', 'postSend: RDMA_READ_WITH_INV is iWARP-only; mlx5 has no opcode for it (config.readWithInvalidate is off)');
+        }
+        if (w.invalidateRkey === undefined) throw new VerbsError('EINVAL', 'postSend: RDMA_READ_WITH_INV needs invalidateRkey');
+        ds = buildRdmaWqe(view, 0, {
+          ...common, sgList: sg, opcode: WqeOpcode.RDMA_READ, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0,
+          invalidateRkey: w.invalidateRkey >>> 0,
+        });
+        break;
       case 'ATOMIC_CMP_AND_SWP':
       case 'ATOMIC_FETCH_AND_ADD': {
         const total = sg.reduce((a, s) => a + s.length, 0);

@@ -31,6 +31,7 @@ import {
   UMR_CTRL_SEG_SIZE,
   UmrCtrlFlag,
   WQEBB_SIZE,
+  WQE_OPMOD_READ_WITH_INV,
   WqeOpcode,
   dataSegByteCount,
   encodeAtomicSeg,
@@ -105,7 +106,7 @@ export type RdmaWqeParams = WqeCommonParams &
   WqeDataParams & { remoteAddr: number; rkey: number } & (
     | { opcode: typeof WqeOpcode.RDMA_WRITE }
     | { opcode: typeof WqeOpcode.RDMA_WRITE_IMM; immData: number }
-    | { opcode: typeof WqeOpcode.RDMA_READ }
+    | { opcode: typeof WqeOpcode.RDMA_READ; invalidateRkey?: number }
   );
 
 /** Parameters of an ATOMIC_CS or ATOMIC_FA WQE; sgList is where the original value lands. */
@@ -251,9 +252,9 @@ export function encodeXltList(view: DataView, off: number, list: XltList): numbe
   return padded;
 }
 
-function ctrlOf(p: WqeCommonParams, opcode: number, ds: number, imm: number): CtrlSeg {
+function ctrlOf(p: WqeCommonParams, opcode: number, ds: number, imm: number, opmod = 0): CtrlSeg {
   return {
-    opmod: 0,
+    opmod,
     wqeIndex: p.wqeIndex,
     opcode,
     qpn: p.qpn,
@@ -326,7 +327,11 @@ export function buildSendWqe(view: DataView, off: number, p: SendWqeParams): num
   return ds;
 }
 
-/** Writes an RDMA_WRITE / RDMA_WRITE_IMM / RDMA_READ WQE at `off` (raddr + data); returns its DS. */
+/**
+ * Writes an RDMA_WRITE / RDMA_WRITE_IMM / RDMA_READ WQE at `off` (raddr + data); returns its DS.
+ * An RDMA_READ with `invalidateRkey` is this model's RDMA_READ_WITH_INV: opmod
+ * WQE_OPMOD_READ_WITH_INV and the key in imm (constants.ts).
+ */
 export function buildRdmaWqe(view: DataView, off: number, p: RdmaWqeParams): number {
   if (p.opcode === WqeOpcode.RDMA_READ && p.inlineData !== undefined) {
     throw new Error('RDMA_READ cannot carry inline data: the read data lands in its sgList');
@@ -335,7 +340,9 @@ export function buildRdmaWqe(view: DataView, off: number, p: RdmaWqeParams): num
   checkWqeDs(ds);
   encodeRaddrSeg(view, off + CTRL_SEG_SIZE, { raddr: p.remoteAddr, rkey: p.rkey });
   writeData(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE, p);
-  encodeCtrlSeg(view, off, ctrlOf(p, p.opcode, ds, p.opcode === WqeOpcode.RDMA_WRITE_IMM ? p.immData : 0));
+  const inv = p.opcode === WqeOpcode.RDMA_READ ? p.invalidateRkey : undefined;
+  const imm = p.opcode === WqeOpcode.RDMA_WRITE_IMM ? p.immData : inv ?? 0;
+  encodeCtrlSeg(view, off, ctrlOf(p, p.opcode, ds, imm, inv !== undefined ? WQE_OPMOD_READ_WITH_INV : 0));
   return ds;
 }
 

@@ -23,6 +23,8 @@ export interface CqeJob {
   immInvalPkey: number;
   /** CqeSyndrome for REQ_ERR / RESP_ERR, else 0. */
   syndrome: number;
+  /** Solicited event: op_own bit 1 (a receive completion of a message sent solicited). */
+  se: boolean;
 }
 
 export const CqeOpcodeEnum = new EnumType('cqe_opcode', {
@@ -46,6 +48,7 @@ export class CqWriter extends Module implements EventTarget {
   private readonly rCqn: Reg;
   private readonly rOpcode: Reg;
   private readonly rSyndrome: Reg;
+  private readonly rSe: Reg;
   private readonly sCqes;
   private readonly sErrors;
 
@@ -55,6 +58,7 @@ export class CqWriter extends Module implements EventTarget {
     this.rCqn = this.probe('cqn', 24);
     this.rOpcode = this.probe('opcode', CqeOpcodeEnum.width, { enum: CqeOpcodeEnum });
     this.rSyndrome = this.probe('syndrome', 8);
+    this.rSe = this.probe('se', 1);
     this.req = new Fifo<CqeJob>(this, 'req', { capacity: 8 });
     this.req.consumer = this;
     this.port = hca.pcie.port('cq');
@@ -98,7 +102,7 @@ export class CqWriter extends Module implements EventTarget {
       signature: 0,
       opcode: j.opcode,
       format: 0,
-      se: false,
+      se: j.se,
       // the owner bit of pass n / size: software compares it with (n & size) != 0
       owner: (n & cq.size) !== 0 ? 1 : 0,
     });
@@ -108,6 +112,7 @@ export class CqWriter extends Module implements EventTarget {
     this.rCqn.set(j.cqn);
     this.rOpcode.set(j.opcode);
     this.rSyndrome.set(j.syndrome);
+    this.rSe.set(j.se ? 1 : 0);
     this.sCqes.inc();
     if (j.syndrome !== 0) this.sErrors.inc();
   }

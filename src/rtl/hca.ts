@@ -95,6 +95,8 @@ export class Hca extends Module {
     this.umrEngine.waveRank = 15;
     this.sq.connect({ cqWriter: this.cqWriter.req, requester: this.requester, umr: this.umrEngine, flush: this.responder.flushReq });
     this.responder.cqWriter = this.cqWriter.req;
+    // SEND_WITH_INV invalidates through the UMR engine, timed and cache-coherent like LOCAL_INV
+    this.responder.connectUmr(this.umrEngine.rinv);
     this.sq.waveRank = 1;
     this.requester.waveRank = 2;
     this.responder.waveRank = 3;

@@ -23,6 +23,12 @@ export interface RcRequest {
   payloadBuf?: PooledBuf | null;
   imm: number;
   invRkey: number;
+  /**
+   * Solicited event (the BTH SE bit of the message's last packet), from the WQE's fm_ce_se SE
+   * bit. Meaningful for SEND* and RDMA WRITE with immediate (man ibv_post_send,
+   * IBV_SEND_SOLICITED: "valid only for Send and RDMA Write with immediate").
+   */
+  se: boolean;
   /** Atomics: compare (CMP_SWAP) and swap-or-add operands, as 8-byte little-endian host words. */
   compare: Uint8Array | null;
   swapAdd: Uint8Array | null;

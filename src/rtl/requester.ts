@@ -269,6 +269,7 @@ export class Requester extends Module implements EventTarget {
       payloadBuf: this.op === 'READ' || isAtomic ? null : this.payloadBuf,
       imm: w.ctrl.imm,
       invRkey: w.ctrl.imm,
+      se: w.ctrl.se,
       compare,
       swapAdd,
     };

@@ -5,6 +5,11 @@
  * requester (ACK, NAK, or READ / atomic data). A QP that is not ready to receive drops the
  * message (the requester times out). Receive WQEs are fetched from the QP's receive queue
  * (`rq` doorbells), each a list of 16-byte data segments ended by the invalid lkey 0x100.
+ *
+ * SEND_WITH_INV's invalidation (state INVALIDATE, after the data is placed and before the
+ * receive CQE) goes through the UMR engine's `rinv` queues as a LOCAL_INV WQE run under the
+ * remote rules: it takes a UMR's time (the context read from ICM, the check, the posted write)
+ * and updates the mkey cache coherently, as LOCAL_INV does.
  */
 import { EnumType, Fifo, Module, type Reg, type Signal } from '../sim/index.ts';
 import type { Hca } from './hca.ts';
@@ -15,12 +20,12 @@ import type { Link } from './link.ts';
 import type { RcNak, RcRequest, RcResponse } from './rc_types.ts';
 import type { CqeJob } from './cq_writer.ts';
 import type { DmaMover } from './dma_mover.ts';
+import type { UmrDone, UmrJob } from './umr_types.ts';
 import { enginePorts } from './engine_ports.ts';
 import { CqeOpcode, CqeSyndrome, MLX5_INVALID_LKEY } from './formats/constants.ts';
 import { decodeDataSeg, dataSegLength } from './formats/data_seg.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_READ, IB_REMOTE_WRITE } from './icm_mkey.ts';
-import { readKlms, readMkey, updateMkey } from './firmware.ts';
-import { MKEY_KIND_MR, MKEY_KIND_MW2 } from './umr_types.ts';
+import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from './umr_ops.ts';
 
 /** A receive queue doorbell: the driver posted receive WQEs up to counter `pi`. */
 export interface RqDoorbell {
@@ -61,6 +66,12 @@ export class Responder extends Module {
   readonly flushReq: Fifo<number>;
   link: Link<RcResponse> | null = null;
   cqWriter: Fifo<CqeJob> | null = null;
+  /** The UMR engine's remote-invalidation queues (connectUmr). */
+  private rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> } | null = null;
+  /** The LOCAL_INV WQE of the invalidation in flight (one at a time: reused). */
+  private readonly invWqe = new Uint8Array(LOCAL_INV_WQE_BYTES);
+  private invIssued = false;
+  private invStarted = 0;
   private readonly atu: AtuPort;
   private readonly port: DmaPort;
   private readonly mover: DmaMover;
@@ -89,6 +100,7 @@ export class Responder extends Module {
   private readonly sDrops;
   private readonly sRnr;
   private readonly sInvalidations;
+  private readonly sInvLatency;
 
   constructor(private readonly hca: Hca) {
     super(hca.sim, hca, 'responder');
@@ -109,6 +121,14 @@ export class Responder extends Module {
     this.sDrops = this.stats.counter('drops');
     this.sRnr = this.stats.counter('rnr_naks');
     this.sInvalidations = this.stats.counter('remote_invalidations');
+    this.sInvLatency = this.stats.histogram('remote_inv_latency_ps');
+  }
+
+  /** Wires the UMR engine's remote-invalidation queues (SEND_WITH_INV). */
+  connectUmr(rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> }): void {
+    this.rinv = rinv;
+    rinv.req.producer = this;
+    rinv.resp.consumer = this;
   }
 
   /** Receive WQEs of a QP consumed (or flushed) so far. */
@@ -197,6 +217,7 @@ export class Responder extends Module {
     this.answer = null;
     this.pending = null;
     this.issued = false;
+    this.invIssued = false;
     const qp = this.hca.cmdif.getQp(m.dstQpn);
     // a QP that cannot receive drops the message; the requester's ACK timer runs out
     if (!qp || (qp.state !== 'RTR' && qp.state !== 'RTS') || qp.remoteQpn !== m.srcQpn) {
@@ -315,38 +336,42 @@ export class Responder extends Module {
     }
     if (m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'WRITE_IMM') {
       const op = m.op === 'SEND' ? CqeOpcode.RESP_SEND : m.op === 'SEND_IMM' ? CqeOpcode.RESP_SEND_IMM : CqeOpcode.RESP_WR_IMM;
-      this.recvCqe(op, 0, m.length, m.op === 'SEND' ? 0 : m.imm);
+      this.recvCqe(op, 0, m.length, m.op === 'SEND' ? 0 : m.imm, m.se);
     }
     this.ack({ kind: 'ACK' });
   }
 
-  /** Remote invalidate (spec/semantics.md "Remote invalidate"): on failure the key stays valid. */
+  /**
+   * Remote invalidate (spec/semantics.md "Remote invalidate"), by the UMR engine (umr_ops.ts
+   * checkRemoteInv has the rules): on failure the key stays valid.
+   */
   private invalidate(): void {
     const m = this.m!;
-    const qp = this.hca.cmdif.getQp(this.qpn)!;
+    const u = this.rinv;
+    if (u === null) throw new Error(`${this.path}: SEND_WITH_INV needs the UMR engine (connectUmr)`);
     const key = m.invRkey >>> 0;
-    const index = key >>> 8;
-    let ok = index < this.hca.icm.mkeyEntries;
-    const e = ok ? readMkey(this.hca, index) : null;
-    ok = ok && e!.allocated && e!.tag === (key & 0xff) && e!.pd === qp.pd;
-    // an MR with remote invalidation allowed and no windows bound, or a type-2 window
-    ok = ok && ((e!.kind === MKEY_KIND_MR && e!.remoteInval && e!.mwCount === 0) || e!.kind === MKEY_KIND_MW2);
-    if (!ok) {
-      this.recvCqe(CqeOpcode.RESP_ERR, CqeSyndrome.REMOTE_INVAL_REQ_ERR, 0, 0);
+    if (!this.invIssued) {
+      if (!u.req.canPush()) return this.sleep(); // woken when the engine pops
+      const qp = this.hca.cmdif.getQp(this.qpn)!;
+      encodeLocalInvWqe(this.invWqe, key, qp.qpn, this.rq(this.qpn).ci & 0xffff);
+      u.req.push({ tag: qp.qpn, qpn: qp.qpn, pd: qp.pd, wqe: this.invWqe });
+      this.invIssued = true;
+      this.invStarted = this.sim.now;
+      return;
+    }
+    if (!u.resp.canPop()) return this.sleep(); // woken by the engine's completion
+    const d = u.resp.pop();
+    this.invIssued = false;
+    this.sInvLatency.add(this.sim.now - this.invStarted);
+    if (d.syndrome !== 0) {
+      this.recvCqe(CqeOpcode.RESP_ERR, CqeSyndrome.REMOTE_INVAL_REQ_ERR, 0, 0, false);
       this.hca.cmdif.hwError(this.qpn);
       this.queueFlush(this.qpn);
       this.ack({ kind: 'ACK' }); // the sender's SEND succeeded
       return;
     }
-    if (!e!.free) {
-      if (e!.kind === MKEY_KIND_MW2) {
-        const mr = readKlms(this.hca, e!)[0];
-        if (mr) updateMkey(this.hca, mr.key >>> 8, (_c, p) => { p.mwCount = Math.max(0, (p.mwCount ?? 0) - 1); });
-      }
-      updateMkey(this.hca, index, (c) => { c.free = true; });
-    }
     this.sInvalidations.inc();
-    this.recvCqe(CqeOpcode.RESP_SEND_INV, 0, m.length, key);
+    this.recvCqe(CqeOpcode.RESP_SEND_INV, 0, m.length, key, m.se);
     this.ack({ kind: 'ACK' });
   }
 
@@ -384,12 +409,13 @@ export class Responder extends Module {
     if (this.mover.done) this.state.setNow(ANSWER);
   }
 
-  private recvCqe(opcode: number, syndrome: number, byteCnt: number, imm: number): void {
+  /** A receive completion; `se`: the message was sent solicited (spec/mlx5.md CQE op_own bit 1). */
+  private recvCqe(opcode: number, syndrome: number, byteCnt: number, imm: number, se: boolean): void {
     const qp = this.hca.cmdif.getQp(this.qpn)!;
     const rq = this.rq(this.qpn);
     this.cqes.push({
       cqn: qp.recvCqn, opcode, qpn: qp.qpn, wqeOpcode: 0, wqeCounter: rq.ci & 0xffff,
-      byteCnt: syndrome ? 0 : byteCnt, immInvalPkey: imm >>> 0, syndrome,
+      byteCnt: syndrome ? 0 : byteCnt, immInvalPkey: imm >>> 0, syndrome, se: se && syndrome === 0,
     });
     rq.ci++;
   }
@@ -411,7 +437,7 @@ export class Responder extends Module {
 
   /** An error that moves the responder's QP to ERR: a receive completion if any, then the NAK. */
   private fatal(k: RcNak, recvSyndrome: number | null): void {
-    if (recvSyndrome !== null) this.recvCqe(CqeOpcode.RESP_ERR, recvSyndrome, 0, 0);
+    if (recvSyndrome !== null) this.recvCqe(CqeOpcode.RESP_ERR, recvSyndrome, 0, 0, false);
     this.hca.cmdif.hwError(this.qpn);
     this.queueFlush(this.qpn);
     this.nak(k);
@@ -432,7 +458,7 @@ export class Responder extends Module {
     if (!this.cqWriter!.canPush()) return;
     this.cqWriter!.push({
       cqn: qp.recvCqn, opcode: CqeOpcode.RESP_ERR, qpn: qp.qpn, wqeOpcode: 0, wqeCounter: rq.ci & 0xffff,
-      byteCnt: 0, immInvalPkey: 0, syndrome: CqeSyndrome.WR_FLUSH_ERR,
+      byteCnt: 0, immInvalPkey: 0, syndrome: CqeSyndrome.WR_FLUSH_ERR, se: false,
     });
     rq.ci++;
   }

@@ -5,6 +5,12 @@
  * LOCAL_INV or BIND_MW is complete before any later WQE uses the key: the small fence holds).
  * It writes the requester's completions: always for errors, for successes when signaled. A QP
  * in ERR flushes: every WQE completes WR_FLUSH_ERR without touching memory.
+ *
+ * RDMA_READ_WITH_INV (model-private encoding, formats/constants.ts WQE_OPMOD_READ_WITH_INV; only
+ * with config.readWithInvalidate): the requester completes the read, then the engine hands the
+ * UMR engine a LOCAL_INV WQE for the key in imm (state INVALIDATE), so the invalidation takes a
+ * UMR's time and keeps the mkey cache coherent; then the CQE: opcode RDMA_READ, or
+ * LOC_QP_OP_ERR when the LOCAL_INV rules fail (spec/semantics.md "Work requests").
  */
 import { EnumType, Fifo, Module, type Reg, type Signal } from '../sim/index.ts';
 import type { Hca } from './hca.ts';
@@ -13,7 +19,8 @@ import type { CqeJob } from './cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
 import type { UmrDone, UmrJob } from './umr_types.ts';
 import { parseWqe } from './formats/wqe_parse.ts';
-import { CeMode, CqeOpcode, CqeSyndrome, WqeOpcode } from './formats/constants.ts';
+import { CeMode, CqeOpcode, CqeSyndrome, WQE_OPMOD_READ_WITH_INV, WqeOpcode } from './formats/constants.ts';
+import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from './umr_ops.ts';
 
 /** A send queue doorbell: the driver posted WQEBBs up to counter `pi`. */
 export interface SqDoorbell {
@@ -21,13 +28,15 @@ export interface SqDoorbell {
   pi: number;
 }
 
-export const SqState = new EnumType('sq_state', ['IDLE', 'FETCH', 'WAIT_WQE', 'EXEC', 'WAIT_DONE', 'CQE']);
+export const SqState = new EnumType('sq_state', ['IDLE', 'FETCH', 'WAIT_WQE', 'EXEC', 'WAIT_DONE', 'CQE', 'INVALIDATE']);
 const IDLE = 0;
 const FETCH = 1;
 const WAIT_WQE = 2;
 const EXEC = 3;
 const WAIT_DONE = 4;
 const CQE = 5;
+/** RDMA_READ_WITH_INV: the read is done, the UMR engine invalidates the local key. */
+const INVALIDATE = 6;
 
 interface SqQp {
   qpn: number;
@@ -62,6 +71,12 @@ export class Sq extends Module {
   private got = 0; // WQEBBs received
   private asked = 0;
   private cqe: CqeJob | null = null;
+  /** RDMA_READ_WITH_INV in progress: the key to invalidate once the read is done, or -1. */
+  private invKey = -1;
+  /** Bytes the read placed (the CQE's byte_cnt after the invalidation). */
+  private readLen = 0;
+  /** The LOCAL_INV WQE of that invalidation (one at a time: reused). */
+  private readonly invWqe = new Uint8Array(LOCAL_INV_WQE_BYTES);
   private readonly sWqes;
   private readonly sFlushed;
   private readonly sErrors;
@@ -135,6 +150,8 @@ export class Sq extends Module {
         return this.exec();
       case WAIT_DONE:
         return this.waitDone();
+      case INVALIDATE:
+        return this.invalidate();
       case CQE:
         if (this.cqe !== null) {
           if (!this.cqWriter!.canPush()) return;
@@ -181,6 +198,15 @@ export class Sq extends Module {
       this.sFlushed.inc();
       return this.complete(CqeSyndrome.WR_FLUSH_ERR, 0);
     }
+    this.invKey = -1;
+    if (w.ctrl.opmod !== 0) {
+      // opmod is defined only for this model's RDMA_READ_WITH_INV, and only when configured:
+      // any other is an unknown operation, a local QP operation error
+      if (w.kind !== 'rdma' || w.ctrl.opcode !== WqeOpcode.RDMA_READ || w.ctrl.opmod !== WQE_OPMOD_READ_WITH_INV || !this.hca.cfg.readWithInvalidate || !this.umr) {
+        return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
+      }
+      this.invKey = w.ctrl.imm >>> 0;
+    }
     switch (w.kind) {
       case 'nop':
         return this.complete(0, 0);
@@ -207,9 +233,32 @@ export class Sq extends Module {
     }
     if (this.requester!.resp.canPop()) {
       const d = this.requester!.resp.pop();
+      if (d.syndrome === 0 && this.invKey >= 0) {
+        // the read data is placed: now the local invalidation (no CQE before it is done)
+        this.readLen = d.byteLen;
+        this.state.setNow(INVALIDATE);
+        return;
+      }
       return this.complete(d.syndrome, d.byteLen);
     }
     this.sleep(); // woken by the engine's completion
+  }
+
+  /** RDMA_READ_WITH_INV: a LOCAL_INV of the key through the UMR engine, then the CQE. */
+  private invalidate(): void {
+    const umr = this.umr!;
+    if (this.invKey >= 0) {
+      if (!umr.req.canPush()) return this.sleep(); // woken when the engine pops
+      const q = this.cur!;
+      const qp = this.hca.cmdif.getQp(q.qpn)!;
+      encodeLocalInvWqe(this.invWqe, this.invKey, qp.qpn, q.ci & 0xffff);
+      umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe: this.invWqe });
+      this.invKey = -1;
+      return;
+    }
+    if (!umr.resp.canPop()) return this.sleep(); // woken by the UMR completion
+    const d = umr.resp.pop();
+    this.complete(d.syndrome, d.syndrome === 0 ? this.readLen : 0);
   }
 
   /** The WQE is done: a CQE when signaled or in error; an error moves the QP to ERR. */
@@ -237,6 +286,7 @@ export class Sq extends Module {
             byteCnt: syndrome !== 0 ? 0 : ctrl.opcode === WqeOpcode.ATOMIC_CS || ctrl.opcode === WqeOpcode.ATOMIC_FA ? 8 : byteLen,
             immInvalPkey: 0,
             syndrome,
+            se: false, // SE marks receive completions only
           }
         : null;
     q.ci += this.bbs;

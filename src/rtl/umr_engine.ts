@@ -27,6 +27,12 @@
  * the window becomes valid, so no lookup between two writes sees a half-done UMR.
  *
  * Errors never change ICM: every check runs before the first write.
+ *
+ * A second pair of queues, `rinv`, takes the responder's remote invalidations (SEND_WITH_INV):
+ * a LOCAL_INV WQE the responder builds, executed as kind REMOTE_INV under the "Remote
+ * invalidate" rules (REM_INV_REQ_ERR), so a remote invalidation costs what a LOCAL_INV costs
+ * (context read, check, posted write) and updates the mkey cache the same coherent way. The
+ * engine takes the two queues in turn when both wait.
  */
 import { EnumType, Fifo, Module, type Counter, type Histogram, type Reg } from '../sim/index.ts';
 import type { Hca } from './hca.ts';
@@ -42,6 +48,7 @@ import {
   UMR_KIND_INVALID,
   UMR_KIND_LOCAL_INV,
   UMR_KIND_REG_MR,
+  UMR_KIND_REMOTE_INV,
   UMR_KIND_UNBIND,
   UMR_KIND_XLT_UPDATE,
   UmrKind,
@@ -117,6 +124,8 @@ interface PlannedWrite {
 export class UmrEngine extends Module {
   readonly req: Fifo<UmrJob>;
   readonly resp: Fifo<UmrDone>;
+  /** Remote invalidations from the responder: LOCAL_INV WQEs run as REMOTE_INV; completions in order. */
+  readonly rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> };
   readonly port: DmaPort;
   readonly policy: Readonly<UmrPolicy>;
   private readonly hca: Hca;
@@ -134,6 +143,7 @@ export class UmrEngine extends Module {
   private readonly sErrQpOp: Counter;
   private readonly sErrMwBind: Counter;
   private readonly sErrProt: Counter;
+  private readonly sErrRemInv: Counter;
   private readonly sErrOther: Counter;
   private readonly sCtxReads: Counter;
   private readonly sXltReads: Counter;
@@ -143,6 +153,10 @@ export class UmrEngine extends Module {
 
   // the job in progress
   private job: UmrJob | null = null;
+  /** The job came from `rinv` (its completion goes back there). */
+  private remote = false;
+  /** When both queues wait, the remote one goes next (they alternate). */
+  private remoteTurn = false;
   private w: UmrWqe | null = null;
   private started = 0;
   private syn = 0;
@@ -173,6 +187,9 @@ export class UmrEngine extends Module {
     this.resp = new Fifo<UmrDone>(this, 'resp', { capacity: cap });
     this.req.consumer = this;
     this.resp.producer = this;
+    this.rinv = { req: new Fifo<UmrJob>(this, 'rinv_req', { capacity: cap }), resp: new Fifo<UmrDone>(this, 'rinv_resp', { capacity: cap }) };
+    this.rinv.req.consumer = this;
+    this.rinv.resp.producer = this;
     this.port = hca.pcie.port('umr');
     this.port.req.producer = this;
     this.port.resp.consumer = this;
@@ -183,6 +200,7 @@ export class UmrEngine extends Module {
     this.sErrQpOp = this.stats.counter('errors_loc_qp_op_err');
     this.sErrMwBind = this.stats.counter('errors_mw_bind_err');
     this.sErrProt = this.stats.counter('errors_loc_prot_err');
+    this.sErrRemInv = this.stats.counter('errors_rem_inv_req_err');
     this.sErrOther = this.stats.counter('errors_other');
     this.sCtxReads = this.stats.counter('ctx_reads');
     this.sXltReads = this.stats.counter('xlt_reads');
@@ -195,12 +213,17 @@ export class UmrEngine extends Module {
   override tick(): void {
     const s = this.rState.q;
     switch (s) {
-      case IDLE:
-        if (!this.req.canPop()) {
+      case IDLE: {
+        const local = this.req.canPop();
+        const remote = this.rinv.req.canPop();
+        if (!local && !remote) {
           this.rBusy.set(0);
           return this.sleep();
         }
-        return this.start(this.req.pop());
+        const takeRemote = remote && (!local || this.remoteTurn);
+        this.remoteTurn = !takeRemote;
+        return this.start(takeRemote ? this.rinv.req.pop() : this.req.pop(), takeRemote);
+      }
       case FETCH_MKEY:
       case FETCH_XLT:
       case FETCH_REF:
@@ -237,16 +260,19 @@ export class UmrEngine extends Module {
         return;
       }
       case DONE:
-        if (!this.resp.canPush()) return this.sleep(); // woken when the consumer pops
+        if (!(this.remote ? this.rinv.resp : this.resp).canPush()) return this.sleep(); // woken when the consumer pops
         return this.finish();
     }
   }
 
   /** A job is popped: decode it and read the target's context (and a bind's MR context). */
-  private start(job: UmrJob): void {
+  private start(job: UmrJob, remote: boolean): void {
     this.job = job;
+    this.remote = remote;
     this.started = this.sim.now;
     const w = decodeUmrWqe(job.wqe);
+    // a remote invalidation is a LOCAL_INV WQE checked by the remote rules (anything else is malformed)
+    if (remote) w.kind = w.kind === UMR_KIND_LOCAL_INV ? UMR_KIND_REMOTE_INV : UMR_KIND_INVALID;
     this.w = w;
     this.syn = 0;
     this.target = null;
@@ -409,6 +435,7 @@ export class UmrEngine extends Module {
       case UMR_KIND_XLT_UPDATE:
         return w.mask !== 0 || xlt !== null;
       case UMR_KIND_LOCAL_INV:
+      case UMR_KIND_REMOTE_INV:
         return !t.free;
       case UMR_KIND_UNBIND:
         return t.kind === MKEY_KIND_MW1 || !t.free; // a type-1 unbind always takes the new tag
@@ -449,7 +476,7 @@ export class UmrEngine extends Module {
   private finish(): void {
     const w = this.w!;
     const syn = this.syn;
-    this.resp.push({ tag: this.job!.tag, syndrome: syn });
+    (this.remote ? this.rinv.resp : this.resp).push({ tag: this.job!.tag, syndrome: syn });
     this.sJobs.inc();
     this.sByKind[w.kind]?.inc();
     if (syn !== 0) {
@@ -457,6 +484,7 @@ export class UmrEngine extends Module {
       if (syn === CqeSyndrome.LOCAL_QP_OP_ERR) this.sErrQpOp.inc();
       else if (syn === CqeSyndrome.MW_BIND_ERR) this.sErrMwBind.inc();
       else if (syn === CqeSyndrome.LOCAL_PROT_ERR) this.sErrProt.inc();
+      else if (syn === CqeSyndrome.REMOTE_INVAL_REQ_ERR) this.sErrRemInv.inc();
       else this.sErrOther.inc();
     }
     this.sLatency.add(this.sim.now - this.started);

@@ -8,13 +8,13 @@
 import { EnumType } from '../sim/enum_type.ts';
 import type { IcmPrivate, MkeyEntry } from './icm_mkey.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_READ, IB_REMOTE_WRITE } from './icm_mkey.ts';
-import { decodeMkeyContext, type MkeyContext } from './formats/mkey_context.ts';
-import { CTRL_SEG_SIZE, decodeCtrlSeg } from './formats/ctrl_seg.ts';
-import { UMR_CTRL_SEG_SIZE, decodeUmrCtrlSeg, hasMaskBit } from './formats/umr_ctrl_seg.ts';
+import { decodeMkeyContext, encodeMkeyContext, zeroMkeyContext, type MkeyContext } from './formats/mkey_context.ts';
+import { CTRL_SEG_SIZE, decodeCtrlSeg, encodeCtrlSeg } from './formats/ctrl_seg.ts';
+import { UMR_CTRL_SEG_SIZE, decodeUmrCtrlSeg, encodeUmrCtrlSeg, hasMaskBit, mkeyMask } from './formats/umr_ctrl_seg.ts';
 import { DATA_SEG_SIZE, decodeDataSeg, dataSegLength, type DataSeg } from './formats/data_seg.ts';
 import { decodeKlm, type Klm } from './formats/klm.ts';
 import type { MkeyMaskName } from './formats/constants.ts';
-import { CqeSyndrome, DS_SIZE, KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, UmrCtrlFlag, WqeOpcode } from './formats/constants.ts';
+import { CeMode, CqeSyndrome, DS_SIZE, FenceMode, KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, UmrCtrlFlag, WqeOpcode } from './formats/constants.ts';
 import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from './umr_types.ts';
 
 /**
@@ -29,8 +29,11 @@ import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from './umr_t
  * - XLT_UPDATE: no FREE in the mask: translations (and masked fields) of an mkey whose state is
  *   kept, e.g. ODP's MTT update with a translation offset;
  * - INVALID: not a UMR, or malformed.
+ * - REMOTE_INV: never decoded from a WQE: the responder's remote invalidation of SEND_WITH_INV,
+ *   a LOCAL_INV WQE the hardware builds itself and submits on the engine's `rinv` port, checked
+ *   by the "Remote invalidate" rules instead (spec/semantics.md).
  */
-export const UmrKind = new EnumType('umr_kind', ['NONE', 'REG_MR', 'LOCAL_INV', 'BIND_MW', 'UNBIND', 'XLT_UPDATE', 'INVALID']);
+export const UmrKind = new EnumType('umr_kind', ['NONE', 'REG_MR', 'LOCAL_INV', 'BIND_MW', 'UNBIND', 'XLT_UPDATE', 'INVALID', 'REMOTE_INV']);
 export const UMR_KIND_NONE = 0;
 export const UMR_KIND_REG_MR = 1;
 export const UMR_KIND_LOCAL_INV = 2;
@@ -38,6 +41,7 @@ export const UMR_KIND_BIND_MW = 3;
 export const UMR_KIND_UNBIND = 4;
 export const UMR_KIND_XLT_UPDATE = 5;
 export const UMR_KIND_INVALID = 6;
+export const UMR_KIND_REMOTE_INV = 7;
 
 /** Completion syndromes a UMR ends with (0 = success), named for the trace. */
 export const UmrSyndrome = new EnumType('umr_syndrome', {
@@ -46,12 +50,14 @@ export const UmrSyndrome = new EnumType('umr_syndrome', {
   [CqeSyndrome.LOCAL_PROT_ERR]: 'LOC_PROT_ERR',
   [CqeSyndrome.MW_BIND_ERR]: 'MW_BIND_ERR',
   [CqeSyndrome.GENERAL_ERR]: 'GENERAL_ERR',
+  [CqeSyndrome.REMOTE_INVAL_REQ_ERR]: 'REM_INV_REQ_ERR',
 });
 
 const OK = 0;
 const QP_OP = CqeSyndrome.LOCAL_QP_OP_ERR;
 const BIND_ERR = CqeSyndrome.MW_BIND_ERR;
 const PROT = CqeSyndrome.LOCAL_PROT_ERR;
+const REM_INV = CqeSyndrome.REMOTE_INVAL_REQ_ERR;
 
 /** Offsets inside a UMR WQE: control, UMR control, mkey segment, then translations or a pointer. */
 export const UMR_CTRL_OFF = CTRL_SEG_SIZE;
@@ -141,6 +147,28 @@ export function decodeUmrWqe(wqe: Uint8Array): UmrWqe {
   return w;
 }
 
+/** Bytes of a LOCAL_INV UMR WQE: control, UMR control and mkey segment (8 DS, no translations). */
+export const LOCAL_INV_WQE_BYTES = UMR_XLT_OFF;
+
+/**
+ * Writes into `dst` the LOCAL_INV UMR WQE of spec/mlx5.md "Local invalidate" (imm = the key,
+ * flags INLINE, mask FREE, an all-zero mkey segment but status free): the same bytes the driver
+ * posts (driver/wqe_builder.ts buildLocalInvWqe). The hardware builds it itself to invalidate
+ * through the UMR engine: RDMA_READ_WITH_INV's local key (sq.ts) and, with the REMOTE_INV kind,
+ * SEND_WITH_INV's key at the responder.
+ */
+export function encodeLocalInvWqe(dst: Uint8Array, key: number, qpn: number, wqeIndex: number): void {
+  const view = new DataView(dst.buffer, dst.byteOffset, LOCAL_INV_WQE_BYTES);
+  encodeCtrlSeg(view, 0, {
+    opmod: 0, wqeIndex, opcode: WqeOpcode.UMR, qpn, ds: UMR_HEADER_DS, signature: 0,
+    fence: FenceMode.NONE, ce: CeMode.ERROR_ONLY, se: false, imm: key >>> 0,
+  });
+  encodeUmrCtrlSeg(view, UMR_CTRL_OFF, { flags: UmrCtrlFlag.INLINE, xltOctowords: 0, xltOffset: 0, mkeyMask: LOCAL_INV_MASK });
+  encodeMkeyContext(view, UMR_MKEY_OFF, FREE_SEG);
+}
+const LOCAL_INV_MASK = mkeyMask('FREE');
+const FREE_SEG: MkeyContext = Object.freeze({ ...zeroMkeyContext(), free: true });
+
 function invalid(w: UmrWqe, reason: string): UmrWqe {
   w.kind = UMR_KIND_INVALID;
   w.reason = reason;
@@ -185,6 +213,8 @@ export function checkUmr(w: UmrWqe, q: UmrPoster, t: MkeyEntry, mr: MkeyEntry | 
       return checkMrUpdate(w, q, t, pol);
     case UMR_KIND_LOCAL_INV:
       return checkLocalInv(w, t);
+    case UMR_KIND_REMOTE_INV:
+      return checkRemoteInv(w, q, t);
     case UMR_KIND_BIND_MW:
       return checkBind(w, q, t, mr);
     case UMR_KIND_UNBIND:
@@ -223,6 +253,20 @@ function checkLocalInv(w: UmrWqe, t: MkeyEntry): number {
   if (t.kind === MKEY_KIND_MR && t.mwCount > 0) return QP_OP; // windows still bound to the MR
   if (freeFlagsFail(w, t)) return QP_OP; // LOCAL_INV posts no check flag: an already FREE target succeeds
   return OK;
+}
+
+/**
+ * spec/semantics.md "Remote invalidate" (every failure REM_INV_REQ_ERR, the key stays valid): the
+ * key names an MR with remote invalidation allowed (en_rinval: fast-registration MRs) and no
+ * windows bound, or a type-2 window; full key match; the responder QP's PD. A FREE target
+ * succeeds (as LOCAL_INV).
+ */
+function checkRemoteInv(w: UmrWqe, q: UmrPoster, t: MkeyEntry): number {
+  if (!t.allocated) return REM_INV;
+  if (t.tag !== (w.key & 0xff)) return REM_INV;
+  if (t.pd !== q.pd) return REM_INV;
+  if (t.kind === MKEY_KIND_MR) return t.remoteInval && t.mwCount === 0 ? OK : REM_INV;
+  return t.kind === MKEY_KIND_MW2 ? OK : REM_INV;
 }
 
 /** BIND_MW rows of semantics.md (every failure MW_BIND_ERR), in the reference model's order. */
@@ -281,7 +325,7 @@ function accessOf(w: UmrWqe, t: MkeyEntry): number {
 /** Does this UMR, on success, release the MR a currently bound window counts on? */
 export function releasesWindow(w: UmrWqe, t: MkeyEntry, pol: UmrPolicy): boolean {
   if (t.free || !isWindow(t)) return false;
-  if (w.kind === UMR_KIND_LOCAL_INV) return t.kind === MKEY_KIND_MW2;
+  if (w.kind === UMR_KIND_LOCAL_INV || w.kind === UMR_KIND_REMOTE_INV) return t.kind === MKEY_KIND_MW2;
   if (w.kind === UMR_KIND_BIND_MW) return t.kind === MKEY_KIND_MW1; // a type-1 rebind (type 2 must be FREE)
   if (w.kind === UMR_KIND_UNBIND) return t.kind === MKEY_KIND_MW1 || pol.type2Unbind === 'invalidate';
   return false;

@@ -367,6 +367,7 @@ describe('send WQE bytes (spec/mlx5.md "Send WQE")', () => {
       // receiver: CQE 1 of cq0 (CQE 0 was the REG_MR)
       const r = cqeAt(tb, 0, cq0, 1);
       expect(r.u8(63) >> 4).toBe(4); // RESP_SEND_INV
+      expect(r.u8(63) & 2).toBe(2); // SE: posted solicited
       expect(r.u8(63) & 1).toBe(0); // owner, first pass
       expect(r.u32(36)).toBe(fmr.rkey); // imm_inval_pkey: the invalidated rkey
       expect(r.u32(44)).toBe(300); // byte_cnt
@@ -382,6 +383,45 @@ describe('send WQE bytes (spec/mlx5.md "Send WQE")', () => {
 });
 
 describe('CQE bytes (spec/mlx5.md "CQE")', () => {
+  it('solicited: the SE bit of fm_ce_se (bit 1) in the WQE, and of op_own (bit 1) in the receive CQE', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { pd0, pd1, cq0, cq1, qp0, qp1 } = await pairOf(tb);
+      const rbuf = tb.host(0).alloc(PAGE, { align: PAGE });
+      const rmr = await pd0.regMr(rbuf.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      const sbuf = tb.host(1).alloc(PAGE, { align: PAGE });
+      const smr = await pd1.regMr(sbuf.addr, PAGE, Access.LOCAL_WRITE);
+      const sge = [{ addr: sbuf.addr, length: 16, lkey: smr.lkey }];
+      // SEND, SEND_WITH_IMM, RDMA_WRITE_WITH_IMM, each solicited and not (RDMA_WRITE_WITH_IMM
+      // consumes a receive too: SE is valid for it, man ibv_post_send IBV_SEND_SOLICITED)
+      const wrs = [
+        { opcode: 'SEND' as const },
+        { opcode: 'SEND_WITH_IMM' as const, immData: 0x1234 },
+        { opcode: 'RDMA_WRITE_WITH_IMM' as const, immData: 0x5678, remoteAddr: rbuf.addr + 1024, rkey: rmr.rkey },
+      ];
+      let n = 0;
+      for (const w of wrs) {
+        for (const solicited of [true, false]) {
+          qp0.postRecv({ wrId: 100 + n, sgList: [{ addr: rbuf.addr + 64 * n, length: 64, lkey: rmr.lkey }] });
+          qp1.postSend({ wrId: n, ...w, sgList: sge, solicited, signaled: true });
+          // WQE n is one WQEBB (ctrl [+ raddr] + one data segment)
+          const wqe = wqeAt(tb, 1, qp1, n, 1);
+          expect(wqe.u8(11) & 2, `${w.opcode} solicited ${solicited}: WQE SE`).toBe(solicited ? 2 : 0);
+          expect(wqe.u8(11)).toBe(SIGNALED | (solicited ? 2 : 0));
+          const [rv] = await cq0.wait(1);
+          expect(rv).toMatchObject({ wrId: 100 + n, status: 'SUCCESS' });
+          expect((await cq1.wait(1))[0]).toMatchObject({ wrId: n, status: 'SUCCESS' });
+          const c = cqeAt(tb, 0, cq0, n);
+          expect(c.u8(63) >> 4).toBe(w.opcode === 'SEND' ? 2 : w.opcode === 'SEND_WITH_IMM' ? 3 : 1); // RESP_SEND / _IMM / RESP_WR_IMM
+          expect(c.u8(63) & 2, `${w.opcode} solicited ${solicited}: CQE SE`).toBe(solicited ? 2 : 0);
+          // the sender's REQ CQE never carries SE
+          expect(cqeAt(tb, 1, cq1, n).u8(63) & 2).toBe(0);
+          n++;
+        }
+      }
+    });
+  });
+
   it('a new CQ buffer is op_own 0xF0; the owner bit flips on the second pass; wqe_counter and byte_cnt', async () => {
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {

@@ -23,6 +23,9 @@
  * optionally followed in the same batch by a write through the new key, or a LOCAL_INV and that
  * write) and bindLive (a window of the QP's PD bound to an MR of that PD). Every SEND and
  * WRITE_WITH_IMM is preceded by a receive on its responder, so nothing waits for an RNR retry.
+ * RDMA_READ_WITH_INV (with a local key to invalidate) is generated always: one sequence in four
+ * runs with config.readWithInvalidate on both the model and the testbed (it then executes), the
+ * others expect EOPNOTSUPP from both.
  *
  * On failure the test prints fast-check's report (seed, path, the shrunk command list), and
  * replays the shrunk counterexample once more on a traced testbed: the waves are then in
@@ -273,8 +276,9 @@ const dataWr: fc.Arbitrary<WrSpec> = fc.oneof(
   { weight: 5, arbitrary: fc.record({ op: fc.constant('RDMA_WRITE' as const), p: payload, remote, signaled: bool }).map(({ p, ...w }) => ({ ...w, ...p })) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('RDMA_WRITE_WITH_IMM' as const), p: payload, remote, recv, imm, signaled: bool }).map(({ p, ...w }) => ({ ...w, ...p })) },
   { weight: 5, arbitrary: fc.record({ op: fc.constant('RDMA_READ' as const), sges: sgl(), remote, signaled: bool }) },
-  // (at most maxSendSge SGEs: which of EOPNOTSUPP and EINVAL comes first is not specified)
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('RDMA_READ_WITH_INV' as const), sges: fc.array(lsge(), { maxLength: 2 }), remote, signaled: bool }) },
+  // (at most maxSendSge SGEs: which of EOPNOTSUPP and EINVAL comes first is not specified);
+  // EOPNOTSUPP unless the sequence runs with config.readWithInvalidate on both sides
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('RDMA_READ_WITH_INV' as const), sges: fc.array(lsge(), { maxLength: 2 }), remote, inv: keyRef(4, 4, 5, 8), signaled: bool }) },
   {
     weight: 4,
     arbitrary: fc.record({
@@ -472,6 +476,7 @@ const TINY_CACHES = { mkeyCacheEntries: 4, mkeyCacheWays: 2, mttCacheLines: 4, m
 async function runSequence(
   seed: number,
   tiny: boolean,
+  readInv: boolean,
   cmds: Iterable<fc.AsyncCommand<Model, VerbsPair>>,
   stats: Stats,
   trace = false,
@@ -482,7 +487,7 @@ async function runSequence(
       pair = await VerbsPair.create({
         seed,
         avoid: KNOWN_DIFFERENCES,
-        ...(tiny ? { config: TINY_CACHES } : {}),
+        ...(tiny || readInv ? { config: { ...(tiny ? TINY_CACHES : {}), ...(readInv ? { readWithInvalidate: true } : {}) } } : {}),
         ...(trace ? { trace: { vcd: FAILURE_VCD } } : {}),
       });
       return { model: {}, real: pair };
@@ -516,9 +521,11 @@ describe('model-based: the cycle model against the reference model (VerbsModel)'
   it(`agrees on ${RUNS} random sequences of up to ${MAX_COMMANDS} verbs commands over two adapters${UMR_COMMANDS ? '' : ' (UMR commands off: no UMR engine wired)'}`, async () => {
     const stats: Stats = { sequences: 0, setupMs: 0, commands: 0, commandMs: 0, counts: new Map() };
     const t0 = performance.now();
-    // the testbed's seed, tiny caches or the defaults, the commands
-    const property = fc.asyncProperty(fc.integer({ min: 1, max: 0x7fffffff }), fc.boolean(), commands, (seed, tiny, cmds) =>
-      runSequence(seed, tiny, cmds, stats),
+    // the testbed's seed, tiny caches or the defaults, RDMA_READ_WITH_INV accepted (one run in
+    // four, on the model and the testbed alike) or EOPNOTSUPP, the commands
+    const readInv = fc.integer({ min: 0, max: 3 }).map((n) => n === 0);
+    const property = fc.asyncProperty(fc.integer({ min: 1, max: 0x7fffffff }), fc.boolean(), readInv, commands, (seed, tiny, ri, cmds) =>
+      runSequence(seed, tiny, ri, cmds, stats),
     );
     const details = await fc.check(property, {
       numRuns: RUNS,
@@ -541,9 +548,9 @@ describe('model-based: the cycle model against the reference model (VerbsModel)'
       // the shrunk counterexample, once more, on a traced testbed
       let waves = '';
       if (details.counterexample) {
-        const [seed, tiny, cmds] = details.counterexample;
+        const [seed, tiny, ri, cmds] = details.counterexample;
         try {
-          await runSequence(seed, tiny, cmds, { sequences: 0, setupMs: 0, commands: 0, commandMs: 0, counts: new Map() }, true);
+          await runSequence(seed, tiny, ri, cmds, { sequences: 0, setupMs: 0, commands: 0, commandMs: 0, counts: new Map() }, true);
           waves = `\n(the traced replay of the counterexample passed: the failure depends on more than the commands)`;
         } catch {
           waves = `\nWaves of the shrunk counterexample: ${FAILURE_VCD} (GTKWave: ${FAILURE_VCD.replace(/\.vcd$/, '.gtkw')})`;

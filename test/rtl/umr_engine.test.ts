@@ -423,6 +423,80 @@ describe('UmrEngine: memory-window bind (type 1)', () => {
   });
 });
 
+describe('UmrEngine: remote invalidation (rinv, SEND_WITH_INV at the responder)', () => {
+  const REM_INV = CqeSyndrome.REMOTE_INVAL_REQ_ERR;
+  /** Submits a LOCAL_INV WQE of `key` on the rinv queues, as the responder of QP (qpn, pd) does. */
+  async function remoteInv(b: Bench, key: number, pd = PD): Promise<{ syndrome: number; ps: number }> {
+    const t0 = b.sim.now;
+    await b.umr.rinv.req.pushWait({ tag: 9, qpn: QPN, pd, wqe: localInv(key) });
+    const d = await b.umr.rinv.resp.popWait();
+    return { syndrome: d.syndrome, ps: b.sim.now - t0 };
+  }
+
+  it('checks the Remote invalidate rules (REM_INV_REQ_ERR, nothing changed), releases a type-2 window, frees the MR', async () => {
+    const b = bench();
+    frmr(b, 5, 4);
+    userMr(b, 3, 1, 0x1_0000, 1); // no en_rinval
+    window(b, 8, 2);
+    window(b, 9, 1, { tag: 4 });
+    const k5 = makeKey(5, 1);
+    await b.sim.run(async () => {
+      expect((await b.post(regMr(k5, 0x2000, 4096, mtts(10, 1)))).syndrome).toBe(OK);
+      // a type-2 window bound to MR 5
+      const bw = bind({ mwType: 2, mwRkey: makeKey(8, 1), newRkey: makeKey(8, 2), bind: { mrLkey: k5, addr: 0x2000, length: 0x100, access: remote } });
+      expect((await b.post(bw)).syndrome).toBe(OK);
+      expect(readMkey(b.hca, 5).mwCount).toBe(1);
+      const expectRemote = async (key: number, syndrome: number, indices: number[], pd = PD): Promise<number> => {
+        const before = indices.map((i) => readMkey(b.hca, i));
+        const r = await remoteInv(b, key, pd);
+        expect(r.syndrome, `remote invalidate of 0x${key.toString(16)}`).toBe(syndrome);
+        if (syndrome !== OK) expect(indices.map((i) => readMkey(b.hca, i))).toEqual(before);
+        return r.ps;
+      };
+      await expectRemote(k5, REM_INV, [5]); // windows still bound
+      await expectRemote(makeKey(5, 2), REM_INV, [5]); // full key match
+      await expectRemote(makeKey(3, 1), REM_INV, [3]); // a user MR: no remote invalidation
+      await expectRemote(makeKey(9, 4), REM_INV, [9]); // a type-1 window
+      await expectRemote(makeKey(8, 2), REM_INV, [8], OTHER_PD); // the responder QP's PD
+      await expectRemote(makeKey(200, 1), REM_INV, [200]); // names nothing
+      // the window: FREE, and MR 5 counts it no more (its KLM and the MR's context read first)
+      const psWindow = await expectRemote(makeKey(8, 2), OK, []);
+      expect(readMkey(b.hca, 8)).toMatchObject({ free: true, tag: 2 });
+      expect(readMkey(b.hca, 5).mwCount).toBe(0);
+      expect(psWindow).toBeGreaterThanOrEqual(3 * CTX_READ_PS); // three dependent reads
+      // now the MR, with one context read; the cached context is not used afterwards
+      expect(await b.xlate(k5, 0x2010, 8)).toEqual({ kind: 'ok', segments: [{ pa: page(10) + 0x10, length: 8 }] });
+      const psMr = await expectRemote(k5, OK, []);
+      expect(psMr).toBeGreaterThanOrEqual(CTX_READ_PS);
+      expect(psMr).toBeLessThan(2 * CTX_READ_PS);
+      expect(readMkey(b.hca, 5)).toMatchObject({ free: true, tag: 1 });
+      expect(await b.xlate(k5, 0x2010, 8)).toEqual({ kind: 'error', error: 'FREE', key: k5 });
+      await expectRemote(k5, OK, []); // already FREE: succeeds (as LOCAL_INV)
+    });
+    const st = b.sim.stats()['tb.hca0.umr_engine'];
+    expect(st.jobs_remote_inv).toBe(9);
+    expect(st.jobs_local_inv).toBe(0);
+    expect(st.errors_rem_inv_req_err).toBe(6);
+  });
+
+  it('takes the send queue jobs and the responder jobs in turn, each completion on its own queue', async () => {
+    const b = bench();
+    for (const i of [5, 6, 7, 10]) frmr(b, i, 4);
+    await b.sim.run(async () => {
+      for (const i of [5, 6, 7, 10]) expect((await b.post(regMr(makeKey(i, 1), 0, 4096, mtts(i, 1)))).syndrome).toBe(OK);
+      await b.umr.req.pushWait({ tag: 1, qpn: QPN, pd: PD, wqe: localInv(makeKey(5, 1)) });
+      await b.umr.req.pushWait({ tag: 2, qpn: QPN, pd: PD, wqe: localInv(makeKey(6, 1)) });
+      await b.umr.rinv.req.pushWait({ tag: 3, qpn: QPN, pd: PD, wqe: localInv(makeKey(7, 1)) });
+      await b.umr.rinv.req.pushWait({ tag: 4, qpn: QPN, pd: OTHER_PD, wqe: localInv(makeKey(10, 1)) });
+      const local = [await b.umr.resp.popWait(), await b.umr.resp.popWait()];
+      const rem = [await b.umr.rinv.resp.popWait(), await b.umr.rinv.resp.popWait()];
+      expect(local).toEqual([{ tag: 1, syndrome: OK }, { tag: 2, syndrome: OK }]);
+      expect(rem).toEqual([{ tag: 3, syndrome: OK }, { tag: 4, syndrome: REM_INV }]);
+      expect([5, 6, 7, 10].map((i) => readMkey(b.hca, i).free)).toEqual([true, true, true, false]);
+    });
+  });
+});
+
 describe('UmrEngine: translation update, queueing, trace names', () => {
   it('updates MTTs at a translation offset (ODP) without changing the mkey state, coherently with the MTT cache', async () => {
     const b = bench();

@@ -152,7 +152,9 @@ export type WrSpec =
   | { op: 'SEND_WITH_INV'; sges: SgeSpec[]; inline: boolean; recv: SgeSpec[]; inv: KeyRef; signaled: boolean }
   | { op: 'RDMA_WRITE'; sges: SgeSpec[]; inline: boolean; remote: RemoteSpec; signaled: boolean }
   | { op: 'RDMA_WRITE_WITH_IMM'; sges: SgeSpec[]; inline: boolean; remote: RemoteSpec; recv: SgeSpec[]; imm: number; signaled: boolean }
-  | { op: 'RDMA_READ' | 'RDMA_READ_WITH_INV'; sges: SgeSpec[]; remote: RemoteSpec; signaled: boolean }
+  | { op: 'RDMA_READ'; sges: SgeSpec[]; remote: RemoteSpec; signaled: boolean }
+  /** `inv`: the local key to invalidate (generated only when the pair has config.readWithInvalidate). */
+  | { op: 'RDMA_READ_WITH_INV'; sges: SgeSpec[]; remote: RemoteSpec; inv: KeyRef; signaled: boolean }
   | {
       op: 'ATOMIC_CMP_AND_SWP' | 'ATOMIC_FETCH_AND_ADD';
       sges: SgeSpec[];
@@ -397,7 +399,8 @@ export class VerbsPair {
 
   private constructor(opts: PairOptions) {
     this.avoid = opts.avoid ?? {};
-    this.m = new VerbsModel({ hcas: HCAS });
+    // RDMA_READ_WITH_INV is accepted by both sides or by neither (API.md config.readWithInvalidate)
+    this.m = new VerbsModel({ hcas: HCAS, readWithInvalidate: opts.config?.readWithInvalidate ?? false });
     this.tb = new Testbed({
       hcas: HCAS,
       seed: opts.seed ?? 1,
@@ -751,7 +754,8 @@ export class VerbsPair {
         const mw: ModelSendWr = { ...base, opcode: w.op, sgList: ms, rkey: k.m, remoteAddr: addr };
         const tw: SendWr = { ...base, opcode: w.op, sgList: ts, rkey: k.t, remoteAddr: addr };
         if (w.op === 'RDMA_READ_WITH_INV') {
-          const inv = this.key(q, { kind: 'mr', pick: 0, variant: 'cur' });
+          const inv = this.key(q, w.inv);
+          this.wrLabels.set(wrId, `via ${k.what} inv ${inv.what}`);
           mw.invalidateRkey = inv.m;
           tw.invalidateRkey = inv.t;
         }

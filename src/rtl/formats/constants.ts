@@ -50,6 +50,17 @@ export const WqeOpcode = {
 export type WqeOpcode = (typeof WqeOpcode)[keyof typeof WqeOpcode];
 
 /**
+ * Model-private encoding of RDMA_READ_WITH_INV (spec/mlx5.md: "mlx5 has no opcode for
+ * RDMA_READ_WITH_INV"; it is iWARP-only): an RDMA_READ WQE (opcode 0x10) with this value in
+ * opmod (bits 31:24 of opmod_idx_opcode) and the local key to invalidate in the control
+ * segment's imm, as SEND_INVAL and LOCAL_INV carry theirs. mlx5 defines no opmod for RDMA_READ
+ * (the kernel's wr.c always writes 0 there), so a non-zero value cannot clash with a real WQE.
+ * Accepted only with config.readWithInvalidate; otherwise it is an unknown opmod, completed
+ * LOC_QP_OP_ERR.
+ */
+export const WQE_OPMOD_READ_WITH_INV = 0x01;
+
+/**
  * Fence modes: the value of `fm_ce_se` bits 7:5, unshifted (the kernel's MLX5_FENCE_MODE_* are
  * pre-shifted by 5). SMALL_AND_FENCE is from include/linux/mlx5/qp.h; the spec lists 0..3.
  */
