@@ -15,7 +15,7 @@ async function workload(vcd?: string): Promise<{ log: string[]; mem: Uint8Array;
   const note = (wcs: WorkCompletion[]): void => {
     for (const w of wcs) log.push(`${tb.now} ${String(w.wrId)} ${w.status} ${w.opcode} ${w.byteLen}`);
   };
-  let mem = new Uint8Array(0);
+  let mem: Uint8Array = new Uint8Array(0);
   await tb.run(async () => {
     const c0 = await tb.openDevice(0);
     const c1 = await tb.openDevice(1);
