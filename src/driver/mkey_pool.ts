@@ -105,6 +105,8 @@ export class MkeyPool {
         access: { localWrite: (access & 1) !== 0, remoteWrite: (access & 2) !== 0, remoteRead: (access & 4) !== 0, remoteAtomic: (access & 8) !== 0 },
         iova: start, length, translations: { mode: 'MTT', pages: mtt.map((v) => v - (v % 4096)), logPageSize: 12 },
         ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}),
+        // a pooled mkey may come back from a user with atomic: always set (or clear) A
+        clearAtomic: true,
       });
       // the UMR also sets the PD (mask bit PD) and leaves remote invalidation off (a user MR)
       view.setUint8(24 + 7 - (MkeyMaskBit.PD >> 3), view.getUint8(24 + 7 - (MkeyMaskBit.PD >> 3)) | (1 << (MkeyMaskBit.PD & 7)));

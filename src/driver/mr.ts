@@ -44,6 +44,11 @@ export class Mr {
   /** Elements mapped by the last mapSg (SG_GAPS counts these against maxNumSg, not KLMs). */
   mappedCount = 0;
   destroyed = false;
+  /**
+   * A REG_MR posted for this MR granted REMOTE_ATOMIC (sticky): every later REG_MR puts A in
+   * the mkey mask so a registration without it clears the right (RegMrWqeParams.clearAtomic).
+   */
+  atomicGranted = false;
   /** A user MR from the driver's mkey pool: its bucket (dereg revokes it by UMR), else 0. */
   readonly poolBucket: number;
 

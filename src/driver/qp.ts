@@ -332,10 +332,13 @@ export class Qp {
       this.pd.ctx.hca.mem.write(buf, new Uint8Array(lv.buffer));
       listAddr = buf;
     }
+    // documented choice (RegMrWqeParams.clearAtomic): A in the mask once any REG_MR granted atomic
+    const clearAtomic = mr.atomicGranted;
     const ds = buildRegMrWqe(view, 0, {
-      ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations,
+      ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations, clearAtomic,
       ...(listAddr !== undefined ? { listAddr, listLkey: MLX5_INVALID_LKEY } : {}),
     });
+    if ((access & IbAccess.REMOTE_ATOMIC) !== 0) mr.atomicGranted = true;
     // IB_ACCESS_MW_BIND in the mkey segment's reserved byte 3 (model-private, see umr_types.ts)
     if ((access & IbAccess.MW_BIND) !== 0) this.scratch[64 + 3] |= 0x02;
     return ds;

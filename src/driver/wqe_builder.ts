@@ -153,6 +153,14 @@ export interface RegMrWqeParams extends WqeCommonParams {
   listAddr?: number;
   /** lkey of listAddr (the PD's local DMA lkey); needed with listAddr. */
   listLkey?: number;
+  /**
+   * Put A (remote atomic) in the mkey mask even when `access` has no remote atomic, so the
+   * mkey's atomic bit is cleared. spec/mlx5.md has A in the mask only "for remote atomic" (the
+   * kernel's set_reg_wr: frwr_mkey_mask(atomic = access & REMOTE_ATOMIC)), which would leave an
+   * earlier registration's atomic right in place, against semantics.md "REG_MR sets ... access".
+   * Documented choice: the driver sets this when an earlier REG_MR of the MR granted it.
+   */
+  clearAtomic?: boolean;
 }
 
 /** Parameters of a LOCAL_INV UMR WQE. */
@@ -352,7 +360,10 @@ export function buildAtomicWqe(view: DataView, off: number, p: AtomicWqeParams):
   return ds;
 }
 
-/** The mkey_mask of a fast registration (kernel wr.c frwr_mkey_mask), with A for remote atomic. */
+/**
+ * The mkey_mask of a fast registration (kernel wr.c frwr_mkey_mask), with A when `remoteAtomic`
+ * (the access grants it, or an earlier grant must be cleared: RegMrWqeParams.clearAtomic).
+ */
 export function regMrMkeyMask(remoteAtomic: boolean): number {
   const names: MkeyMaskName[] = ['LEN', 'PAGE_SIZE', 'START_ADDR', 'EN_RINVAL', 'KEY', 'LR', 'LW', 'RR', 'RW', 'SMALL_FENCE', 'FREE'];
   if (remoteAtomic) names.push('A');
@@ -377,7 +388,7 @@ export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): n
     flags: UmrCtrlFlag.CHECK_FREE | (inline ? UmrCtrlFlag.INLINE : 0),
     xltOctowords: xltOctowords(bytes),
     xltOffset: 0,
-    mkeyMask: regMrMkeyMask(p.access.remoteAtomic ?? false),
+    mkeyMask: regMrMkeyMask((p.access.remoteAtomic ?? false) || (p.clearAtomic ?? false)),
   });
   encodeMkeyContext(view, off + UMR_MKEY_OFF, {
     ...zeroMkeyContext(),

@@ -140,6 +140,19 @@ describe('send WQE bytes (spec/mlx5.md "Send WQE")', () => {
       expect(c2.u8(63)).toBe(0x00);
       expect(c2.u32(56)).toBe(((0x25 << 24) | qp0.qpNum) >>> 0);
       expect(c2.u16(60)).toBe(3); // the WQEBB index of the second WQE
+
+      // re-registration without remote atomic of an MR once registered with it: A stays in the
+      // mask with the atomic bit clear, so the earlier right is revoked (the driver's documented
+      // choice, RegMrWqeParams.clearAtomic); a remote atomic through it is then refused
+      qp0.postSend({ wrId: 3, opcode: 'LOCAL_INV', invalidateRkey: big.rkey, signaled: true });
+      expect((await cq0.wait(1))[0]).toMatchObject({ wrId: 3, status: 'SUCCESS', opcode: 'LOCAL_INV' });
+      qp0.postSend({ wrId: 4, opcode: 'REG_MR', mr: big, key: big.rkey, access: Access.LOCAL_WRITE | Access.REMOTE_READ, signaled: true });
+      const r = wqeAt(tb, 0, qp0, 8, 3);
+      expect(r.u32(0)).toBe(((8 << 8) | 0x25) >>> 0);
+      expect(r.u64(24)).toBe(FRWR_MASK + 2 ** M.A);
+      expect(r.u8(66)).toBe(0x80 | 0x10 | 0x08 | 0x04 | 1); // UMR_EN RR LW LR | MTT: no A
+      expect((await cq0.wait(1))[0]).toMatchObject({ wrId: 4, status: 'SUCCESS', opcode: 'REG_MR' });
+      expect((await tb.hca(0).cmdif.exec({ op: 'QUERY_MKEY', index: big.rkey >>> 8 })).context[2] & 0x40).toBe(0);
     });
   });
 
