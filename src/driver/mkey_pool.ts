@@ -118,11 +118,18 @@ export class MkeyPool {
     return key;
   }
 
-  /** Revokes a pool MR by UMR (LOCAL_INV of its key) and returns the mkey to its bucket. */
+  /**
+   * Revokes a pool MR by UMR and returns the mkey to its bucket. The UMR frees the mkey and
+   * retires its key (mask FREE | KEY, a new tag from the context's rolling counter), so the
+   * deregistered key no longer names the free mkey: a LOCAL_INV or access through it fails as
+   * for any key that names nothing (semantics.md "any call on a destroyed object").
+   */
   async revoke(key: number, bucket: number): Promise<void> {
     const qp = await this.umrQp();
     const wrId = ++this.seq;
-    qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key }));
+    let newTag = this.ctx.nextTag();
+    if (newTag === (key & 0xff)) newTag = this.ctx.nextTag(); // the counter wrapped onto the old tag
+    qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag }));
     await this.complete(wrId, 'dereg (mkey pool UMR)');
     this.free.get(bucket)!.push(key >>> 8);
   }

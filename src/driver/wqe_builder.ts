@@ -167,6 +167,11 @@ export interface RegMrWqeParams extends WqeCommonParams {
 export interface LocalInvWqeParams extends WqeCommonParams {
   /** The key to invalidate. */
   key: number;
+  /**
+   * Also give the mkey this tag (mask FREE | KEY): the mkey pool retires a deregistered user
+   * MR's key so it no longer names the free mkey (the UMR engine checks it as a LOCAL_INV).
+   */
+  newTag?: number;
 }
 
 /** What a memory window is bound to. */
@@ -420,17 +425,17 @@ export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): n
 
 /**
  * Writes a LOCAL_INV UMR WQE at `off` (kernel wr.c set_linv_umr_seg / set_linv_mkey_seg):
- * imm = key, flags INLINE, mask FREE, xlt_octowords 0, mkey segment zero but status free.
- * Returns its DS (8).
+ * imm = key, flags INLINE, mask FREE, xlt_octowords 0, mkey segment zero but status free
+ * (with `newTag`: mask FREE | KEY and the tag in the segment). Returns its DS (8).
  */
 export function buildLocalInvWqe(view: DataView, off: number, p: LocalInvWqeParams): number {
   encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
     flags: UmrCtrlFlag.INLINE,
     xltOctowords: 0,
     xltOffset: 0,
-    mkeyMask: mkeyMask('FREE'),
+    mkeyMask: p.newTag === undefined ? mkeyMask('FREE') : mkeyMask('FREE', 'KEY'),
   });
-  encodeMkeyContext(view, off + UMR_MKEY_OFF, { ...zeroMkeyContext(), free: true });
+  encodeMkeyContext(view, off + UMR_MKEY_OFF, { ...zeroMkeyContext(), free: true, tag: p.newTag ?? 0 });
   encodeCtrlSeg(view, off, ctrlOf(p, WqeOpcode.UMR, UMR_HEADER_DS, p.key));
   return UMR_HEADER_DS;
 }

@@ -58,7 +58,7 @@ import {
   type UmrWqe,
   type XltPlan,
 } from './umr_ops.ts';
-import { MKEY_KIND_MW1 } from './umr_types.ts';
+import { MKEY_KIND_MR, MKEY_KIND_MW1 } from './umr_types.ts';
 
 export { UmrKind, UmrSyndrome } from './umr_ops.ts';
 
@@ -411,7 +411,8 @@ export class UmrEngine extends Module {
       case UMR_KIND_LOCAL_INV:
         return !t.free;
       case UMR_KIND_UNBIND:
-        return t.kind === MKEY_KIND_MW1 || !t.free; // a type-1 unbind always takes the new tag
+        // a type-1 unbind, and an MR's retire (umr_ops.ts), always take the new tag
+        return t.kind === MKEY_KIND_MW1 || t.kind === MKEY_KIND_MR || !t.free;
       default:
         return false;
     }

@@ -25,7 +25,9 @@ import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from './umr_t
  * - BIND_MW: FREE in the mask, segment not free, no PAGE_SIZE (rdma-core set_bind_wr), one KLM;
  * - LOCAL_INV: FREE in the mask, segment free, no KEY (kernel set_linv_umr_seg: mask == FREE);
  * - UNBIND: FREE and KEY in the mask, segment free: a bind of length 0 (rdma-core: no KLM,
- *   CHECK_QPN for type 2);
+ *   CHECK_QPN for type 2); on an MR target (the mask is all the hardware sees) it disables the
+ *   MR and gives it the segment's tag: the driver's mkey pool retires a deregistered user MR's
+ *   key this way (checked as LOCAL_INV, see checkUmr);
  * - XLT_UPDATE: no FREE in the mask: translations (and masked fields) of an mkey whose state is
  *   kept, e.g. ODP's MTT update with a translation offset;
  * - INVALID: not a UMR, or malformed.
@@ -188,6 +190,8 @@ export function checkUmr(w: UmrWqe, q: UmrPoster, t: MkeyEntry, mr: MkeyEntry | 
     case UMR_KIND_BIND_MW:
       return checkBind(w, q, t, mr);
     case UMR_KIND_UNBIND:
+      // FREE | KEY on an MR: the pool's retire (free and a new tag), with LOCAL_INV's rules
+      if (t.allocated && t.kind === MKEY_KIND_MR) return checkLocalInv(w, t);
       return checkUnbind(w, q, t, pol);
     default:
       return QP_OP; // malformed: the hardware completes it as a local QP operation error

@@ -123,12 +123,15 @@ const KNOWN_DIFFERENCES: Avoid = {
   bindMwToZeroBasedFastMr: true,
   /**
    * BUG (cycle-model driver, src/driver/mkey_pool.ts MkeyPool.revoke): dereg of a pooled user MR
-   * leaves the mkey (FREE, in the pool) with the MR's key, so the deregistered key still names it:
-   * LOCAL_INV of that key succeeds (semantics.md: the key must name an MR: LOC_QP_OP_ERR, as the
-   * model completes). The revoke should retire the tag (or the pool should hand out a new one).
-   * E.g. regMr(...) = mr; mr.dereg(); post LOCAL_INV { invalidateRkey: old mr.lkey }.
+   * left the mkey (FREE, in the pool) with the MR's key, so the deregistered key still named it:
+   * LOCAL_INV of that key succeeded (semantics.md: the key must name an MR: LOC_QP_OP_ERR, as the
+   * model completes). E.g. regMr(...) = mr; mr.dereg(); post LOCAL_INV { invalidateRkey: old
+   * mr.lkey }. Fixed: the revoke UMR frees the mkey and retires its key (mask FREE | KEY, a new
+   * tag from the context's rolling counter; the UMR engine checks FREE | KEY on an MR as a
+   * LOCAL_INV), test/driver/verbs_e2e.test.ts. (The pair maps a dead MR's key that lands on the
+   * new tag to a key naming nothing: no handle ever had it, see verbs_pair.ts.)
    */
-  keyOfDeregisteredUserMr: true,
+  keyOfDeregisteredUserMr: false, // fixed: the test holds this case again
   /**
    * DIFFERENCE where semantics.md is silent (cycle model: the requester / ATU local path): the
    * key of a bound memory window is accepted as an lkey (a local SGE reads through the window);

@@ -241,6 +241,38 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
     });
   });
 
+  it("a deregistered pooled user MR's key names nothing: LOCAL_INV of it is LOC_QP_OP_ERR; the mkey is reused", async () => {
+    const tb = new Testbed({ hcas: 1 });
+    await tb.run(async () => {
+      const ctx = await tb.openDevice(0);
+      const pd = await ctx.allocPd();
+      const cq = await ctx.createCq(64);
+      const q = await pd.createQp({ sendCq: cq, recvCq: cq });
+      const peer = await pd.createQp({ sendCq: cq, recvCq: cq });
+      await q.connect(peer);
+      const buf = tb.host(0).alloc(2 * PAGE, { align: PAGE });
+      // the first regMr finds the pool empty (CREATE_MKEY) and starts a refill; the next is pooled
+      await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE);
+      await tb.delay(5e9);
+      const mr = await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_READ);
+      expect(mr.poolBucket).toBeGreaterThan(0);
+      const old = mr.lkey;
+      await mr.dereg();
+      // the mkey is FREE in the pool, under another tag
+      const entry = tb.hca(0).cmdif.exec({ op: 'QUERY_MKEY', index: old >>> 8 });
+      const ctxBytes = (await entry).context;
+      expect(ctxBytes[0] & 0x40).toBe(0x40);
+      expect(ctxBytes[7]).not.toBe(old & 0xff);
+      q.postSend({ wrId: 1, opcode: 'LOCAL_INV', invalidateRkey: old, signaled: true });
+      expect((await cq.wait(1))[0]).toMatchObject({ wrId: 1, status: 'LOC_QP_OP_ERR', opcode: 'LOCAL_INV' });
+      // the pool hands the mkey out again (after the other free ones), with a fresh key
+      let again = await pd.regMr(buf.addr + PAGE, PAGE, Access.LOCAL_WRITE);
+      for (let i = 0; i < 8 && again.lkey >>> 8 !== old >>> 8; i++) again = await pd.regMr(buf.addr + PAGE, PAGE, Access.LOCAL_WRITE);
+      expect(again.lkey >>> 8).toBe(old >>> 8);
+      expect(again.lkey).not.toBe(old);
+    });
+  });
+
   it('a fast-reg MR can be re-registered once FREE again, with a new key; the old key is refused', async () => {
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {
