@@ -10,6 +10,8 @@ import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/umr_types.ts';
 import { MkeyPool } from './mkey_pool.ts';
 
 const PAGE = 4096;
+/** MEM_REG MTTs per descriptor: 8192 / 4096, the largest pageSize whose 4 KiB fallback always fits. */
+const MTT_FALLBACK_FACTOR = 2;
 
 export class Pd {
   private dmaLkey = -1;
@@ -69,18 +71,21 @@ export class Pd {
       throw new VerbsError('EINVAL', `allocMr: maxNumSg must be in 1..${attr.maxFastRegPageListLen} (max_fast_reg_page_list_len), got ${maxNumSg}`);
     }
     if (type === 'SG_GAPS') await this.localDmaLkey();
-    // mlx5: ndescs = ALIGN(max_num_sg, 4) (spec/mlx5.md "FRWR MR allocation")
+    // mlx5: ndescs = ALIGN(max_num_sg, 4) (spec/mlx5.md "FRWR MR allocation"). MEM_REG reserves
+    // twice that many MTTs (a documented choice): room for the 4 KiB fallback of a mapSg with
+    // pageSize 8192 over scattered frames (Mr.mapSg)
     const ndescs = Math.ceil(maxNumSg / 4) * 4;
+    const mttCapacity = MTT_FALLBACK_FACTOR * ndescs;
     const tag = this.ctx.nextTag();
     const r = await this.ctx.cmd(
       this.ctx.hca.cmdif.exec({
         op: 'CREATE_MKEY', tag, free: true, accessMode: type === 'MEM_REG' ? MkcAccessMode.MTT : MkcAccessMode.KLMS,
         access: 0, umrEn: true, remoteInval: true, pd: this.pdn, start: 0, length: 0, logPageSize: 12,
-        xltCapacity: type === 'MEM_REG' ? ndescs : Math.min(ndescs * SG_GAPS_KLMS_PER_ELEMENT, attr.maxFastRegPageListLen),
+        xltCapacity: type === 'MEM_REG' ? mttCapacity : Math.min(ndescs * SG_GAPS_KLMS_PER_ELEMENT, attr.maxFastRegPageListLen),
       }),
       'allocMr',
     );
-    return new Mr(this, r.mkey, type, { iova: 0, length: 0, access: 0, maxNumSg });
+    return new Mr(this, r.mkey, type, { iova: 0, length: 0, access: 0, maxNumSg, ...(type === 'MEM_REG' ? { mttCapacity } : {}) });
   }
 
   /** ibv_alloc_mw: a window of type 1 or 2, created FREE (UMR-enabled, KLMS with one entry). */

@@ -316,14 +316,15 @@ export class Qp {
     if (key >>> 8 !== mr.index) throw new VerbsError('EINVAL', `postSend: REG_MR key 0x${key.toString(16)} does not name the MR's index 0x${mr.index.toString(16)}`);
     const access = w.access ?? 0;
     checkAccess(access, 'postSend REG_MR');
-    const n = mr.type === 'MEM_REG' ? mr.pages.length : mr.mappedCount;
+    // the page list in mapSg's pages (MEM_REG; its MTTs may be 4 KiB ones, see Mr.mapSg) or elements
+    const n = mr.type === 'MEM_REG' ? mr.pageCount : mr.mappedCount;
     if (n > mr.maxNumSg) throw new VerbsError('EINVAL', `postSend: REG_MR page list of ${n} > maxNumSg ${mr.maxNumSg}`);
     const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
     const translations = mr.type === 'MEM_REG'
-      ? { mode: 'MTT' as const, pages: mr.pages, logPageSize: Math.log2(mr.pageSize) }
+      ? { mode: 'MTT' as const, pages: mr.pages, logPageSize: mr.mttLogPageSize }
       : { mode: 'KLM' as const, klms: mr.elements.map((e) => ({ bcount: e.length, key: mr.pd.dmaLkeyNow >>> 0, va: e.dma })) };
     // a list over 64 bytes goes by pointer: the driver's descriptor buffer (its DMA address)
-    const bytes = mr.type === 'MEM_REG' ? n * 8 : mr.elements.length * 16;
+    const bytes = mr.type === 'MEM_REG' ? mr.pages.length * 8 : mr.elements.length * 16;
     let listAddr: number | undefined;
     if (bytes > 64) {
       const buf = this.descBuffer(bytes);
