@@ -91,7 +91,10 @@ export class MkeyPool {
    * Enables pool mkey `index` as a user MR by UMR: new tag, the user's PD and access, its range
    * and pages (REG_MR with the PD added to the mask, no remote invalidation). Returns the key.
    */
-  async enable(index: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[]): Promise<number> {
+  async enable(
+    index: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
+    zb: { zeroBased: boolean; fbo: number } = { zeroBased: false, fbo: 0 },
+  ): Promise<number> {
     const qp = await this.umrQp();
     const tag = this.ctx.nextTag();
     const key = makeKey(index, tag);
@@ -107,6 +110,8 @@ export class MkeyPool {
         ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}),
         // a pooled mkey may come back from a user with atomic: always set (or clear) A
         clearAtomic: true,
+        // START_ADDR in the mask also sets (or clears) the zero-based bit and first byte offset
+        zeroBased: zb.zeroBased, fbo: zb.fbo,
       });
       // the UMR also sets the PD (mask bit PD) and leaves remote invalidation off (a user MR)
       view.setUint8(24 + 7 - (MkeyMaskBit.PD >> 3), view.getUint8(24 + 7 - (MkeyMaskBit.PD >> 3)) | (1 << (MkeyMaskBit.PD & 7)));

@@ -73,6 +73,12 @@ export class Mr {
   iova: number;
   length: number;
   readonly access: number;
+  /**
+   * Software view of the registration's access: regMr's, or that of the last REG_MR posted for
+   * this fast-registration MR (a driver cannot know the device's state synchronously); the
+   * bindMw verb's "MR zero-based: EINVAL" looks at it.
+   */
+  regAccess: number;
   /** The key the device holds for a pooled user MR (updateKey changes only the handle's). */
   deviceKey: number;
   readonly maxNumSg: number;
@@ -117,6 +123,7 @@ export class Mr {
     this.iova = o.iova;
     this.length = o.length;
     this.access = o.access;
+    this.regAccess = o.access;
     this.deviceKey = key >>> 0;
     this.maxNumSg = o.maxNumSg;
   }

@@ -42,13 +42,17 @@ export class Pd {
     if (!odp) await this.ctx.tb.delay(pages * this.ctx.hca.cfg.pinPagePs);
     const mtt: number[] = [];
     for (let i = 0; i < pages; i++) mtt.push(odp ? 0 : host.dmaAddress(first + i * PAGE) + 3);
+    // zero-based: the range starts at 0 and its first byte lies addr % PAGE into the first MTT
+    // page: the model-private first byte offset (FBO, src/rtl/icm_mkey.ts); real mlx5 has no
+    // such field (its kernel refuses zero-based MRs at unaligned addresses)
     const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
-    const start = zeroBased ? addr % PAGE : addr;
+    const start = zeroBased ? 0 : addr;
+    const fbo = zeroBased ? addr % PAGE : 0;
     // the MR cache first: a free mkey enabled by UMR; else firmware (CREATE_MKEY)
     const bucket = odp ? 0 : MkeyPool.bucketOf(pages);
     const pooled = bucket > 0 ? this.ctx.pool.take(bucket) : -1;
     if (pooled >= 0) {
-      const key = await this.ctx.pool.enable(pooled, this, access, start, length, mtt);
+      const key = await this.ctx.pool.enable(pooled, this, access, start, length, mtt, { zeroBased, fbo });
       return new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket });
     }
     const tag = this.ctx.nextTag();
@@ -56,7 +60,7 @@ export class Pd {
       this.ctx.hca.cmdif.exec({
         op: 'CREATE_MKEY', tag, free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,
         pd: this.pdn, start, length, logPageSize: 12, pgAccess: odp, mtt,
-        mwBind: (access & IbAccess.MW_BIND) !== 0,
+        mwBind: (access & IbAccess.MW_BIND) !== 0, zeroBased, fbo,
       }),
       'regMr',
     );

@@ -146,7 +146,8 @@ export class Qp {
     if (bind.mr && bind.mr.destroyed) throw new VerbsError('EINVAL', 'bindMw: the MR was deregistered');
     if (bind.mr && bind.mr.pd !== mw.pd) throw new VerbsError('EPERM', "bindMw: the window's PD differs from the MR's");
     if ((bind.access & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'bindMw: ZERO_BASED windows are not supported for type 1');
-    if (bind.mr && (bind.mr.access & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'bindMw: the MR is zero-based');
+    // the software view (regMr's access, or the last REG_MR posted): the device's is not known yet
+    if (bind.mr && (bind.mr.regAccess & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'bindMw: the MR is zero-based');
     const newRkey = incRkey(mw.rkey);
     this.postOne({ wrId: opts.wrId ?? 0, opcode: 'BIND_MW', signaled: opts.signaled ?? true, mw, rkey: newRkey, bindInfo: bind }, true);
     return newRkey;
@@ -335,11 +336,15 @@ export class Qp {
     }
     // documented choice (RegMrWqeParams.clearAtomic): A in the mask once any REG_MR granted atomic
     const clearAtomic = mr.atomicGranted;
+    // zero-based: start 0; over MTTs the first byte lies iova % page size into the first page
+    // (the model-private first byte offset, src/rtl/icm_mkey.ts); a KLM list starts at that byte
+    const fbo = zeroBased && mr.type === 'MEM_REG' ? mr.iova % 2 ** mr.mttLogPageSize : 0;
     const ds = buildRegMrWqe(view, 0, {
-      ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations, clearAtomic,
+      ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations, clearAtomic, zeroBased, fbo,
       ...(listAddr !== undefined ? { listAddr, listLkey: MLX5_INVALID_LKEY } : {}),
     });
     if ((access & IbAccess.REMOTE_ATOMIC) !== 0) mr.atomicGranted = true;
+    mr.regAccess = access;
     // IB_ACCESS_MW_BIND in the mkey segment's reserved byte 3 (model-private, see umr_types.ts)
     if ((access & IbAccess.MW_BIND) !== 0) this.scratch[64 + 3] |= 0x02;
     return ds;
