@@ -163,6 +163,12 @@ export class Mr {
     if (!(Number.isInteger(pageSize) && pageSize >= PAGE && (pageSize & (pageSize - 1)) === 0)) {
       throw new VerbsError('EINVAL', `mapSg: pageSize must be a power of two >= 4096, got ${pageSize}`);
     }
+    // every element's numbers first, as the reference model: the host is never asked about a bad address
+    for (const e of sg) {
+      if (!(Number.isSafeInteger(e.addr) && e.addr >= 0 && Number.isSafeInteger(e.length) && e.length >= 0)) {
+        throw new VerbsError('EINVAL', `mapSg: element [${e.addr}, +${e.length}) is not a non-negative address and length`);
+      }
+    }
     const host = this.pd.ctx.hca.host;
     // built aside and committed only when every element checks out (EFAULT leaves the MR as it was)
     const pages: number[] = []; // one entry per pageSize page

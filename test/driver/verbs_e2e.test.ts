@@ -69,6 +69,8 @@ describe('verbs calls: synchronous failures (spec/semantics.md "Verbs calls")', 
       const m2 = await pd.allocMr('MEM_REG', 2);
       expect(m2.mapSg([0, 1, 2].map((i) => ({ addr: buf.addr + i * PAGE, length: PAGE })))).toBe(2);
       expect(m2.length).toBe(2 * PAGE);
+      // (addresses and lengths are checked before the host is asked: EINVAL, never a HostError)
+      await expectErr(() => m2.mapSg([{ addr: -4096, length: PAGE }]), 'EINVAL', /non-negative/);
       const g2 = await pd.allocMr('SG_GAPS', 2);
       expect(g2.mapSg([0, 1, 2].map((i) => ({ addr: buf.addr + i * PAGE + 8, length: 16 })))).toBe(2);
 
