@@ -91,7 +91,10 @@ export class MkeyPool {
    * Enables pool mkey `index` as a user MR by UMR: new tag, the user's PD and access, its range
    * and pages (REG_MR with the PD added to the mask, no remote invalidation). Returns the key.
    */
-  async enable(index: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[]): Promise<number> {
+  async enable(
+    index: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
+    zb: { zeroBased: boolean; fbo: number } = { zeroBased: false, fbo: 0 },
+  ): Promise<number> {
     const qp = await this.umrQp();
     const tag = this.ctx.nextTag();
     const key = makeKey(index, tag);
@@ -105,6 +108,10 @@ export class MkeyPool {
         access: { localWrite: (access & 1) !== 0, remoteWrite: (access & 2) !== 0, remoteRead: (access & 4) !== 0, remoteAtomic: (access & 8) !== 0 },
         iova: start, length, translations: { mode: 'MTT', pages: mtt.map((v) => v - (v % 4096)), logPageSize: 12 },
         ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}),
+        // a pooled mkey may come back from a user with atomic: always set (or clear) A
+        clearAtomic: true,
+        // START_ADDR in the mask also sets (or clears) the zero-based bit and first byte offset
+        zeroBased: zb.zeroBased, fbo: zb.fbo,
       });
       // the UMR also sets the PD (mask bit PD) and leaves remote invalidation off (a user MR)
       view.setUint8(24 + 7 - (MkeyMaskBit.PD >> 3), view.getUint8(24 + 7 - (MkeyMaskBit.PD >> 3)) | (1 << (MkeyMaskBit.PD & 7)));
@@ -116,11 +123,18 @@ export class MkeyPool {
     return key;
   }
 
-  /** Revokes a pool MR by UMR (LOCAL_INV of its key) and returns the mkey to its bucket. */
+  /**
+   * Revokes a pool MR by UMR and returns the mkey to its bucket. The UMR frees the mkey and
+   * retires its key (mask FREE | KEY, a new tag from the context's rolling counter), so the
+   * deregistered key no longer names the free mkey: a LOCAL_INV or access through it fails as
+   * for any key that names nothing (semantics.md "any call on a destroyed object").
+   */
   async revoke(key: number, bucket: number): Promise<void> {
     const qp = await this.umrQp();
     const wrId = ++this.seq;
-    qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key }));
+    let newTag = this.ctx.nextTag();
+    if (newTag === (key & 0xff)) newTag = this.ctx.nextTag(); // the counter wrapped onto the old tag
+    qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag }));
     await this.complete(wrId, 'dereg (mkey pool UMR)');
     this.free.get(bucket)!.push(key >>> 8);
   }

@@ -26,6 +26,45 @@ function dmaRuns(host: { dmaAddress(a: number): number }, addr: number, len: num
   return out;
 }
 
+/**
+ * The pageSize pages of one MEM_REG element `[addr, addr + len)` (mapped): per page the DMA base
+ * (first registered byte's DMA address minus its offset in the page; 0 for a page without
+ * registered bytes, a zero-length element), whether every page is physically contiguous over its
+ * registered bytes with a pageSize-aligned base, and the same bytes as 4 KiB entries.
+ */
+function memRegPages(
+  host: { dmaAddress(a: number): number },
+  addr: number,
+  len: number,
+  pageSize: number,
+): { pages: number[]; small: number[]; contiguous: boolean } {
+  const pages: number[] = [];
+  const small: number[] = [];
+  let contiguous = true;
+  const first = addr - (addr % pageSize);
+  const n = Math.ceil((addr + len - first) / pageSize);
+  for (let p = 0; p < n; p++) {
+    const pStart = first + p * pageSize;
+    const lo = Math.max(addr, pStart);
+    const hi = Math.min(addr + len, pStart + pageSize);
+    if (hi <= lo) {
+      pages.push(0);
+      continue;
+    }
+    const base = host.dmaAddress(lo) - (lo - pStart);
+    pages.push(base);
+    if (pageSize === PAGE) continue;
+    if (base < 0 || base % pageSize !== 0) contiguous = false;
+    for (let f = lo - (lo % PAGE); f < hi; f += PAGE) {
+      const b = Math.max(f, lo);
+      const frame = host.dmaAddress(b) - (b - f);
+      small.push(frame);
+      if (frame !== base + (f - pStart)) contiguous = false;
+    }
+  }
+  return { pages, small, contiguous };
+}
+
 export type MrType = 'USER' | 'MEM_REG' | 'SG_GAPS';
 
 export class Mr {
@@ -34,16 +73,40 @@ export class Mr {
   iova: number;
   length: number;
   readonly access: number;
+  /**
+   * Software view of the registration's access: regMr's, or that of the last REG_MR posted for
+   * this fast-registration MR (a driver cannot know the device's state synchronously); the
+   * bindMw verb's "MR zero-based: EINVAL" looks at it.
+   */
+  regAccess: number;
   /** The key the device holds for a pooled user MR (updateKey changes only the handle's). */
   deviceKey: number;
   readonly maxNumSg: number;
-  /** Fast registration: the mapped list (mapSg): pages (MEM_REG, DMA addresses) or elements (SG_GAPS). */
+  /**
+   * Fast registration: the mapped list (mapSg): the MTT entries REG_MR writes (MEM_REG: DMA
+   * addresses of pages of 2^mttLogPageSize bytes) or the KLM elements (SG_GAPS).
+   */
   pages: number[] = [];
   elements: { dma: number; length: number }[] = [];
+  /** mapSg's page size. */
   pageSize = PAGE;
+  /**
+   * MEM_REG: the page list's length in pageSize pages (what the maxNumSg rules count), which is
+   * `pages.length` unless the list fell back to 4 KiB MTT entries (see mapSg).
+   */
+  pageCount = 0;
+  /** MEM_REG: log2 of the page size of the MTT entries in `pages` (log2(pageSize), or 12). */
+  mttLogPageSize = 12;
+  /** MEM_REG: MTT entries the MR's translation table holds (allocMr). */
+  readonly mttCapacity: number;
   /** Elements mapped by the last mapSg (SG_GAPS counts these against maxNumSg, not KLMs). */
   mappedCount = 0;
   destroyed = false;
+  /**
+   * A REG_MR posted for this MR granted REMOTE_ATOMIC (sticky): every later REG_MR puts A in
+   * the mkey mask so a registration without it clears the right (RegMrWqeParams.clearAtomic).
+   */
+  atomicGranted = false;
   /** A user MR from the driver's mkey pool: its bucket (dereg revokes it by UMR), else 0. */
   readonly poolBucket: number;
 
@@ -51,14 +114,16 @@ export class Mr {
     readonly pd: Pd,
     key: number,
     readonly type: MrType,
-    o: { iova: number; length: number; access: number; maxNumSg: number; poolBucket?: number },
+    o: { iova: number; length: number; access: number; maxNumSg: number; poolBucket?: number; mttCapacity?: number },
   ) {
     this.poolBucket = o.poolBucket ?? 0;
+    this.mttCapacity = o.mttCapacity ?? 0;
     this.lkey = key >>> 0;
     this.rkey = key >>> 0;
     this.iova = o.iova;
     this.length = o.length;
     this.access = o.access;
+    this.regAccess = o.access;
     this.deviceKey = key >>> 0;
     this.maxNumSg = o.maxNumSg;
   }
@@ -75,8 +140,22 @@ export class Mr {
   /**
    * ib_map_mr_sg: maps host virtual ranges onto the MR's page list (MEM_REG: every element but
    * the first starts page-aligned, every element but the last ends page-aligned; the first that
-   * breaks this ends the mapping) or element list (SG_GAPS); at most maxNumSg entries. Sets
-   * iova (the first element's address) and length. Returns the number of elements mapped.
+   * breaks this ends the mapping) or element list (SG_GAPS); at most maxNumSg elements (for
+   * MEM_REG too, whatever their pages: semantics.md "mapSg: more entries than maxNumSg: maps the
+   * first maxNumSg", as the reference model; a page list longer than maxNumSg is then refused
+   * by REG_MR with EINVAL, so nothing is written past the MR's translation table). Sets iova (the
+   * first element's address) and length. Returns the number of elements mapped.
+   *
+   * MEM_REG with pageSize > 4096 over host memory of scattered 4 KiB frames (documented choice):
+   * when every pageSize page of the list is physically contiguous over its registered bytes, and
+   * its DMA base (the first registered byte's DMA address minus its offset in the page) is
+   * pageSize-aligned (a device MTT entry holds a page-aligned address; the kernel's
+   * ib_umem_find_best_pgsz asks the same), REG_MR posts one MTT per page with log_page_size =
+   * log2(pageSize); otherwise the same bytes as 4 KiB MTT entries (log_page_size 12). The DMA
+   * address is always taken from a registered byte, never from an unmapped page start. The
+   * table holds 2 * ALIGN(maxNumSg, 4) entries (allocMr), which fits the 4 KiB fallback of
+   * pageSize 8192; a larger fallback that would not fit (within maxNumSg pages) ends the mapping
+   * before its element.
    */
   mapSg(sg: readonly { addr: number; length: number }[], pageSize = PAGE): number {
     this.checkAlive('mapSg');
@@ -84,24 +163,37 @@ export class Mr {
     if (!(Number.isInteger(pageSize) && pageSize >= PAGE && (pageSize & (pageSize - 1)) === 0)) {
       throw new VerbsError('EINVAL', `mapSg: pageSize must be a power of two >= 4096, got ${pageSize}`);
     }
+    // every element's numbers first, as the reference model: the host is never asked about a bad address
+    for (const e of sg) {
+      if (!(Number.isSafeInteger(e.addr) && e.addr >= 0 && Number.isSafeInteger(e.length) && e.length >= 0)) {
+        throw new VerbsError('EINVAL', `mapSg: element [${e.addr}, +${e.length}) is not a non-negative address and length`);
+      }
+    }
     const host = this.pd.ctx.hca.host;
     // built aside and committed only when every element checks out (EFAULT leaves the MR as it was)
-    const pages: number[] = [];
+    const pages: number[] = []; // one entry per pageSize page
+    const small: number[] = []; // the same bytes in 4 KiB entries (pageSize > 4096 only)
+    let contiguous = true;
     const elements: { dma: number; length: number }[] = [];
     let mapped = 0;
     let length = 0;
     for (let i = 0; i < sg.length; i++) {
       const e = sg[i];
+      if (mapped >= this.maxNumSg) break;
       if (this.type === 'MEM_REG') {
         if (i > 0 && e.addr % pageSize !== 0) break;
         if (i > 0 && (sg[i - 1].addr + sg[i - 1].length) % pageSize !== 0) break;
-        const first = e.addr - (e.addr % pageSize);
-        const n = Math.ceil((e.addr + e.length - first) / pageSize);
-        if (pages.length + n > this.maxNumSg) break;
         if (!host.isMapped(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
-        for (let p = 0; p < n; p++) pages.push(host.dmaAddress(Math.max(e.addr, first + p * pageSize)) - (p === 0 ? e.addr % pageSize : 0));
+        const p = memRegPages(host, e.addr, e.length, pageSize);
+        if (pageSize > PAGE) {
+          const fallback = !(contiguous && p.contiguous);
+          // the 4 KiB fallback must fit the table (while the list is within maxNumSg pages)
+          if (fallback && small.length + p.small.length > this.mttCapacity && pages.length + p.pages.length <= this.maxNumSg) break;
+          contiguous &&= p.contiguous;
+          small.push(...p.small);
+        }
+        pages.push(...p.pages);
       } else {
-        if (mapped >= this.maxNumSg) break;
         if (!host.isMapped(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
         // host pages are scattered: one KLM per physically contiguous run of the element
         const runs = dmaRuns(host, e.addr, e.length);
@@ -111,7 +203,10 @@ export class Mr {
       length += e.length;
       mapped++;
     }
-    this.pages = pages;
+    const big = pageSize === PAGE || contiguous;
+    this.pages = big ? pages : small;
+    this.pageCount = pages.length;
+    this.mttLogPageSize = big ? Math.log2(pageSize) : 12;
     this.elements = elements;
     this.mappedCount = mapped;
     this.pageSize = pageSize;

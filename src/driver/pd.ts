@@ -10,6 +10,8 @@ import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/umr_types.ts';
 import { MkeyPool } from './mkey_pool.ts';
 
 const PAGE = 4096;
+/** MEM_REG MTTs per descriptor: 8192 / 4096, the largest pageSize whose 4 KiB fallback always fits. */
+const MTT_FALLBACK_FACTOR = 2;
 
 export class Pd {
   private dmaLkey = -1;
@@ -40,13 +42,17 @@ export class Pd {
     if (!odp) await this.ctx.tb.delay(pages * this.ctx.hca.cfg.pinPagePs);
     const mtt: number[] = [];
     for (let i = 0; i < pages; i++) mtt.push(odp ? 0 : host.dmaAddress(first + i * PAGE) + 3);
+    // zero-based: the range starts at 0 and its first byte lies addr % PAGE into the first MTT
+    // page: the model-private first byte offset (FBO, src/rtl/icm_mkey.ts); real mlx5 has no
+    // such field (its kernel refuses zero-based MRs at unaligned addresses)
     const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
-    const start = zeroBased ? addr % PAGE : addr;
+    const start = zeroBased ? 0 : addr;
+    const fbo = zeroBased ? addr % PAGE : 0;
     // the MR cache first: a free mkey enabled by UMR; else firmware (CREATE_MKEY)
     const bucket = odp ? 0 : MkeyPool.bucketOf(pages);
     const pooled = bucket > 0 ? this.ctx.pool.take(bucket) : -1;
     if (pooled >= 0) {
-      const key = await this.ctx.pool.enable(pooled, this, access, start, length, mtt);
+      const key = await this.ctx.pool.enable(pooled, this, access, start, length, mtt, { zeroBased, fbo });
       return new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket });
     }
     const tag = this.ctx.nextTag();
@@ -54,7 +60,7 @@ export class Pd {
       this.ctx.hca.cmdif.exec({
         op: 'CREATE_MKEY', tag, free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,
         pd: this.pdn, start, length, logPageSize: 12, pgAccess: odp, mtt,
-        mwBind: (access & IbAccess.MW_BIND) !== 0,
+        mwBind: (access & IbAccess.MW_BIND) !== 0, zeroBased, fbo,
       }),
       'regMr',
     );
@@ -69,18 +75,21 @@ export class Pd {
       throw new VerbsError('EINVAL', `allocMr: maxNumSg must be in 1..${attr.maxFastRegPageListLen} (max_fast_reg_page_list_len), got ${maxNumSg}`);
     }
     if (type === 'SG_GAPS') await this.localDmaLkey();
-    // mlx5: ndescs = ALIGN(max_num_sg, 4) (spec/mlx5.md "FRWR MR allocation")
+    // mlx5: ndescs = ALIGN(max_num_sg, 4) (spec/mlx5.md "FRWR MR allocation"). MEM_REG reserves
+    // twice that many MTTs (a documented choice): room for the 4 KiB fallback of a mapSg with
+    // pageSize 8192 over scattered frames (Mr.mapSg)
     const ndescs = Math.ceil(maxNumSg / 4) * 4;
+    const mttCapacity = MTT_FALLBACK_FACTOR * ndescs;
     const tag = this.ctx.nextTag();
     const r = await this.ctx.cmd(
       this.ctx.hca.cmdif.exec({
         op: 'CREATE_MKEY', tag, free: true, accessMode: type === 'MEM_REG' ? MkcAccessMode.MTT : MkcAccessMode.KLMS,
         access: 0, umrEn: true, remoteInval: true, pd: this.pdn, start: 0, length: 0, logPageSize: 12,
-        xltCapacity: type === 'MEM_REG' ? ndescs : Math.min(ndescs * SG_GAPS_KLMS_PER_ELEMENT, attr.maxFastRegPageListLen),
+        xltCapacity: type === 'MEM_REG' ? mttCapacity : Math.min(ndescs * SG_GAPS_KLMS_PER_ELEMENT, attr.maxFastRegPageListLen),
       }),
       'allocMr',
     );
-    return new Mr(this, r.mkey, type, { iova: 0, length: 0, access: 0, maxNumSg });
+    return new Mr(this, r.mkey, type, { iova: 0, length: 0, access: 0, maxNumSg, ...(type === 'MEM_REG' ? { mttCapacity } : {}) });
   }
 
   /** ibv_alloc_mw: a window of type 1 or 2, created FREE (UMR-enabled, KLMS with one entry). */

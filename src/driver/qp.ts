@@ -151,7 +151,8 @@ export class Qp {
     if (bind.mr && bind.mr.destroyed) throw new VerbsError('EINVAL', 'bindMw: the MR was deregistered');
     if (bind.mr && bind.mr.pd !== mw.pd) throw new VerbsError('EPERM', "bindMw: the window's PD differs from the MR's");
     if ((bind.access & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'bindMw: ZERO_BASED windows are not supported for type 1');
-    if (bind.mr && (bind.mr.access & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'bindMw: the MR is zero-based');
+    // the software view (regMr's access, or the last REG_MR posted): the device's is not known yet
+    if (bind.mr && (bind.mr.regAccess & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'bindMw: the MR is zero-based');
     const newRkey = incRkey(mw.rkey);
     this.postOne({ wrId: opts.wrId ?? 0, opcode: 'BIND_MW', signaled: opts.signaled ?? true, mw, rkey: newRkey, bindInfo: bind }, true);
     return newRkey;
@@ -334,14 +335,15 @@ export class Qp {
     if (key >>> 8 !== mr.index) throw new VerbsError('EINVAL', `postSend: REG_MR key 0x${key.toString(16)} does not name the MR's index 0x${mr.index.toString(16)}`);
     const access = w.access ?? 0;
     checkAccess(access, 'postSend REG_MR');
-    const n = mr.type === 'MEM_REG' ? mr.pages.length : mr.mappedCount;
+    // the page list in mapSg's pages (MEM_REG; its MTTs may be 4 KiB ones, see Mr.mapSg) or elements
+    const n = mr.type === 'MEM_REG' ? mr.pageCount : mr.mappedCount;
     if (n > mr.maxNumSg) throw new VerbsError('EINVAL', `postSend: REG_MR page list of ${n} > maxNumSg ${mr.maxNumSg}`);
     const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
     const translations = mr.type === 'MEM_REG'
-      ? { mode: 'MTT' as const, pages: mr.pages, logPageSize: Math.log2(mr.pageSize) }
+      ? { mode: 'MTT' as const, pages: mr.pages, logPageSize: mr.mttLogPageSize }
       : { mode: 'KLM' as const, klms: mr.elements.map((e) => ({ bcount: e.length, key: mr.pd.dmaLkeyNow >>> 0, va: e.dma })) };
     // a list over 64 bytes goes by pointer: the driver's descriptor buffer (its DMA address)
-    const bytes = mr.type === 'MEM_REG' ? n * 8 : mr.elements.length * 16;
+    const bytes = mr.type === 'MEM_REG' ? mr.pages.length * 8 : mr.elements.length * 16;
     let listAddr: number | undefined;
     if (bytes > 64) {
       const buf = this.descBuffer(bytes);
@@ -350,10 +352,17 @@ export class Qp {
       this.pd.ctx.hca.mem.write(buf, new Uint8Array(lv.buffer));
       listAddr = buf;
     }
+    // documented choice (RegMrWqeParams.clearAtomic): A in the mask once any REG_MR granted atomic
+    const clearAtomic = mr.atomicGranted;
+    // zero-based: start 0; over MTTs the first byte lies iova % page size into the first page
+    // (the model-private first byte offset, src/rtl/icm_mkey.ts); a KLM list starts at that byte
+    const fbo = zeroBased && mr.type === 'MEM_REG' ? mr.iova % 2 ** mr.mttLogPageSize : 0;
     const ds = buildRegMrWqe(view, 0, {
-      ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations,
+      ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations, clearAtomic, zeroBased, fbo,
       ...(listAddr !== undefined ? { listAddr, listLkey: MLX5_INVALID_LKEY } : {}),
     });
+    if ((access & IbAccess.REMOTE_ATOMIC) !== 0) mr.atomicGranted = true;
+    mr.regAccess = access;
     // IB_ACCESS_MW_BIND in the mkey segment's reserved byte 3 (model-private, see umr_types.ts)
     if ((access & IbAccess.MW_BIND) !== 0) this.scratch[64 + 3] |= 0x02;
     return ds;

@@ -48,6 +48,7 @@ import {
   mkeyTag,
   zeroMkeyContext,
 } from '../rtl/formats/index.ts';
+import { ICM_BYTE3, ICM_FBO, ICM_ZERO_BASED } from '../rtl/icm_mkey.ts';
 import type {
   AtomicSeg,
   CtrlSeg,
@@ -154,12 +155,36 @@ export interface RegMrWqeParams extends WqeCommonParams {
   listAddr?: number;
   /** lkey of listAddr (the PD's local DMA lkey); needed with listAddr. */
   listLkey?: number;
+  /**
+   * Put A (remote atomic) in the mkey mask even when `access` has no remote atomic, so the
+   * mkey's atomic bit is cleared. spec/mlx5.md has A in the mask only "for remote atomic" (the
+   * kernel's set_reg_wr: frwr_mkey_mask(atomic = access & REMOTE_ATOMIC)), which would leave an
+   * earlier registration's atomic right in place, against semantics.md "REG_MR sets ... access".
+   * Documented choice: the driver sets this when an earlier REG_MR of the MR granted it.
+   */
+  clearAtomic?: boolean;
+  /**
+   * A zero-based registration (iova 0): sets the segment's model-private ZERO_BASED bit (byte 3
+   * bit 4), so the device refuses windows on the MR (src/rtl/icm_mkey.ts).
+   */
+  zeroBased?: boolean;
+  /**
+   * MTT: the first byte offset of a zero-based registration (where its first byte lies in the
+   * first MTT page), in the segment's reserved dword at byte 8 (model-private, icm_mkey.ts);
+   * default 0, which leaves the bytes as spec/mlx5.md says.
+   */
+  fbo?: number;
 }
 
 /** Parameters of a LOCAL_INV UMR WQE. */
 export interface LocalInvWqeParams extends WqeCommonParams {
   /** The key to invalidate. */
   key: number;
+  /**
+   * Also give the mkey this tag (mask FREE | KEY): the mkey pool retires a deregistered user
+   * MR's key so it no longer names the free mkey (the UMR engine checks it as a LOCAL_INV).
+   */
+  newTag?: number;
 }
 
 /** What a memory window is bound to. */
@@ -359,7 +384,10 @@ export function buildAtomicWqe(view: DataView, off: number, p: AtomicWqeParams):
   return ds;
 }
 
-/** The mkey_mask of a fast registration (kernel wr.c frwr_mkey_mask), with A for remote atomic. */
+/**
+ * The mkey_mask of a fast registration (kernel wr.c frwr_mkey_mask), with A when `remoteAtomic`
+ * (the access grants it, or an earlier grant must be cleared: RegMrWqeParams.clearAtomic).
+ */
 export function regMrMkeyMask(remoteAtomic: boolean): number {
   const names: MkeyMaskName[] = ['LEN', 'PAGE_SIZE', 'START_ADDR', 'EN_RINVAL', 'KEY', 'LR', 'LW', 'RR', 'RW', 'SMALL_FENCE', 'FREE'];
   if (remoteAtomic) names.push('A');
@@ -384,7 +412,7 @@ export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): n
     flags: UmrCtrlFlag.CHECK_FREE | (inline ? UmrCtrlFlag.INLINE : 0),
     xltOctowords: xltOctowords(bytes),
     xltOffset: 0,
-    mkeyMask: regMrMkeyMask(p.access.remoteAtomic ?? false),
+    mkeyMask: regMrMkeyMask((p.access.remoteAtomic ?? false) || (p.clearAtomic ?? false)),
   });
   encodeMkeyContext(view, off + UMR_MKEY_OFF, {
     ...zeroMkeyContext(),
@@ -400,6 +428,8 @@ export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): n
     translationsOctwordSize: regMrXltOctSize(list),
     logPageSize: list.mode === 'MTT' ? list.logPageSize : 0,
   });
+  if (p.zeroBased === true) view.setUint8(off + UMR_MKEY_OFF + ICM_BYTE3, view.getUint8(off + UMR_MKEY_OFF + ICM_BYTE3) | ICM_ZERO_BASED);
+  if (p.fbo !== undefined) view.setUint32(off + UMR_MKEY_OFF + ICM_FBO, p.fbo >>> 0);
   if (inline) {
     encodeXltList(view, off + UMR_XLT_OFF, list);
   } else {
@@ -416,17 +446,17 @@ export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): n
 
 /**
  * Writes a LOCAL_INV UMR WQE at `off` (kernel wr.c set_linv_umr_seg / set_linv_mkey_seg):
- * imm = key, flags INLINE, mask FREE, xlt_octowords 0, mkey segment zero but status free.
- * Returns its DS (8).
+ * imm = key, flags INLINE, mask FREE, xlt_octowords 0, mkey segment zero but status free
+ * (with `newTag`: mask FREE | KEY and the tag in the segment). Returns its DS (8).
  */
 export function buildLocalInvWqe(view: DataView, off: number, p: LocalInvWqeParams): number {
   encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
     flags: UmrCtrlFlag.INLINE,
     xltOctowords: 0,
     xltOffset: 0,
-    mkeyMask: mkeyMask('FREE'),
+    mkeyMask: p.newTag === undefined ? mkeyMask('FREE') : mkeyMask('FREE', 'KEY'),
   });
-  encodeMkeyContext(view, off + UMR_MKEY_OFF, { ...zeroMkeyContext(), free: true });
+  encodeMkeyContext(view, off + UMR_MKEY_OFF, { ...zeroMkeyContext(), free: true, tag: p.newTag ?? 0 });
   encodeCtrlSeg(view, off, ctrlOf(p, WqeOpcode.UMR, UMR_HEADER_DS, p.key));
   return UMR_HEADER_DS;
 }

@@ -128,7 +128,9 @@ function mapRange(
 
 /**
  * MTT mode: one piece per page. Pages form the grid that starts at the page holding `start`
- * (entry index = (a - start + start % P) / P, spec/mlx5.md), so `start` may be unaligned.
+ * (entry index = (a - start + start % P) / P, spec/mlx5.md), so `start` may be unaligned; a
+ * zero-based mkey's first byte offset `fbo` (model-private, src/rtl/icm_mkey.ts) shifts the grid
+ * the same way: entry index = (a - start + start % P + fbo) / P.
  */
 function mapMtt(
   walk: Walk,
@@ -139,7 +141,7 @@ function mapMtt(
   outerVa: number,
 ): Stop | undefined {
   const pageSize = 2 ** mkey.logPageSize;
-  const firstPageOffset = mkey.start % pageSize;
+  const firstPageOffset = (mkey.start % pageSize) + (mkey.fbo ?? 0);
   let done = 0;
   while (done < length) {
     const rel = va + done - mkey.start + firstPageOffset;

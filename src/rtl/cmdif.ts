@@ -385,6 +385,8 @@ export class Cmdif extends Module {
       xltCapacity,
       mwBind: c.mwBind ?? false,
       kind: c.kind ?? 0,
+      zeroBased: c.zeroBased ?? false,
+      fbo: this.uint('fbo', c.fbo ?? 0, 32),
     });
     return { mkey: makeKey(index, tag), index };
   }
@@ -402,7 +404,8 @@ export class Cmdif extends Module {
    * The 64-byte context as the hardware defines it. A destroyed or never-created index is
    * answered too (firmware.ts keeps a destroyed context's bytes for post-mortem queries), with
    * `allocated` false. The bytes this model keeps in reserved fields (icm_mkey.ts: byte 3,
-   * bytes 36..47) read as zero, as reserved bytes do.
+   * bytes 36..47) read as zero, as reserved bytes do; the first byte offset at byte 8 is shown
+   * (a context field of this model, which the driver writes in the UMR mkey segment too).
    */
   private queryMkey(c: CmdInputs['QUERY_MKEY']): CmdOutputs['QUERY_MKEY'] {
     const index = this.mkeyIndexOf(c.index);

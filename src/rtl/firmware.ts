@@ -38,6 +38,10 @@ export interface MkeyDesc {
   mwBind?: boolean;
   /** MKEY_KIND_MR (default), MKEY_KIND_MW1 or MKEY_KIND_MW2. */
   kind?: number;
+  /** A zero-based registration (model-private ICM_ZERO_BASED, see icm_mkey.ts). */
+  zeroBased?: boolean;
+  /** MTT mode: the first byte offset (model-private ICM_FBO, see icm_mkey.ts); default 0. */
+  fbo?: number;
 }
 
 /** Writes a new mkey (CREATE_MKEY's effect): its translation table and its context. */
@@ -81,7 +85,10 @@ export function writeMkey(hca: Hca, d: MkeyDesc): MkeyEntry {
       translationsOctwordSize: isMtt ? Math.ceil(count / 2) : isKlm ? count : 0,
       logPageSize: d.logPageSize,
     },
-    { allocated: true, pgAccess: d.pgAccess, xltCount: given, xltAddr, mwBind: d.mwBind ?? false, kind: d.kind ?? 0, mwCount: 0 },
+    {
+      allocated: true, pgAccess: d.pgAccess, xltCount: given, xltAddr, mwBind: d.mwBind ?? false, kind: d.kind ?? 0, mwCount: 0,
+      zeroBased: d.zeroBased ?? false, fbo: d.fbo ?? 0,
+    },
   );
   hca.mem.write(ctxAddr, buf);
   hca.mkeyCache.invalidate(d.index); // no older cached copy of the index survives a create

@@ -9,6 +9,16 @@
  * - bytes 36..39 (reserved): the exact number of translation entries (MTTs or KLMs): the
  *   octoword size rounds MTT counts up to even.
  * - bytes 40..47 (reserved): the physical address of the mkey's translation table in ICM.
+ * - byte 3 bit 4: ZERO_BASED: the registration was zero-based (regMr or REG_MR with
+ *   IB_ACCESS_ZERO_BASED); the UMR engine refuses to bind a window to such an MR (MW_BIND_ERR
+ *   for both window types, rxe's rule, as the reference model).
+ * - bytes 8..11 (the context's reserved dword, kernel struct mlx5_mkey_seg rsvd1[4]): FBO, a
+ *   model-private first byte offset. Real mlx5 has no such field (its kernel refuses zero-based
+ *   MRs whose address is not page aligned), but semantics.md says a zero-based MR starts at 0
+ *   whatever its address: FBO is the offset of the first registered byte within its page, and
+ *   an MTT entry index is ((va - start) + (start % page size) + FBO) >> log_page_size. It is 0
+ *   for every mkey that is not zero-based, so every other byte stays as spec/mlx5.md says. A
+ *   UMR mkey segment carries both in the same bytes (copied under the START_ADDR mask bit).
  */
 import { decodeMkeyContext, encodeMkeyContext, type MkeyContext } from './formats/mkey_context.ts';
 import { MkcAccessMode } from './formats/constants.ts';
@@ -18,6 +28,8 @@ import { ICM_KIND_MASK, ICM_KIND_SHIFT, ICM_MW_BIND, ICM_MW_COUNT } from './umr_
 export const ICM_BYTE3 = 3;
 export const ICM_ALLOCATED = 0x80;
 export const ICM_PG_ACCESS = 0x01;
+export const ICM_ZERO_BASED = 0x10;
+export const ICM_FBO = 8;
 export const ICM_XLT_COUNT = 36;
 export const ICM_XLT_ADDR = 40;
 
@@ -54,6 +66,10 @@ export interface MkeyEntry {
   kind: number;
   /** Windows bound to this MR. */
   mwCount: number;
+  /** The registration was zero-based (ICM_ZERO_BASED). */
+  zeroBased: boolean;
+  /** First byte offset of an MTT mkey (ICM_FBO; 0 unless zero-based). */
+  fbo: number;
 }
 
 /** ib_access bits of an mkey context's permission flags. */
@@ -91,6 +107,8 @@ export function decodeIcmMkey(view: DataView, off: number, index: number): MkeyE
     mwBind: (b3 & ICM_MW_BIND) !== 0,
     kind: (b3 & ICM_KIND_MASK) >>> ICM_KIND_SHIFT,
     mwCount: view.getUint32(off + ICM_MW_COUNT),
+    zeroBased: (b3 & ICM_ZERO_BASED) !== 0,
+    fbo: view.getUint32(off + ICM_FBO),
   };
 }
 
@@ -103,6 +121,8 @@ export interface IcmPrivate {
   mwBind?: boolean;
   kind?: number;
   mwCount?: number;
+  zeroBased?: boolean;
+  fbo?: number;
 }
 
 /** Writes a whole ICM entry: the context bytes, then the private fields into reserved bytes. */
@@ -115,8 +135,10 @@ export function encodeIcmMkey(view: DataView, off: number, c: MkeyContext, p: Ic
 export function writeIcmPrivate(view: DataView, off: number, p: IcmPrivate): void {
   view.setUint8(
     off + ICM_BYTE3,
-    (p.allocated ? ICM_ALLOCATED : 0) | (p.pgAccess ? ICM_PG_ACCESS : 0) | (p.mwBind ? ICM_MW_BIND : 0) | (((p.kind ?? 0) << ICM_KIND_SHIFT) & ICM_KIND_MASK),
+    (p.allocated ? ICM_ALLOCATED : 0) | (p.pgAccess ? ICM_PG_ACCESS : 0) | (p.mwBind ? ICM_MW_BIND : 0) |
+      (p.zeroBased ? ICM_ZERO_BASED : 0) | (((p.kind ?? 0) << ICM_KIND_SHIFT) & ICM_KIND_MASK),
   );
+  view.setUint32(off + ICM_FBO, (p.fbo ?? 0) >>> 0);
   view.setUint32(off + ICM_MW_COUNT, (p.mwCount ?? 0) >>> 0);
   view.setUint32(off + ICM_XLT_COUNT, p.xltCount >>> 0);
   view.setUint32(off + ICM_XLT_ADDR, Math.floor(p.xltAddr / 2 ** 32));
@@ -132,6 +154,8 @@ export function readIcmPrivate(view: DataView, off: number): IcmPrivate {
     mwBind: (b3 & ICM_MW_BIND) !== 0,
     kind: (b3 & ICM_KIND_MASK) >>> ICM_KIND_SHIFT,
     mwCount: view.getUint32(off + ICM_MW_COUNT),
+    zeroBased: (b3 & ICM_ZERO_BASED) !== 0,
+    fbo: view.getUint32(off + ICM_FBO),
     xltCount: view.getUint32(off + ICM_XLT_COUNT),
     xltAddr: view.getUint32(off + ICM_XLT_ADDR) * 2 ** 32 + view.getUint32(off + ICM_XLT_ADDR + 4),
   };

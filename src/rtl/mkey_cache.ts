@@ -212,6 +212,6 @@ export class MkeyCache extends Module {
 function unallocated(index: number): MkeyEntry {
   return {
     index, allocated: false, free: true, tag: 0, accessMode: 0, access: 0, umrEn: false, remoteInval: false,
-    pd: 0, qpn: 0xffffff, start: 0, len: 0, len64: false, logPageSize: 0, pgAccess: false, xltCount: 0, xltAddr: 0, mwBind: false, kind: 0, mwCount: 0,
+    pd: 0, qpn: 0xffffff, start: 0, len: 0, len64: false, logPageSize: 0, pgAccess: false, xltCount: 0, xltAddr: 0, mwBind: false, kind: 0, mwCount: 0, zeroBased: false, fbo: 0,
   };
 }

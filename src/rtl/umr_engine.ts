@@ -65,7 +65,7 @@ import {
   type UmrWqe,
   type XltPlan,
 } from './umr_ops.ts';
-import { MKEY_KIND_MW1 } from './umr_types.ts';
+import { MKEY_KIND_MR, MKEY_KIND_MW1 } from './umr_types.ts';
 
 export { UmrKind, UmrSyndrome } from './umr_ops.ts';
 
@@ -438,7 +438,8 @@ export class UmrEngine extends Module {
       case UMR_KIND_REMOTE_INV:
         return !t.free;
       case UMR_KIND_UNBIND:
-        return t.kind === MKEY_KIND_MW1 || !t.free; // a type-1 unbind always takes the new tag
+        // a type-1 unbind, and an MR's retire (umr_ops.ts), always take the new tag
+        return t.kind === MKEY_KIND_MW1 || t.kind === MKEY_KIND_MR || !t.free;
       default:
         return false;
     }
@@ -506,6 +507,6 @@ function unallocated(index: number): MkeyEntry {
   return {
     index, allocated: false, free: true, tag: 0, accessMode: 0, access: 0, umrEn: false, remoteInval: false, pd: 0,
     qpn: MKEY_QPN_NONE, start: 0, len: 0, len64: false, logPageSize: 0, pgAccess: false, xltCount: 0, xltAddr: 0,
-    mwBind: false, kind: 0, mwCount: 0,
+    mwBind: false, kind: 0, mwCount: 0, zeroBased: false, fbo: 0,
   };
 }

@@ -16,6 +16,7 @@ import { decodeKlm, type Klm } from './formats/klm.ts';
 import type { MkeyMaskName } from './formats/constants.ts';
 import { CeMode, CqeSyndrome, DS_SIZE, FenceMode, KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, UmrCtrlFlag, WqeOpcode } from './formats/constants.ts';
 import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from './umr_types.ts';
+import { ICM_FBO, ICM_ZERO_BASED } from './icm_mkey.ts';
 
 /**
  * What a UMR does, decided from its mkey_mask and the mkey segment's status (the WQE carries
@@ -25,7 +26,9 @@ import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from './umr_t
  * - BIND_MW: FREE in the mask, segment not free, no PAGE_SIZE (rdma-core set_bind_wr), one KLM;
  * - LOCAL_INV: FREE in the mask, segment free, no KEY (kernel set_linv_umr_seg: mask == FREE);
  * - UNBIND: FREE and KEY in the mask, segment free: a bind of length 0 (rdma-core: no KLM,
- *   CHECK_QPN for type 2);
+ *   CHECK_QPN for type 2); on an MR target (the mask is all the hardware sees) it disables the
+ *   MR and gives it the segment's tag: the driver's mkey pool retires a deregistered user MR's
+ *   key this way (checked as LOCAL_INV, see checkUmr);
  * - XLT_UPDATE: no FREE in the mask: translations (and masked fields) of an mkey whose state is
  *   kept, e.g. ODP's MTT update with a translation offset;
  * - INVALID: not a UMR, or malformed.
@@ -81,6 +84,10 @@ export interface UmrWqe {
   seg: MkeyContext;
   /** The segment's reserved MW_BIND bit (byte 3 bit 1, umr_types.ts). */
   segMwBind: boolean;
+  /** The segment's reserved ZERO_BASED bit (byte 3 bit 4, icm_mkey.ts). */
+  segZeroBased: boolean;
+  /** The segment's reserved dword at byte 8: the first byte offset (FBO, icm_mkey.ts). */
+  segFbo: number;
   /** xlt_octowords * 16: bytes of translations (padded to 64 by the driver). */
   xltBytes: number;
   /** Where they go, in octowords (only with TRANSLATION_OFFSET_EN, else 0). */
@@ -100,7 +107,7 @@ function has(mask: number, name: MkeyMaskName): boolean {
 /** Decodes the UMR WQE bytes `wqe` (ds * 16 bytes, laid out contiguously). Never throws. */
 export function decodeUmrWqe(wqe: Uint8Array): UmrWqe {
   const w: UmrWqe = {
-    kind: UMR_KIND_INVALID, reason: '', key: 0, qpn: 0, flags: 0, mask: 0, seg: emptySeg(), segMwBind: false,
+    kind: UMR_KIND_INVALID, reason: '', key: 0, qpn: 0, flags: 0, mask: 0, seg: emptySeg(), segMwBind: false, segZeroBased: false, segFbo: 0,
     xltBytes: 0, xltOffsetOcto: 0, inlineXlt: null, ptr: null, bindKlm: null,
   };
   const view = new DataView(wqe.buffer, wqe.byteOffset, wqe.byteLength);
@@ -117,6 +124,8 @@ export function decodeUmrWqe(wqe: Uint8Array): UmrWqe {
     w.mask = u.mkeyMask;
     w.seg = decodeMkeyContext(view, UMR_MKEY_OFF);
     w.segMwBind = (view.getUint8(UMR_MKEY_OFF + 3) & ICM_MW_BIND) !== 0;
+    w.segZeroBased = (view.getUint8(UMR_MKEY_OFF + 3) & ICM_ZERO_BASED) !== 0;
+    w.segFbo = view.getUint32(UMR_MKEY_OFF + ICM_FBO);
     w.xltBytes = u.xltOctowords * DS_SIZE;
     w.xltOffsetOcto = (u.flags & UmrCtrlFlag.TRANSLATION_OFFSET_EN) !== 0 ? u.xltOffset : 0;
     if (w.xltBytes > 0) {
@@ -218,6 +227,8 @@ export function checkUmr(w: UmrWqe, q: UmrPoster, t: MkeyEntry, mr: MkeyEntry | 
     case UMR_KIND_BIND_MW:
       return checkBind(w, q, t, mr);
     case UMR_KIND_UNBIND:
+      // FREE | KEY on an MR: the pool's retire (free and a new tag), with LOCAL_INV's rules
+      if (t.allocated && t.kind === MKEY_KIND_MR) return checkLocalInv(w, t);
       return checkUnbind(w, q, t, pol);
     default:
       return QP_OP; // malformed: the hardware completes it as a local QP operation error
@@ -286,11 +297,12 @@ function checkBind(w: UmrWqe, q: UmrPoster, t: MkeyEntry, mr: MkeyEntry | null):
   if (mr === null || !mr.allocated || mr.kind !== MKEY_KIND_MR || mr.free || mr.tag !== (k.key & 0xff)) return BIND_ERR;
   // the reference model's choice (semantics.md silent for type 2): window and MR share a PD
   if (mr.pd !== t.pd) return BIND_ERR;
+  // no window on a zero-based MR, for both types (rxe's rule; the reference model's choice)
+  if (mr.zeroBased) return BIND_ERR;
   if (!mr.mwBind) return BIND_ERR; // C10-73
   const winAccess = accessOf(w, t);
   if ((winAccess & (IB_REMOTE_WRITE | IB_REMOTE_ATOMIC)) !== 0 && (mr.access & IB_LOCAL_WRITE) === 0) return BIND_ERR; // C10-74
-  // C10-75: [addr, addr + length) inside the MR. A zero-based MR starts at 0 in ICM, so here it
-  // is checked like any other (the verbs layer rejects windows on zero-based MRs).
+  // C10-75: [addr, addr + length) inside the MR
   if (!mr.len64 && (k.va < mr.start || k.va + k.bcount > mr.start + mr.len)) return BIND_ERR;
   return OK;
 }
@@ -411,7 +423,8 @@ export function checkPointer(w: UmrWqe, memBytes: number): number {
 
 /**
  * Applies the masked fields of the mkey segment to a context (spec/mlx5.md "mkey_mask bits":
- * set = copy that field). The MW_BIND reserved bit travels with the access bits.
+ * set = copy that field). The MW_BIND reserved bit travels with the access bits, ZERO_BASED and
+ * FBO with START_ADDR.
  */
 export function applyMask(c: MkeyContext, p: IcmPrivate, w: UmrWqe): void {
   const s = w.seg;
@@ -421,7 +434,12 @@ export function applyMask(c: MkeyContext, p: IcmPrivate, w: UmrWqe): void {
     c.len64 = s.len64;
   }
   if (has(m, 'PAGE_SIZE')) c.logPageSize = s.logPageSize;
-  if (has(m, 'START_ADDR')) c.startAddr = s.startAddr;
+  if (has(m, 'START_ADDR')) {
+    // the model-private zero-based bit and first byte offset travel with the start (icm_mkey.ts)
+    c.startAddr = s.startAddr;
+    p.zeroBased = w.segZeroBased;
+    p.fbo = w.segFbo;
+  }
   if (has(m, 'PD')) c.pd = s.pd;
   if (has(m, 'EN_RINVAL')) c.remoteInval = s.remoteInval;
   if (has(m, 'KEY')) c.tag = s.tag;

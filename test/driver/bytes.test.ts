@@ -140,6 +140,68 @@ describe('send WQE bytes (spec/mlx5.md "Send WQE")', () => {
       expect(c2.u8(63)).toBe(0x00);
       expect(c2.u32(56)).toBe(((0x25 << 24) | qp0.qpNum) >>> 0);
       expect(c2.u16(60)).toBe(3); // the WQEBB index of the second WQE
+
+      // re-registration without remote atomic of an MR once registered with it: A stays in the
+      // mask with the atomic bit clear, so the earlier right is revoked (the driver's documented
+      // choice, RegMrWqeParams.clearAtomic); a remote atomic through it is then refused
+      qp0.postSend({ wrId: 3, opcode: 'LOCAL_INV', invalidateRkey: big.rkey, signaled: true });
+      expect((await cq0.wait(1))[0]).toMatchObject({ wrId: 3, status: 'SUCCESS', opcode: 'LOCAL_INV' });
+      qp0.postSend({ wrId: 4, opcode: 'REG_MR', mr: big, key: big.rkey, access: Access.LOCAL_WRITE | Access.REMOTE_READ, signaled: true });
+      const r = wqeAt(tb, 0, qp0, 8, 3);
+      expect(r.u32(0)).toBe(((8 << 8) | 0x25) >>> 0);
+      expect(r.u64(24)).toBe(FRWR_MASK + 2 ** M.A);
+      expect(r.u8(66)).toBe(0x80 | 0x10 | 0x08 | 0x04 | 1); // UMR_EN RR LW LR | MTT: no A
+      expect((await cq0.wait(1))[0]).toMatchObject({ wrId: 4, status: 'SUCCESS', opcode: 'REG_MR' });
+      expect((await tb.hca(0).cmdif.exec({ op: 'QUERY_MKEY', index: big.rkey >>> 8 })).context[2] & 0x40).toBe(0);
+    });
+  });
+
+  it('REG_MR of a mapSg with pageSize 8192: 8 KiB MTTs over huge pages, 4 KiB MTTs over scattered frames', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { pd0, pd1, cq0, cq1, qp0, qp1 } = await pairOf(tb);
+      const h = tb.host(0);
+      const sink = tb.host(1).alloc(4 * PAGE);
+      const smr = await pd1.regMr(sink.addr, 4 * PAGE, Access.LOCAL_WRITE);
+      /** RDMA READ of `len` bytes at `addr` through `rkey` into hca1's sink: the bytes hca0 holds there. */
+      const readBack = async (rkey: number, addr: number, len: number): Promise<void> => {
+        qp1.postSend({ wrId: 9, opcode: 'RDMA_READ', sgList: [{ addr: sink.addr, length: len, lkey: smr.lkey }], remoteAddr: addr, rkey, signaled: true });
+        expect((await cq1.wait(1))[0]).toMatchObject({ status: 'SUCCESS', byteLen: len });
+        expect(tb.host(1).read(sink.addr, len)).toEqual(h.read(addr, len));
+      };
+      // huge pages (2 MiB physically contiguous): one MTT per 8 KiB page, log_page_size 13
+      const huge = h.alloc(2 ** 21, { hugePages: true });
+      h.write(huge.addr, Uint8Array.from({ length: 8 * PAGE }, (_, i) => (i * 13) & 0xff));
+      const big = await pd0.allocMr('MEM_REG', 4);
+      const iova = huge.addr + 2 * PAGE + 100;
+      expect(big.mapSg([{ addr: iova, length: 6 * PAGE - 100 }], 2 * PAGE)).toBe(1);
+      qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: big, key: big.rkey, access: Access.REMOTE_READ, signaled: true });
+      const w = wqeAt(tb, 0, qp0, 0, 3);
+      expect(w.u8(7) & 0x3f).toBe(12); // 8 DS + 3 MTTs inline (one 64-byte unit)
+      expect(w.u64(80)).toBe(iova); // start_addr
+      expect(w.u8(123) & 0x3f).toBe(13); // log2_page_size
+      for (let i = 0; i < 3; i++) expect(w.u64(128 + i * 8)).toBe(h.dmaAddress(huge.addr + (i + 1) * 2 * PAGE) + 3);
+      expect(w.u64(128 + 3 * 8)).toBe(0); // padding
+      expect((await cq0.wait(1))[0]).toMatchObject({ wrId: 1, status: 'SUCCESS', opcode: 'REG_MR' });
+      await readBack(big.rkey, iova + 3 * PAGE - 50, 3000);
+
+      // scattered 4 KiB frames, and the 8 KiB page below the element starts in an unmapped guard
+      // gap: mapSg takes no DMA address there, and posts the bytes as 4 KiB MTTs
+      h.alloc(2 * PAGE, { align: 2 * PAGE });
+      const b = h.alloc(4 * PAGE);
+      expect(b.addr % (2 * PAGE)).toBe(PAGE);
+      expect(h.isMapped(b.addr - PAGE, 1)).toBe(false);
+      expect(h.dmaAddress(b.addr + PAGE)).not.toBe(h.dmaAddress(b.addr) + PAGE); // scattered (this seed)
+      h.write(b.addr, Uint8Array.from({ length: 4 * PAGE }, (_, i) => (i * 7 + 3) & 0xff));
+      const small = await pd0.allocMr('MEM_REG', 2);
+      expect(small.mapSg([{ addr: b.addr, length: 3 * PAGE }], 2 * PAGE)).toBe(1); // 2 pages of 8 KiB
+      qp0.postSend({ wrId: 2, opcode: 'REG_MR', mr: small, key: small.rkey, access: Access.REMOTE_READ, signaled: true });
+      const s = wqeAt(tb, 0, qp0, 3, 3);
+      expect(s.u64(80)).toBe(b.addr);
+      expect(s.u8(123) & 0x3f).toBe(12);
+      for (let i = 0; i < 3; i++) expect(s.u64(128 + i * 8)).toBe(h.dmaAddress(b.addr + i * PAGE) + 3);
+      expect((await cq0.wait(1))[0]).toMatchObject({ wrId: 2, status: 'SUCCESS', opcode: 'REG_MR' });
+      await readBack(small.rkey, b.addr + 100, 3 * PAGE - 200);
     });
   });
 

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, VerbsError, incRkey, type Cq, type Mr, type Mw, type Pd, type Qp, type SendWr } from '../../src/index.ts';
+import { readMkey } from '../../src/rtl/firmware.ts';
 
 const PAGE = 4096;
 const GiB2 = 2 ** 31;
@@ -68,13 +69,20 @@ describe('verbs calls: synchronous failures (spec/semantics.md "Verbs calls")', 
       const m2 = await pd.allocMr('MEM_REG', 2);
       expect(m2.mapSg([0, 1, 2].map((i) => ({ addr: buf.addr + i * PAGE, length: PAGE })))).toBe(2);
       expect(m2.length).toBe(2 * PAGE);
+      // (addresses and lengths are checked before the host is asked: EINVAL, never a HostError)
+      await expectErr(() => m2.mapSg([{ addr: -4096, length: PAGE }]), 'EINVAL', /non-negative/);
       const g2 = await pd.allocMr('SG_GAPS', 2);
       expect(g2.mapSg([0, 1, 2].map((i) => ({ addr: buf.addr + i * PAGE + 8, length: 16 })))).toBe(2);
 
       // postSend REG_MR: key index differs from the MR's; page list longer than maxNumSg
       await expectErr(() => qp.postSend({ wrId: 2, opcode: 'REG_MR', mr: fmr, key: (fmr.rkey + 0x100) >>> 0, access: Access.LOCAL_WRITE }), 'EINVAL', /index/);
-      // (mapSg caps the list at maxNumSg, so only a list grown behind its back can be too long)
-      m2.pages.push(h.dmaAddress(buf.addr + 3 * PAGE));
+      // (mapSg caps the elements at maxNumSg, not their pages: one element of 3 pages maps, as the
+      // letter of semantics.md and the reference model have it, and REG_MR refuses the list)
+      const m1 = await pd.allocMr('MEM_REG', 1);
+      expect(m1.mapSg([{ addr: buf.addr + 100, length: 2 * PAGE }])).toBe(1);
+      expect(m1.length).toBe(2 * PAGE);
+      await expectErr(() => qp.postSend({ wrId: 3, opcode: 'REG_MR', mr: m1, key: m1.rkey, access: Access.LOCAL_WRITE }), 'EINVAL', /maxNumSg/);
+      expect(m2.mapSg([{ addr: buf.addr, length: 2 * PAGE }, { addr: buf.addr + 2 * PAGE, length: PAGE }])).toBe(2);
       await expectErr(() => qp.postSend({ wrId: 3, opcode: 'REG_MR', mr: m2, key: m2.rkey, access: Access.LOCAL_WRITE }), 'EINVAL', /maxNumSg/);
 
       // postSend BIND_MW: new rkey index differs; length > 2 GiB
@@ -241,6 +249,38 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
     });
   });
 
+  it("a deregistered pooled user MR's key names nothing: LOCAL_INV of it is LOC_QP_OP_ERR; the mkey is reused", async () => {
+    const tb = new Testbed({ hcas: 1 });
+    await tb.run(async () => {
+      const ctx = await tb.openDevice(0);
+      const pd = await ctx.allocPd();
+      const cq = await ctx.createCq(64);
+      const q = await pd.createQp({ sendCq: cq, recvCq: cq });
+      const peer = await pd.createQp({ sendCq: cq, recvCq: cq });
+      await q.connect(peer);
+      const buf = tb.host(0).alloc(2 * PAGE, { align: PAGE });
+      // the first regMr finds the pool empty (CREATE_MKEY) and starts a refill; the next is pooled
+      await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE);
+      await tb.delay(5e9);
+      const mr = await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_READ);
+      expect(mr.poolBucket).toBeGreaterThan(0);
+      const old = mr.lkey;
+      await mr.dereg();
+      // the mkey is FREE in the pool, under another tag
+      const entry = tb.hca(0).cmdif.exec({ op: 'QUERY_MKEY', index: old >>> 8 });
+      const ctxBytes = (await entry).context;
+      expect(ctxBytes[0] & 0x40).toBe(0x40);
+      expect(ctxBytes[7]).not.toBe(old & 0xff);
+      q.postSend({ wrId: 1, opcode: 'LOCAL_INV', invalidateRkey: old, signaled: true });
+      expect((await cq.wait(1))[0]).toMatchObject({ wrId: 1, status: 'LOC_QP_OP_ERR', opcode: 'LOCAL_INV' });
+      // the pool hands the mkey out again (after the other free ones), with a fresh key
+      let again = await pd.regMr(buf.addr + PAGE, PAGE, Access.LOCAL_WRITE);
+      for (let i = 0; i < 8 && again.lkey >>> 8 !== old >>> 8; i++) again = await pd.regMr(buf.addr + PAGE, PAGE, Access.LOCAL_WRITE);
+      expect(again.lkey >>> 8).toBe(old >>> 8);
+      expect(again.lkey).not.toBe(old);
+    });
+  });
+
   it('a fast-reg MR can be re-registered once FREE again, with a new key; the old key is refused', async () => {
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {
@@ -270,6 +310,87 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
       expect(tb.host(1).read(b.addr, 64)).toEqual(tb.host(0).read(a.addr + PAGE + 16, 64));
       qp1.postSend({ wrId: 11, opcode: 'RDMA_READ', sgList: [{ addr: b.addr, length: 64, lkey: bmr.lkey }], remoteAddr: a.addr + PAGE + 16, rkey: k1, signaled: true });
       expect((await cq1.wait(1))[0]).toMatchObject({ wrId: 11, status: 'REM_ACCESS_ERR' });
+    });
+  });
+});
+
+describe('zero-based MRs at addresses inside a page (semantics.md: "a zero-based MR starts at 0")', () => {
+  /** Two adapters, a QP pair, and on hca1 a sink MR to read into. */
+  async function setup(tb: Testbed) {
+    const [c0, c1] = [await tb.openDevice(0), await tb.openDevice(1)];
+    const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];
+    const [cq0, cq1] = [await c0.createCq(64), await c1.createCq(64)];
+    const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
+    const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+    await qp0.connect(qp1);
+    const buf = tb.host(0).alloc(4 * PAGE, { align: PAGE });
+    tb.host(0).write(buf.addr, Uint8Array.from({ length: 4 * PAGE }, (_, i) => (i * 5 + 1) & 0xff));
+    const sink = tb.host(1).alloc(4 * PAGE);
+    const smr = await pd1.regMr(sink.addr, 4 * PAGE, Access.LOCAL_WRITE);
+    /** RDMA READ by hca1 of `len` bytes at iova `va` through `rkey`: what it got. */
+    const read = async (rkey: number, va: number, len: number): Promise<Uint8Array> => {
+      qp1.postSend({ wrId: 7, opcode: 'RDMA_READ', sgList: [{ addr: sink.addr, length: len, lkey: smr.lkey }], remoteAddr: va, rkey, signaled: true });
+      expect((await cq1.wait(1))[0]).toMatchObject({ wrId: 7, status: 'SUCCESS', byteLen: len });
+      return tb.host(1).read(sink.addr, len);
+    };
+    return { c0, pd0, cq0, qp0, buf, read };
+  }
+
+  it('regMr (CREATE_MKEY and the pool) and REG_MR (MEM_REG, SG_GAPS): iova 0 is the first registered byte', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { c0, pd0, cq0, qp0, buf, read } = await setup(tb);
+      const h = tb.host(0);
+      const ZB_READ = Access.LOCAL_WRITE | Access.REMOTE_READ | Access.ZERO_BASED;
+      // regMr by CREATE_MKEY (the pool is empty at first), then from the pool
+      const a = await pd0.regMr(buf.addr + 1, 2 * PAGE, ZB_READ);
+      expect(a.poolBucket).toBe(0);
+      await tb.delay(5e9);
+      const b = await pd0.regMr(buf.addr + 3000, 2 * PAGE, ZB_READ);
+      expect(b.poolBucket).toBeGreaterThan(0);
+      for (const [mr, addr] of [[a, buf.addr + 1], [b, buf.addr + 3000]] as const) {
+        expect(mr.iova).toBe(0);
+        expect(await read(mr.rkey, 0, 5000)).toEqual(h.read(addr, 5000));
+        expect(await read(mr.rkey, 2 * PAGE - 10, 10)).toEqual(h.read(addr + 2 * PAGE - 10, 10));
+        // the context: start 0, the first byte offset in the reserved dword at 8; ICM: ZERO_BASED
+        const ctx = new DataView((await c0.queryMkey(mr.lkey)).buffer);
+        expect(ctx.getUint32(16) * 2 ** 32 + ctx.getUint32(20)).toBe(0);
+        expect(ctx.getUint32(8)).toBe(addr % PAGE);
+        expect(readMkey(tb.hca(0), mr.lkey >>> 8)).toMatchObject({ zeroBased: true, fbo: addr % PAGE });
+      }
+      // REG_MR of a page list starting inside a page, and of an SG_GAPS list
+      const m = await pd0.allocMr('MEM_REG', 4);
+      expect(m.mapSg([{ addr: buf.addr + 1, length: 2 * PAGE - 1 }])).toBe(1);
+      const g = await pd0.allocMr('SG_GAPS', 4);
+      expect(g.mapSg([{ addr: buf.addr + 100, length: 50 }, { addr: buf.addr + 2 * PAGE + 7, length: 5000 }])).toBe(2);
+      for (const mr of [m, g]) {
+        qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr, key: mr.rkey, access: ZB_READ, signaled: true });
+        expect((await cq0.wait(1))[0]).toMatchObject({ wrId: 1, status: 'SUCCESS', opcode: 'REG_MR' });
+      }
+      expect(await read(m.rkey, 0, 5000)).toEqual(h.read(buf.addr + 1, 5000));
+      const want = new Uint8Array(1000);
+      want.set(h.read(buf.addr + 100 + 10, 40), 0);
+      want.set(h.read(buf.addr + 2 * PAGE + 7, 960), 40);
+      expect(await read(g.rkey, 10, 1000)).toEqual(want);
+    });
+  });
+
+  it('no window on a zero-based MR: the bindMw verb EINVAL (software view), BIND_MW (type 2) MW_BIND_ERR', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { pd0, cq0, qp0, buf } = await setup(tb);
+      const ZB = Access.LOCAL_WRITE | Access.MW_BIND | Access.ZERO_BASED;
+      // a fast-reg MR is zero-based once a REG_MR with ZERO_BASED is posted for it
+      const fmr = await pd0.allocMr('MEM_REG', 2);
+      fmr.mapSg([{ addr: buf.addr + 5, length: PAGE }]);
+      qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: ZB });
+      const mw1 = await pd0.allocMw(1);
+      await expectErr(() => qp0.bindMw(mw1, { mr: fmr, addr: 0, length: 0, access: 0 }), 'EINVAL', /zero-based/);
+      // type 2: the device refuses it (the MR's ZERO_BASED bit)
+      const user = await pd0.regMr(buf.addr + 1, 16, ZB);
+      const mw2 = await pd0.allocMw(2);
+      qp0.postSend({ wrId: 2, opcode: 'BIND_MW', mw: mw2, rkey: incRkey(mw2.rkey), bindInfo: { mr: user, addr: 0, length: 1, access: Access.REMOTE_READ }, signaled: true });
+      expect((await cq0.wait(1))[0]).toMatchObject({ wrId: 2, status: 'MW_BIND_ERR', opcode: 'BIND_MW' });
     });
   });
 });

@@ -48,6 +48,28 @@ describe('ATU (cycle model) against the reference model', () => {
   });
 });
 
+describe('ATU: zero-based MTT mkeys with a first byte offset (model-private FBO, src/rtl/icm_mkey.ts)', () => {
+  it('iova 0 is the byte FBO into the first page; the entry index counts from there', async () => {
+    const mkey: ModelMkey = {
+      index: 0x10, tag: 0x11, free: false, pd: 1, qpn: NOT_BOUND_QPN, len64: false, pgAccess: false, access: 15,
+      accessMode: 'MTT', start: 0, length: 2 * 4096, logPageSize: 12, fbo: 100, klm: [],
+      mtt: [0x9000_0000, 0x7000_0000, 0x8000_0000].map((addr) => ({ addr, read: true, write: true })),
+    };
+    const b = xlateBench([mkey]);
+    const reqs = [
+      { key: makeKey(0x10, 0x11), va: 0, length: 4096, access: 0, pd: 1, qpn: 5 },
+      { key: makeKey(0x10, 0x11), va: 8191, length: 1, access: 0, pd: 1, qpn: 5 },
+    ];
+    const got = await b.sim.run(() => b.translate(reqs));
+    const want = [
+      { kind: 'ok', segments: [{ pa: 0x9000_0000 + 100, length: 3996 }, { pa: 0x7000_0000, length: 100 }] },
+      { kind: 'ok', segments: [{ pa: 0x8000_0000 + 99, length: 1 }] },
+    ];
+    expect(got.results).toEqual(want);
+    expect(reqs.map((r) => translate(MkeyTable.from([mkey]), r))).toEqual(want);
+  });
+});
+
 /** A direct MTT mkey of `pages` 4 KiB pages over scattered physical pages, and a KLM chain over it. */
 function tables(): { mtt: ModelMkey; klm1: ModelMkey; klm2: ModelMkey } {
   const base = { free: false, pd: 1, qpn: NOT_BOUND_QPN, len64: false, pgAccess: false, access: 15, mtt: [], klm: [] };

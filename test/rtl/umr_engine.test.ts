@@ -282,6 +282,53 @@ describe('UmrEngine: local invalidate', () => {
   });
 });
 
+describe('UmrEngine: the mkey pool\'s retire and zero-based registrations (model-private fields)', () => {
+  it('FREE | KEY on an MR (the pool revoking a user MR) frees it under the new tag, with LOCAL_INV\'s checks', async () => {
+    const b = bench();
+    userMr(b, 5, 0x21, 0x7000, 1);
+    const retire = (key: number, newTag: number): Uint8Array => wqe((v) => buildLocalInvWqe(v, 0, { wqeIndex: 1, qpn: QPN, key, newTag }));
+    await b.sim.run(async () => {
+      await expectUmr(b, retire(makeKey(5, 0x20), 0x22), QP_OP, [5]); // full key match
+      await expectUmr(b, retire(makeKey(5, 0x21), 0x22), OK, [5]);
+      expect(readMkey(b.hca, 5)).toMatchObject({ free: true, tag: 0x22 });
+      // the old key names nothing now: a LOCAL_INV of it fails; the new key's (FREE) succeeds
+      await expectUmr(b, localInv(makeKey(5, 0x21)), QP_OP, [5]);
+      await expectUmr(b, localInv(makeKey(5, 0x22)), OK, [5]);
+      // an already FREE MR takes the new tag too
+      await expectUmr(b, retire(makeKey(5, 0x22), 0x30), OK, [5]);
+      expect(readMkey(b.hca, 5)).toMatchObject({ free: true, tag: 0x30 });
+    });
+  });
+
+  it('REG_MR carries ZERO_BASED and the first byte offset under START_ADDR; no window binds to such an MR', async () => {
+    const b = bench();
+    frmr(b, 5, 4);
+    window(b, 8, 2);
+    window(b, 9, 1);
+    const key = makeKey(5, 3);
+    await b.sim.run(async () => {
+      const w = wqe((v) => buildRegMrWqe(v, 0, {
+        wqeIndex: 0, qpn: QPN, key, access: { localWrite: true, remoteRead: true }, iova: 0, length: 2 * 4096, translations: mtts(100, 3),
+        zeroBased: true, fbo: 0x123,
+      }));
+      w[SEG_BYTE3] |= ICM_MW_BIND;
+      expect((await b.post(w)).syndrome).toBe(OK);
+      expect(readMkey(b.hca, 5)).toMatchObject({ start: 0, zeroBased: true, fbo: 0x123, mwBind: true });
+      // iova 0 is byte 0x123 of the first page
+      expect(await b.xlate(key, 0, 8)).toEqual({ kind: 'ok', segments: [{ pa: page(100) + 0x123, length: 8 }] });
+      expect(await b.xlate(key, 0x1000 - 0x123, 8)).toEqual({ kind: 'ok', segments: [{ pa: page(101), length: 8 }] });
+      // a window of either type on it: MW_BIND_ERR (rxe's rule, as the reference model)
+      const klm = { mrLkey: key, addr: 0, length: 16, access: remote };
+      await expectUmr(b, bind({ mwType: 2, mwRkey: makeKey(8, 1), newRkey: makeKey(8, 2), bind: klm }), BIND_ERR, [5, 8]);
+      await expectUmr(b, bind({ mwType: 1, mwRkey: makeKey(9, 1), newRkey: makeKey(9, 2), bind: klm }), BIND_ERR, [5, 9]);
+      // re-registered without ZERO_BASED (after LOCAL_INV): both fields are cleared
+      expect((await b.post(localInv(key))).syndrome).toBe(OK);
+      expect((await b.post(regMr(makeKey(5, 4), 0x9000, 4096, mtts(100, 1))))).toMatchObject({ syndrome: OK });
+      expect(readMkey(b.hca, 5)).toMatchObject({ start: 0x9000, zeroBased: false, fbo: 0 });
+    });
+  });
+});
+
 describe('UmrEngine: memory-window bind (type 2)', () => {
   const W = 8;
   const MR = 3;

@@ -227,16 +227,20 @@ function missingIndex(used: ReadonlySet<number>): number {
   return index;
 }
 
-/** The range shape shared by PA and MTT: unaligned start and a length of a few pages. */
-function rangeOf(d: MkeyDraft, pageSize: number): { start: number; length: number } {
-  const firstOffset = d.zeroBased ? 0 : scaled(d.firstOffsetFrac, pageSize);
+/**
+ * The range shape shared by PA and MTT: unaligned start and a length of a few pages. A zero-based
+ * range starts at 0 and its first byte lies `fbo` into the first page (the first byte offset of
+ * src/rtl/icm_mkey.ts; MTT mode uses it, PA ignores it).
+ */
+function rangeOf(d: MkeyDraft, pageSize: number): { start: number; length: number; fbo: number } {
+  const firstOffset = scaled(d.firstOffsetFrac, pageSize);
   const start = d.zeroBased ? 0 : d.basePage * pageSize + firstOffset;
   const length = Math.max(1, d.pages * pageSize - firstOffset - scaled(d.lastTrimFrac, pageSize));
-  return { start, length };
+  return { start, length, fbo: d.zeroBased ? firstOffset : 0 };
 }
 
-function mttOf(d: MkeyDraft, start: number, length: number, pageSize: number): MttEntry[] {
-  const needed = Math.ceil(((start % pageSize) + length) / pageSize);
+function mttOf(d: MkeyDraft, start: number, length: number, pageSize: number, fbo: number): MttEntry[] {
+  const needed = Math.ceil(((start % pageSize) + fbo + length) / pageSize);
   const count = d.shortMtt ? needed - 1 : needed;
   const entries: MttEntry[] = [];
   for (let i = 0; i < count; i++) {
@@ -277,12 +281,13 @@ function resolveTable(drafts: MkeyDraft[]): ModelMkey[] {
     let mkey: ModelMkey;
     let myDepth = 0;
     if (d.mode === 'PA') {
-      mkey = { ...base, ...rangeOf(d, 2 ** PAGE_4K), len64: d.len64 };
+      const { start, length } = rangeOf(d, 2 ** PAGE_4K);
+      mkey = { ...base, start, length, len64: d.len64 };
     } else if (d.mode === 'MTT') {
       const pageSize = 2 ** d.logPageSize;
-      const { start, length } = rangeOf(d, pageSize);
-      const mtt = mttOf(d, start, length, pageSize);
-      mkey = { ...base, start, length, logPageSize: d.logPageSize, pgAccess: d.pgAccess, mtt };
+      const { start, length, fbo } = rangeOf(d, pageSize);
+      const mtt = mttOf(d, start, length, pageSize, fbo);
+      mkey = { ...base, start, length, logPageSize: d.logPageSize, pgAccess: d.pgAccess, mtt, fbo };
     } else {
       const start = d.zeroBased ? 0 : d.basePage * 2 ** PAGE_4K + scaled(d.firstOffsetFrac, 2 ** PAGE_4K);
       const klm: Klm[] = [];

@@ -17,7 +17,9 @@
  * the testbed key of the same object (`tbKey`). A model key that names no object maps to an index
  * no testbed object has either (`BOGUS_INDEX`); so does the key of a destroyed object whose
  * testbed index now holds another object (both sides then see "names nothing"). (A deregistered
- * user MR's index goes back to the driver's mkey pool: its old key keeps naming that free mkey.)
+ * pooled user MR's index goes back to the driver's mkey pool, FREE under a fresh tag the driver
+ * never handed out for it: a model key of the dead MR that happens to map onto that tag, e.g. a
+ * tag + 1 variant or an updateKey tag, maps to BOGUS_INDEX too, since no handle ever had it.)
  *
  * Host addresses are identical on both sides: buffers are allocated in the testbed's hosts and
  * the model maps the same virtual ranges (`VerbsModel.mapHost`). Addresses the host itself
@@ -62,6 +64,7 @@ import {
   type ModelWc,
 } from '../../src/model/verbs/index.ts';
 import { keyIndex, keyTag, makeKey } from '../../src/model/keys.ts';
+import { readMkey } from '../../src/rtl/firmware.ts';
 
 // ----------------------------------------------------------------------------------------------
 // Layout of the pair (the setup, identical on both sides)
@@ -943,7 +946,16 @@ export class VerbsPair {
     if (rec === undefined) return makeKey(BOGUS_INDEX, tag);
     if (rec.destroyed && this.liveTbIndex(h, rec.tIndex)) return makeKey(BOGUS_INDEX, tag);
     if (rec.destroyed && this.avoid.keyOfDeregisteredUserMr && 'lkey' in rec.m && (rec as MrRec).type === 'USER') return makeKey(BOGUS_INDEX, tag);
-    return makeKey(rec.tIndex, tag + rec.tagDelta);
+    const key = makeKey(rec.tIndex, tag + rec.tagDelta);
+    if (rec.destroyed && this.poolTag(h, rec.tIndex) === keyTag(key)) return makeKey(BOGUS_INDEX, tag);
+    return key;
+  }
+
+  /** The tag of testbed index `tIndex` while it is a free mkey of the driver's pool (else -1). */
+  private poolTag(h: number, tIndex: number): number {
+    if (tIndex >= this.tb.hca(h).icm.mkeyEntries) return -1;
+    const e = readMkey(this.tb.hca(h), tIndex);
+    return e.allocated && e.free ? e.tag : -1;
   }
 
   /**

@@ -150,6 +150,11 @@ export class ModelMr {
   boundWindows = 0;
   /** Fast-registration MRs: the list the last mapSg built. */
   mapped: MappedList = { extents: [], entries: 0 };
+  /**
+   * Software view of the registration's access: regMr's, or that of the last REG_MR posted
+   * (the bindMw verb's zero-based check; see verbs_model.ts).
+   */
+  regAccess: number;
 
   constructor(
     readonly hca: number,
@@ -166,6 +171,7 @@ export class ModelMr {
     this.rkey = dev.key;
     this.iova = dev.iova;
     this.length = dev.length;
+    this.regAccess = dev.access;
   }
 }
 

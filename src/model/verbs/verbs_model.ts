@@ -75,6 +75,11 @@
  *   (unbound) with the new key. BIND_MW posted on a type-1 window is EINVAL (type 1 binds through
  *   bindMw). Asynchronously, for both types: an MR in another PD than the window, or a zero-based
  *   MR, is MW_BIND_ERR. Window access bits other than REMOTE_* and ZERO_BASED are ignored.
+ * - The bindMw verb's synchronous "MR zero-based: EINVAL" looks at the software view of the
+ *   MR's access (`mr.regAccess`): regMr's access, or that of the last REG_MR *posted* for a
+ *   fast-registration MR (whether it executes or not), since a real driver cannot know the
+ *   device's state synchronously. The device's view (`dev.access`) decides the asynchronous
+ *   MW_BIND_ERR above.
  * - Remote invalidation: a target already FREE (key matching) succeeds, as LOCAL_INV; a type-2
  *   window needs the PD only (not its QP). LOCAL_INV checks no PD. RDMA_READ_WITH_INV (with
  *   `readWithInvalidate`): after the data is placed, the LOCAL_INV rules; failure LOC_QP_OP_ERR.
@@ -502,7 +507,8 @@ export class VerbsModel {
     if (mr === undefined && info.length !== 0) throw err('EINVAL', 'bindMw: MR missing but length != 0');
     if (mr !== undefined && mr.pd !== mw.pd) throw err('EPERM', 'bindMw: the window\'s PD differs from the MR\'s');
     if ((info.access & VerbsAccess.ZERO_BASED) !== 0) throw err('EINVAL', 'bindMw: a type-1 window cannot be ZERO_BASED');
-    if (mr !== undefined && (mr.dev.access & VerbsAccess.ZERO_BASED) !== 0) {
+    // Choice: "MR zero-based" in the software view (mr.regAccess), as a real driver must decide.
+    if (mr !== undefined && (mr.regAccess & VerbsAccess.ZERO_BASED) !== 0) {
       throw err('EINVAL', 'bindMw: the MR is zero-based');
     }
     this.admitSend(qp);
@@ -553,6 +559,8 @@ export class VerbsModel {
       qp.sq.push(posted);
       // Choice: a posted type-2 bind sets the handle's rkey at once, as bindMw does for type 1.
       if (posted.bind !== undefined) posted.bind.mw.rkey = posted.bind.newRkey;
+      // Choice: the software view of the registration's access is that of the last REG_MR posted.
+      if (posted.reg !== undefined && wr.mr !== undefined) wr.mr.regAccess = wr.access ?? 0;
     });
   }
 
