@@ -160,8 +160,8 @@ export class Mr {
   mapSg(sg: readonly { addr: number; length: number }[], pageSize = PAGE): number {
     this.checkAlive('mapSg');
     if (this.type === 'USER') throw new VerbsError('EINVAL', 'mapSg: only fast-registration MRs (allocMr) have a page list');
-    if (!(Number.isInteger(pageSize) && pageSize >= PAGE && (pageSize & (pageSize - 1)) === 0)) {
-      throw new VerbsError('EINVAL', `mapSg: pageSize must be a power of two >= 4096, got ${pageSize}`);
+    if (!(Number.isInteger(pageSize) && pageSize >= PAGE && pageSize <= 2 ** 31 && 2 ** Math.round(Math.log2(pageSize)) === pageSize)) {
+      throw new VerbsError('EINVAL', `mapSg: pageSize must be a power of two in 4 KiB .. 2 GiB (the mkey's 5-bit log_page_size), got ${pageSize}`);
     }
     // every element's numbers first, as the reference model: the host is never asked about a bad address
     for (const e of sg) {

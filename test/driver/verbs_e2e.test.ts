@@ -71,6 +71,8 @@ describe('verbs calls: synchronous failures (spec/semantics.md "Verbs calls")', 
       expect(m2.length).toBe(2 * PAGE);
       // (addresses and lengths are checked before the host is asked: EINVAL, never a HostError)
       await expectErr(() => m2.mapSg([{ addr: -4096, length: PAGE }]), 'EINVAL', /non-negative/);
+      // mapSg: the page size is a power of two in 4 KiB .. 2 GiB (the model has the same rule)
+      for (const bad of [2048, 6144, 2 ** 32]) await expectErr(() => m2.mapSg([{ addr: buf.addr, length: 8 }], bad), 'EINVAL', /pageSize/);
       const g2 = await pd.allocMr('SG_GAPS', 2);
       expect(g2.mapSg([0, 1, 2].map((i) => ({ addr: buf.addr + i * PAGE + 8, length: 16 })))).toBe(2);
 

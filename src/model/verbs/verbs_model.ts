@@ -401,8 +401,9 @@ export class VerbsModel {
   mapSg(mr: ModelMr, sgList: ReadonlyArray<{ addr: number; length: number }>, pageSize = 4096): number {
     alive(mr, 'MR');
     if (mr.type === 'USER') throw err('EINVAL', 'mapSg: only fast-registration MRs (allocMr) have a page list');
-    if (!Number.isInteger(pageSize) || pageSize <= 0 || (pageSize & (pageSize - 1)) !== 0) {
-      throw err('EINVAL', 'mapSg: pageSize must be a power of two');
+    // mlx5's smallest page is 4 KiB (MLX5_ADAPTER_PAGE_SHIFT 12, include/linux/mlx5/device.h)
+    if (!(Number.isInteger(pageSize) && pageSize >= 4096 && pageSize <= 2 ** 31 && 2 ** Math.round(Math.log2(pageSize)) === pageSize)) {
+      throw err('EINVAL', 'mapSg: pageSize must be a power of two in 4 KiB .. 2 GiB (the mkey\'s 5-bit log_page_size)');
     }
     for (const e of sgList) {
       requireAddr(e.addr, 'address');

@@ -397,6 +397,14 @@ describe('bytes moved', () => {
     expect([...m.memRead(1, pages + 4096 - 4, 4)]).toEqual([1, 2, 3, 4]);
     expect([...m.memRead(1, pages + 2 * 4096, 5)]).toEqual([5, 6, 7, 8, 0]);
   });
+  it('mapSg: the page size is a power of two from 4 KiB (mlx5) to 2 GiB, else EINVAL', () => {
+    const { m, b } = setup();
+    const mr = m.allocMr(b.pd, 'MEM_REG', 4);
+    for (const bad of [0, 512, 2048, 4095, 6144, 2 ** 32, 1.5]) {
+      expect(() => m.mapSg(mr, [{ addr: b.buf, length: 8 }], bad)).toThrow(expect.objectContaining({ errno: 'EINVAL' }));
+    }
+    for (const ok of [4096, 8192, 2 ** 21, 2 ** 31]) expect(m.mapSg(mr, [{ addr: b.buf, length: 8 }], ok)).toBe(1);
+  });
   it('atomics: little-endian 64-bit operands; the original value returns', () => {
     const env = setup();
     const { m, b } = env;
