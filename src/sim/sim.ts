@@ -176,10 +176,11 @@ export class Sim {
   private runEvents(limit: Ps): number {
     const q = this.queue;
     let fired = 0;
+    const bounded = limit !== Infinity;
     while (q.size > 0 && !this.resumed) {
-      const t = q.peekTime();
-      if (t > limit) break;
+      if (bounded && q.peekTime() > limit) break;
       const s = q.pop();
+      const t = q.slotTime(s);
       const prio = q.slotPrio(s);
       const arg = q.slotArg(s);
       const target = q.takeTarget(s);
