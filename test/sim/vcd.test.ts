@@ -180,6 +180,16 @@ describe('GTKWave save file', () => {
     expect(gtkw.indexOf('tb.demo.clk_core')).toBeLessThan(gtkw.indexOf('-demo.source'));
   });
 
+  it('opens on the traced window: [timestart] at its start, zoomed to its length, not the whole run', () => {
+    const whole = readFileSync(tracedRun(3, 20).vcd.replace(/\.vcd$/, '.gtkw'), 'utf8');
+    const part = readFileSync(tracedRun(3, 20, { start: 400_000, stop: 500_000 }).vcd.replace(/\.vcd$/, '.gtkw'), 'utf8');
+    expect(whole).toMatch(/^\[timestart\] 0$/m);
+    expect(part).toMatch(/^\[timestart\] 400000$/m);
+    const zoom = (g: string): number => Number(/^\*(-?[\d.]+) /m.exec(g)![1]);
+    // a window a twentieth of the run is shown about 2^4 times closer
+    expect(zoom(part) - zoom(whole)).toBeGreaterThanOrEqual(4);
+  });
+
   it('shows enums through a translate filter file with every value named at the signal width', () => {
     const r = tracedRun(11, 5);
     const gtkw = readFileSync(r.vcd.replace(/\.vcd$/, '.gtkw'), 'utf8');

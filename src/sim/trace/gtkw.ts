@@ -65,6 +65,8 @@ export function writeGtkw(opts: {
   clocks: readonly Signal[];
   groups: readonly GtkwGroup[];
   strings: boolean;
+  /** The traced window: the view opens on [startTime, endTime] (a windowed trace has nothing before). */
+  startTime?: number;
   endTime: number;
 }): string[] {
   const vcdAbs = resolve(opts.vcdPath);
@@ -110,10 +112,10 @@ export function writeGtkw(opts: {
     '[*]',
     `[dumpfile] "${vcdAbs}"`,
     `[savefile] "${resolve(gtkwPath(vcdAbs))}"`,
-    '[timestart] 0',
+    `[timestart] ${opts.startTime ?? 0}`,
     '[size] 1600 900',
     '[pos] -1 -1',
-    zoomLine(opts.endTime),
+    zoomLine(opts.endTime - (opts.startTime ?? 0)),
     ...[...trees].map((t) => `[treeopen] ${t}`),
     '[sst_width] 260',
     '[signals_width] 360',

@@ -241,6 +241,7 @@ export class Tracer implements TraceSink {
           clocks: this.clocks,
           groups: this.groups,
           strings: this.opts.strings === true,
+          startTime: this.start,
           endTime: end,
         }),
       );
