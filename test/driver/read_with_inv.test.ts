@@ -5,25 +5,16 @@
  * key is invalidated through the UMR engine (LOCAL_INV rules, spec/semantics.md), then the CQE.
  */
 import { describe, expect, it } from 'vitest';
-import { Access, Testbed, VerbsError, type Cq, type Pd, type Qp } from '../../src/index.ts';
+import { Access, Testbed, VerbsError } from '../../src/index.ts';
 import { WQE_OPMOD_READ_WITH_INV } from '../../src/rtl/formats/constants.ts';
+import { rcPair } from '../support/rc_pair.ts';
 
 const PAGE = 4096;
 const SIGNALED = 2 << 2; // fm_ce_se CE = 2 (CQ update)
 
-async function pairOf(tb: Testbed): Promise<{ pd0: Pd; pd1: Pd; cq0: Cq; cq1: Cq; qp0: Qp; qp1: Qp }> {
-  const [ctx0, ctx1] = [await tb.openDevice(0), await tb.openDevice(1)];
-  const [pd0, pd1] = [await ctx0.allocPd(), await ctx1.allocPd()];
-  const [cq0, cq1] = [await ctx0.createCq(64), await ctx1.createCq(64)];
-  const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
-  const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-  await qp0.connect(qp1);
-  return { pd0, pd1, cq0, cq1, qp0, qp1 };
-}
-
 /** hca0: a fast-reg MR registered over a page (the read's destination); hca1: a source MR with REMOTE_READ. */
 async function setup(tb: Testbed) {
-  const p = await pairOf(tb);
+  const p = await rcPair(tb);
   const h0 = tb.host(0);
   const h1 = tb.host(1);
   const dst = h0.alloc(PAGE, { align: PAGE });

@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, type Mr } from '../../src/index.ts';
 import type { HistogramJson } from '../../src/sim/index.ts';
+import { rcPair } from '../support/rc_pair.ts';
 
 const PAGE = 4096;
 
@@ -15,12 +16,7 @@ const count = (tb: Testbed, scope: string, name: string): number => tb.stats()[s
 const hist = (tb: Testbed, scope: string, name: string): HistogramJson => tb.stats()[scope][name] as HistogramJson;
 
 async function setup(tb: Testbed) {
-  const [ctx0, ctx1] = [await tb.openDevice(0), await tb.openDevice(1)];
-  const [pd0, pd1] = [await ctx0.allocPd(), await ctx1.allocPd()];
-  const [cq0, cq1] = [await ctx0.createCq(64), await ctx1.createCq(64)];
-  const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
-  const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-  await qp0.connect(qp1);
+  const { c0: ctx0, pd0, pd1, cq0, cq1, qp0, qp1 } = await rcPair(tb);
   const h0 = tb.host(0);
   const rbuf = h0.alloc(PAGE, { align: PAGE });
   const rmr = await pd0.regMr(rbuf.addr, PAGE, Access.LOCAL_WRITE);

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { Access, Testbed, type WorkCompletion } from '../../src/index.ts';
 import { tempDir } from '../support/tmp.ts';
+import { rcPair } from '../support/rc_pair.ts';
 
 async function workload(vcd?: string): Promise<{ log: string[]; mem: Uint8Array; now: number; stats: unknown }> {
   const tb = new Testbed({ hcas: 2, seed: 7, ...(vcd ? { trace: { vcd, gtkw: false } } : {}) });
@@ -17,15 +18,7 @@ async function workload(vcd?: string): Promise<{ log: string[]; mem: Uint8Array;
   };
   let mem: Uint8Array = new Uint8Array(0);
   await tb.run(async () => {
-    const c0 = await tb.openDevice(0);
-    const c1 = await tb.openDevice(1);
-    const pd0 = await c0.allocPd();
-    const pd1 = await c1.allocPd();
-    const cq0 = await c0.createCq(64);
-    const cq1 = await c1.createCq(64);
-    const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0, maxSendWr: 32 });
-    const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-    await qp0.connect(qp1);
+    const { pd0, pd1, cq0, qp0 } = await rcPair(tb, { maxSendWr: 32 });
     const a = tb.host(0).alloc(16384);
     const b = tb.host(1).alloc(16384);
     for (let i = 0; i < 16384; i += 4096) tb.host(0).fill(a.addr + i, 4096, i / 4096 + 1);

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, VerbsError, incRkey, type Cq, type Mr, type Mw, type Pd, type Qp, type SendWr } from '../../src/index.ts';
 import { readMkey } from '../../src/rtl/firmware.ts';
+import { rcPair } from '../support/rc_pair.ts';
 
 const PAGE = 4096;
 const GiB2 = 2 ** 31;
@@ -286,12 +287,7 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
   it('a fast-reg MR can be re-registered once FREE again, with a new key; the old key is refused', async () => {
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {
-      const [c0, c1] = [await tb.openDevice(0), await tb.openDevice(1)];
-      const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];
-      const [cq0, cq1] = [await c0.createCq(64), await c1.createCq(64)];
-      const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
-      const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-      await qp0.connect(qp1);
+      const { pd0, pd1, cq0, cq1, qp0, qp1 } = await rcPair(tb);
       const a = tb.host(0).alloc(2 * PAGE, { align: PAGE });
       tb.host(0).write(a.addr, Uint8Array.from({ length: 2 * PAGE }, (_, i) => i & 0xff));
       const b = tb.host(1).alloc(PAGE, { align: PAGE });
@@ -319,12 +315,7 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
 describe('zero-based MRs at addresses inside a page (semantics.md: "a zero-based MR starts at 0")', () => {
   /** Two adapters, a QP pair, and on hca1 a sink MR to read into. */
   async function setup(tb: Testbed) {
-    const [c0, c1] = [await tb.openDevice(0), await tb.openDevice(1)];
-    const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];
-    const [cq0, cq1] = [await c0.createCq(64), await c1.createCq(64)];
-    const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
-    const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-    await qp0.connect(qp1);
+    const { c0, pd0, pd1, cq0, cq1, qp0, qp1 } = await rcPair(tb);
     const buf = tb.host(0).alloc(4 * PAGE, { align: PAGE });
     tb.host(0).write(buf.addr, Uint8Array.from({ length: 4 * PAGE }, (_, i) => (i * 5 + 1) & 0xff));
     const sink = tb.host(1).alloc(4 * PAGE);

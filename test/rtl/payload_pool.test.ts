@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { PayloadPool, type PooledBuf } from '../../src/rtl/payload_pool.ts';
 import { Access, Testbed } from '../../src/index.ts';
+import { rcPair } from '../support/rc_pair.ts';
 
 describe('payload pool', () => {
   it('reuses a buffer only after its last reference goes', () => {
@@ -49,15 +50,7 @@ describe('payload pool', () => {
   it('the RDMA WRITE and READ paths return their buffers: a long run allocates a bounded number', async () => {
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {
-      const c0 = await tb.openDevice(0);
-      const c1 = await tb.openDevice(1);
-      const pd0 = await c0.allocPd();
-      const pd1 = await c1.allocPd();
-      const cq0 = await c0.createCq(64);
-      const cq1 = await c1.createCq(64);
-      const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
-      const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-      await qp0.connect(qp1);
+      const { pd0, pd1, cq0, qp0 } = await rcPair(tb);
       const a = tb.host(0).alloc(8192);
       const b = tb.host(1).alloc(8192);
       const mr0 = await pd0.regMr(a.addr, 8192, Access.LOCAL_WRITE);
