@@ -216,7 +216,7 @@ export class Sq extends Module {
       case 'umr':
         if (!this.umr) return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
         if (!this.umr.req.canPush()) return this.sleep();
-        this.umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe: this.bytes.slice(0, w.ctrl.ds * 16) });
+        this.umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe: this.bytes.subarray(0, w.ctrl.ds * 16) }); // a view: the next fetch waits for this UMR's completion
         this.state.setNow(WAIT_DONE);
         return;
       default:

@@ -107,7 +107,7 @@ function has(mask: number, name: MkeyMaskName): boolean {
 /** Decodes the UMR WQE bytes `wqe` (ds * 16 bytes, laid out contiguously). Never throws. */
 export function decodeUmrWqe(wqe: Uint8Array): UmrWqe {
   const w: UmrWqe = {
-    kind: UMR_KIND_INVALID, reason: '', key: 0, qpn: 0, flags: 0, mask: 0, seg: emptySeg(), segMwBind: false, segZeroBased: false, segFbo: 0,
+    kind: UMR_KIND_INVALID, reason: '', key: 0, qpn: 0, flags: 0, mask: 0, seg: zeroMkeyContext(), segMwBind: false, segZeroBased: false, segFbo: 0,
     xltBytes: 0, xltOffsetOcto: 0, inlineXlt: null, ptr: null, bindKlm: null,
   };
   const view = new DataView(wqe.buffer, wqe.byteOffset, wqe.byteLength);
@@ -182,10 +182,6 @@ function invalid(w: UmrWqe, reason: string): UmrWqe {
   w.kind = UMR_KIND_INVALID;
   w.reason = reason;
   return w;
-}
-
-function emptySeg(): MkeyContext {
-  return decodeMkeyContext(new DataView(new ArrayBuffer(MKEY_CONTEXT_SIZE)), 0);
 }
 
 /** The kinds whose every failure is MW_BIND_ERR (spec/semantics.md: BIND_MW rows; the model's bindWindow). */

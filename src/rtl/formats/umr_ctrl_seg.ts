@@ -60,7 +60,11 @@ export function decodeUmrCtrlSeg(view: DataView, off: number): UmrCtrlSeg {
 export function mkeyMask(...names: MkeyMaskName[]): number {
   let mask = 0;
   // Every bit is below 32, but sum powers of two rather than `|` so a u64 bit could be added safely.
-  for (const bit of new Set(names.map((n) => MkeyMaskBit[n]))) mask += 2 ** bit;
+  // (a name given twice counts once; no Set or array built: REG_MR and binds call this per WQE)
+  for (let i = 0; i < names.length; i++) {
+    const v = 2 ** MkeyMaskBit[names[i]];
+    if (Math.floor(mask / v) % 2 === 0) mask += v;
+  }
   return mask;
 }
 
