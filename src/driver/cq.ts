@@ -16,8 +16,9 @@ const WITH_INV: ReadonlySet<'WITH_IMM' | 'WITH_INV'> = new Set(['WITH_INV']);
 export class Cq {
   /** Consumer counter. */
   private ci = 0;
-  /** QPs completing here, by number (to find the work request of a CQE). */
+  /** Live QPs completing here, by number (to find the work request of a CQE; destroy's EBUSY rule). */
   readonly qps = new Map<number, Qp>();
+  /** Set by destroy: every later call is EINVAL. */
   destroyed = false;
   /** The CQ buffer, for inspection: virtual address, CQEs, stride (as `qp.sq`). */
   readonly buf: { addr: number; cqeCnt: number; stride: number };
@@ -31,9 +32,29 @@ export class Cq {
     this.buf = { addr: bufVa, cqeCnt: size, stride: 64 };
   }
 
+  /** Any call on a destroyed object: EINVAL (spec/semantics.md "Verbs calls"). */
+  checkAlive(what: string): void {
+    if (this.destroyed) throw new VerbsError('EINVAL', `${what}: the CQ was destroyed`);
+  }
+
+  /**
+   * ibv_destroy_cq: EBUSY while a live QP uses it as send or receive CQ (the kernel's uverbs
+   * usecnt rule: uverbs_free_cq -> ib_destroy_usecnt in include/rdma/ib_verbs.h returns -EBUSY
+   * while cq->usecnt, which ib_create_qp raises, is non-zero); else DESTROY_CQ (0x401).
+   */
+  async destroy(): Promise<void> {
+    this.checkAlive('destroy');
+    const users = [...this.qps.values()].filter((q) => !q.destroyed);
+    if (users.length > 0) {
+      throw new VerbsError('EBUSY', `destroy: the CQ is still the send or receive CQ of ${users.length} QP(s) (qpn 0x${users[0].qpNum.toString(16)})`);
+    }
+    this.destroyed = true;
+    await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_CQ', cqn: this.cqn }), 'destroy');
+  }
+
   /** ibv_poll_cq: up to `n` completions that are there now (no simulated time passes). */
   poll(n = 16): WorkCompletion[] {
-    if (this.destroyed) throw new VerbsError('EINVAL', 'poll: the CQ was destroyed');
+    this.checkAlive('poll');
     const out: WorkCompletion[] = [];
     const host = this.ctx.hca.host;
     while (out.length < n) {
@@ -55,6 +76,7 @@ export class Cq {
    * ETIMEDOUT (keeping what was polled in `partial` of the error) when it passes first.
    */
   async wait(n = 1, opts: { timeout?: number } = {}): Promise<WorkCompletion[]> {
+    this.checkAlive('wait');
     const out: WorkCompletion[] = [];
     const sim = this.ctx.tb.sim;
     const deadline = opts.timeout === undefined ? Infinity : sim.now + opts.timeout;
@@ -77,6 +99,9 @@ export class Cq {
 
   private toWc(c: ReturnType<typeof decodeCqe>): WorkCompletion | null {
     const qp = this.qps.get(c.qpn);
+    // a CQE of a destroyed QP is consumed unseen: rdma-core's mlx5_destroy_qp cleans the QP's
+    // CQEs out of its CQs (__mlx5_cq_clean), so none of its work completes after destroy
+    if (qp === undefined) return null;
     const err = c.opcode === CqeOpcode.REQ_ERR || c.opcode === CqeOpcode.RESP_ERR;
     const status = err ? syndromeToWcStatus(c.syndrome) : 'SUCCESS';
     if (c.opcode === CqeOpcode.REQ || c.opcode === CqeOpcode.REQ_ERR) {

@@ -15,6 +15,10 @@ const MTT_FALLBACK_FACTOR = 2;
 
 export class Pd {
   private dmaLkey = -1;
+  /** Set by dealloc: every later call is EINVAL. */
+  destroyed = false;
+  /** MRs, windows and QPs made in this PD (the kernel's pd->usecnt; pruned as they go). */
+  private readonly users = new Set<{ readonly destroyed: boolean }>();
 
   constructor(
     readonly ctx: Context,
@@ -27,6 +31,7 @@ export class Pd {
    * remote write/atomic without local write, a range not mapped in the host, ODP unsupported.
    */
   async regMr(addr: number, length: number, access: number): Promise<Mr> {
+    this.checkAlive('regMr');
     checkAccess(access, 'regMr');
     if (!(Number.isSafeInteger(length) && length > 0)) throw new VerbsError('EINVAL', `regMr: length must be > 0, got ${length}`);
     if (!Number.isSafeInteger(addr) || addr < 0) throw new VerbsError('EINVAL', `regMr: bad address ${addr}`);
@@ -53,7 +58,7 @@ export class Pd {
     const pooled = bucket > 0 ? this.ctx.pool.take(bucket) : -1;
     if (pooled >= 0) {
       const key = await this.ctx.pool.enable(pooled, this, access, start, length, mtt, { zeroBased, fbo });
-      return new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket });
+      return this.track(new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket }));
     }
     const tag = this.ctx.nextTag();
     const r = await this.ctx.cmd(
@@ -64,11 +69,12 @@ export class Pd {
       }),
       'regMr',
     );
-    return new Mr(this, r.mkey, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0 });
+    return this.track(new Mr(this, r.mkey, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0 }));
   }
 
   /** ibv_alloc_mr: a fast-registration MR, FREE until a REG_MR work request registers it. */
   async allocMr(type: 'MEM_REG' | 'SG_GAPS', maxNumSg: number): Promise<Mr> {
+    this.checkAlive('allocMr');
     const attr = await this.ctx.queryDevice();
     if (type !== 'MEM_REG' && type !== 'SG_GAPS') throw new VerbsError('EINVAL', `allocMr: type must be MEM_REG or SG_GAPS, got ${String(type)}`);
     if (!(Number.isInteger(maxNumSg) && maxNumSg >= 1 && maxNumSg <= attr.maxFastRegPageListLen)) {
@@ -89,11 +95,12 @@ export class Pd {
       }),
       'allocMr',
     );
-    return new Mr(this, r.mkey, type, { iova: 0, length: 0, access: 0, maxNumSg, ...(type === 'MEM_REG' ? { mttCapacity } : {}) });
+    return this.track(new Mr(this, r.mkey, type, { iova: 0, length: 0, access: 0, maxNumSg, ...(type === 'MEM_REG' ? { mttCapacity } : {}) }));
   }
 
   /** ibv_alloc_mw: a window of type 1 or 2, created FREE (UMR-enabled, KLMS with one entry). */
   async allocMw(type: 1 | 2): Promise<Mw> {
+    this.checkAlive('allocMw');
     if (type !== 1 && type !== 2) throw new VerbsError('EINVAL', `allocMw: type must be 1 or 2, got ${String(type)}`);
     const tag = this.ctx.nextTag();
     const r = await this.ctx.cmd(
@@ -103,12 +110,49 @@ export class Pd {
       }),
       'allocMw',
     );
-    return new Mw(this, r.mkey, type);
+    return this.track(new Mw(this, r.mkey, type));
   }
 
   /** ibv_create_qp (RC): send and receive queues in host memory. */
   async createQp(attr: QpInitAttr): Promise<Qp> {
-    return Qp.create(this, attr);
+    this.checkAlive('createQp');
+    attr.sendCq.checkAlive('createQp (sendCq)');
+    attr.recvCq.checkAlive('createQp (recvCq)');
+    return this.track(await Qp.create(this, attr));
+  }
+
+  /** Any call on a destroyed object: EINVAL (spec/semantics.md "Verbs calls"). */
+  checkAlive(what: string): void {
+    if (this.destroyed) throw new VerbsError('EINVAL', `${what}: the PD was deallocated`);
+  }
+
+  private track<T extends { readonly destroyed: boolean }>(o: T): T {
+    this.users.add(o);
+    return o;
+  }
+
+  /**
+   * ibv_dealloc_pd: EBUSY while a live MR, memory window or QP belongs to the PD (the kernel's
+   * usecnt rule: uverbs_free_pd -> ib_destroy_usecnt, include/rdma/ib_verbs.h, returns -EBUSY
+   * while pd->usecnt, raised by every MR, MW and QP of the PD, is non-zero). Then the PD's local
+   * DMA lkey, if made, is destroyed (DESTROY_MKEY), and DEALLOC_PD (0x801).
+   */
+  async dealloc(): Promise<void> {
+    this.checkAlive('dealloc');
+    for (const u of this.users) if (u.destroyed) this.users.delete(u);
+    if (this.users.size > 0) {
+      const live = [...this.users];
+      const mrs = live.filter((u) => u instanceof Mr).length;
+      const mws = live.filter((u) => u instanceof Mw).length;
+      throw new VerbsError('EBUSY', `dealloc: the PD still has ${mrs} MR(s), ${mws} memory window(s) and ${live.length - mrs - mws} QP(s)`);
+    }
+    this.destroyed = true;
+    const ctx = this.ctx;
+    if (this.dmaLkey >= 0) {
+      await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.dmaLkey >>> 8 }), 'dealloc');
+      this.dmaLkey = -1;
+    }
+    await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DEALLOC_PD', pd: this.pdn }), 'dealloc');
   }
 
   /** The PD's local DMA lkey: a PA-mode mkey over all memory (the key of SG_GAPS KLMs). */

@@ -114,6 +114,8 @@ export class Qp {
 
   /** RC connection: RESET -> INIT -> RTR -> RTS on both sides (the peer may be on another adapter). */
   async connect(peer: Qp, opts: { mtu?: Mtu } = {}): Promise<void> {
+    this.checkAlive('connect');
+    peer.checkAlive('connect (peer)');
     const mtu = opts.mtu ?? this.pd.ctx.hca.cfg.mtu;
     const sides: [Qp, Qp][] = [[this, peer], [peer, this]];
     for (const [q] of sides) {
@@ -145,6 +147,7 @@ export class Qp {
 
   /** ibv_bind_mw (type 1): returns the new rkey (incRkey) and sets mw.rkey at once. */
   bindMw(mw: Mw, bind: BindInfo, opts: { wrId?: number | bigint; signaled?: boolean } = {}): number {
+    this.checkAlive('bindMw');
     mw.checkAlive('bindMw');
     if (mw.type !== 1) throw new VerbsError('EINVAL', 'bindMw: the verb binds type-1 windows; post BIND_MW for type 2');
     if (bind.mr === null && bind.length !== 0) throw new VerbsError('EINVAL', 'bindMw: no MR but length != 0');
@@ -201,8 +204,25 @@ export class Qp {
     return r;
   }
 
-  private checkAlive(what: string): void {
+  /** Any call on a destroyed object: EINVAL (spec/semantics.md "Verbs calls"). */
+  checkAlive(what: string): void {
     if (this.destroyed) throw new VerbsError('EINVAL', `${what}: the QP was destroyed`);
+  }
+
+  /**
+   * ibv_destroy_qp: DESTROY_QP (0x501). The hardware forgets the QP (doorbells ignored, messages
+   * to it dropped, so the peer's requester times out); its outstanding work never completes: its
+   * CQEs are cleaned from its CQs (rdma-core mlx5_destroy_qp -> __mlx5_cq_clean). Type-2 windows
+   * bound to it stay bound (IBTA does not unbind them; rxe keeps the window's QP reference), so
+   * their rkeys stop working for every other QP but are not FREE.
+   */
+  async destroy(): Promise<void> {
+    this.checkAlive('destroy');
+    this.destroyed = true;
+    this.attr.sendCq.qps.delete(this.qpNum);
+    this.attr.recvCq.qps.delete(this.qpNum);
+    const ctx = this.pd.ctx;
+    await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_QP', qpn: this.qpNum }), 'destroy');
   }
 
   private postOne(w: SendWr, fromBindVerb = false): void {

@@ -2,7 +2,7 @@
  * The firmware command interface (`tb.hcaN.cmdif`): software posts commands with `exec(cmd)`,
  * the firmware executes them one at a time in posting order, and each completes after the
  * firmware latency of spec/timing.md "firmware command" (CREATE_MKEY `cfg.fwCreateMkeyPs`, every
- * other command `cfg.fwCommandPs`). A command's effect (on ICM, on the resource tables) happens
+ * other command `cfg.fwCommandPs`, the DESTROY / DEALLOC commands included). A command's effect (on ICM, on the resource tables) happens
  * at the end of its latency, then its promise resolves; a failed command rejects with a
  * `CmdError` carrying the mlx5 status, after the same latency.
  *
@@ -132,6 +132,11 @@ export class Cmdif extends Module {
   private readonly eqs = new Map<number, EqContext>();
   private readonly cqs = new Map<number, CqContext>();
   private readonly qps = new Map<number, Mutable<QpContext>>();
+  /**
+   * Told when DESTROY_QP / DESTROY_CQ executes, so the engines forget the object's queue state
+   * (its number may be handed out again). The adapter registers its engines here.
+   */
+  readonly destroyListeners: ((what: 'QP' | 'CQ', num: number) => void)[] = [];
   private readonly perOp = new Map<string, Counter>();
   private readonly sErrors: Counter;
   private readonly sLatency: Histogram;
@@ -254,6 +259,8 @@ export class Cmdif extends Module {
         return this.queryHcaCap(cmd);
       case 'ALLOC_PD':
         return this.allocPd();
+      case 'DEALLOC_PD':
+        return this.deallocPd(cmd);
       case 'CREATE_MKEY':
         return this.createMkey(cmd);
       case 'QUERY_MKEY':
@@ -266,8 +273,12 @@ export class Cmdif extends Module {
         return this.createEq(cmd);
       case 'CREATE_CQ':
         return this.createCq(cmd);
+      case 'DESTROY_CQ':
+        return this.destroyCq(cmd);
       case 'CREATE_QP':
         return this.createQp(cmd);
+      case 'DESTROY_QP':
+        return this.destroyQp(cmd);
       case 'RST2INIT_QP':
       case 'INIT2RTR_QP':
       case 'RTR2RTS_QP':
@@ -325,6 +336,19 @@ export class Cmdif extends Module {
     const pd = this.pds.alloc();
     if (pd < 0) this.fail('NO_RESOURCES', 'pd_exhausted', `all ${this.caps.general.cur.maxPd} PDs are allocated`);
     return { pd };
+  }
+
+  /**
+   * DEALLOC_PD. The firmware refuses a PD a QP still names (RESOURCE_BUSY; assumed: the PRM is
+   * not public, and the kernel never gets here, as ib_dealloc_pd runs only at usecnt 0). Mkeys
+   * naming the PD are the driver's business (verbs EBUSY), as the firmware keeps no count.
+   */
+  private deallocPd(c: CmdInputs['DEALLOC_PD']): CmdOutputs['DEALLOC_PD'] {
+    const pd = this.pdOf(c.pd);
+    for (const qp of this.qps.values()) {
+      if (qp.pd === pd) this.fail('RESOURCE_BUSY', 'pd_in_use', `pd ${hex(pd)} is used by qpn ${hex(qp.qpn)}`);
+    }
+    this.pds.release(pd);
   }
 
   private createMkey(c: CmdInputs['CREATE_MKEY']): CmdOutputs['CREATE_MKEY'] {
@@ -455,6 +479,33 @@ export class Cmdif extends Module {
     if (cqn < 0) this.fail('NO_RESOURCES', 'cq_exhausted', 'no free CQ number');
     this.cqs.set(cqn, Object.freeze({ cqn, size, eqn, bufAddr, dbrAddr }));
     return { cqn };
+  }
+
+  /**
+   * DESTROY_CQ. A CQ a QP still names is refused (RESOURCE_BUSY; assumed, as for DEALLOC_PD): a
+   * completion must never find its CQ gone. The CQ writer forgets its producer counter.
+   */
+  private destroyCq(c: CmdInputs['DESTROY_CQ']): CmdOutputs['DESTROY_CQ'] {
+    const cqn = this.cqnOf('cqn', c.cqn);
+    for (const qp of this.qps.values()) {
+      if (qp.sendCqn === cqn || qp.recvCqn === cqn) this.fail('RESOURCE_BUSY', 'cq_in_use', `cqn ${hex(cqn)} is used by qpn ${hex(qp.qpn)}`);
+    }
+    this.cqs.delete(cqn);
+    this.cqns.release(cqn);
+    for (const l of this.destroyListeners) l('CQ', cqn);
+  }
+
+  /**
+   * DESTROY_QP, from any state (mlx5_ib moves the QP to RESET first; one command here). The
+   * hardware forgets the QP at once: its doorbells are ignored, messages to it are dropped (the
+   * peer's requester times out), and work in flight completes nothing. Type-2 windows bound to
+   * it keep their qpn (IBTA leaves them bound; the driver and the reference model agree).
+   */
+  private destroyQp(c: CmdInputs['DESTROY_QP']): CmdOutputs['DESTROY_QP'] {
+    const qp = this.qpOf(c.qpn);
+    this.qps.delete(qp.qpn);
+    this.qpns.release(qp.qpn);
+    for (const l of this.destroyListeners) l('QP', qp.qpn);
   }
 
   private cqnOf(name: string, v: unknown): number {

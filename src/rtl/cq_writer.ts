@@ -74,6 +74,11 @@ export class CqWriter extends Module implements EventTarget {
     return e;
   }
 
+  /** DESTROY_CQ executed: forget the CQ's producer counter (its number may be handed out again). */
+  forgetCq(cqn: number): void {
+    this.pi.delete(cqn);
+  }
+
   /** CQEs written to `cqn` so far. */
   produced(cqn: number): number {
     return this.pi.get(cqn) ?? 0;

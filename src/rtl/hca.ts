@@ -97,6 +97,13 @@ export class Hca extends Module {
     this.responder.cqWriter = this.cqWriter.req;
     // SEND_WITH_INV invalidates through the UMR engine, timed and cache-coherent like LOCAL_INV
     this.responder.connectUmr(this.umrEngine.rinv);
+    // DESTROY_QP / DESTROY_CQ: the engines forget the object's queue state at once
+    this.cmdif.destroyListeners.push((what, num) => {
+      if (what === 'CQ') return this.cqWriter.forgetCq(num);
+      this.sq.forgetQp(num);
+      this.requester.forgetQp(num);
+      this.responder.forgetQp(num);
+    });
     this.sq.waveRank = 1;
     this.requester.waveRank = 2;
     this.responder.waveRank = 3;

@@ -3,7 +3,10 @@
  * queue engine: translates the local SGEs through the ATU (LOCAL_WRITE where the HCA writes:
  * READ and atomic destinations), gathers the payload by DMA, sends the message over the link,
  * waits for the answer (retrying after an RNR NAK or an ACK timeout), places READ and atomic
- * results, and reports the completion syndrome (spec/semantics.md "Data path").
+ * results, and reports the completion syndrome (spec/semantics.md "Data path"). When the job's
+ * QP is destroyed (DESTROY_QP), the job stops at its next safe point (translations answered,
+ * gathered data read, or while waiting for an answer) and reports WR_FLUSH_ERR, which the send
+ * queue engine drops: nothing more is sent for a destroyed QP.
  */
 import type { PooledBuf } from './payload_pool.ts';
 import { EnumType, Fifo, Module, type EventTarget, type Reg, type Signal } from '../sim/index.ts';
@@ -20,6 +23,7 @@ import { dataSegLength } from './formats/data_seg.ts';
 import type { ParsedWqe } from './formats/wqe_parse.ts';
 import { ackTimeoutPs, rnrTimerPs } from './config.ts';
 import { IB_LOCAL_WRITE } from './icm_mkey.ts';
+import type { QpContext } from './cmd/types.ts';
 
 /** A data WQE to execute. */
 export interface ReqJob {
@@ -71,6 +75,8 @@ export class Requester extends Module implements EventTarget {
   private readonly rSyndrome: Reg;
   // the job in progress
   private job: ReqJob | null = null;
+  /** The job's QP context, taken at start (the firmware forgets it on DESTROY_QP). */
+  private qp: Readonly<QpContext> | null = null;
   private op: RcOp = 'SEND';
   private ptrs: { lkey: number; addr: number; length: number }[] = [];
   private results: (AtuResponse | null)[] = [];
@@ -114,6 +120,16 @@ export class Requester extends Module implements EventTarget {
     this.sRetries = this.stats.counter('retries');
     this.sErrors = this.stats.counter('errors');
     this.sLatency = this.stats.histogram('latency_ps');
+  }
+
+  /** DESTROY_QP executed: a job of that QP stops at its next safe point (woken to see it). */
+  forgetQp(qpn: number): void {
+    if (this.job !== null && this.job.qpn === qpn) this.wake();
+  }
+
+  /** The job's QP was destroyed since the job started. */
+  private gone(): boolean {
+    return this.hca.cmdif.getQp(this.job!.qpn) !== this.qp;
   }
 
   /** Time of the one pending timer event, or -1: one event at a time, re-armed lazily. */
@@ -179,6 +195,7 @@ export class Requester extends Module implements EventTarget {
         if (this.syndrome !== 0) this.sErrors.inc();
         this.sLatency.add(this.sim.now - this.started);
         this.job = null;
+        this.qp = null;
         if (this.payloadBuf !== null) this.payloadBuf.release();
         this.payloadBuf = null;
         this.state.setNow(IDLE);
@@ -188,6 +205,7 @@ export class Requester extends Module implements EventTarget {
 
   private start(job: ReqJob): void {
     this.job = job;
+    this.qp = this.hca.cmdif.getQp(job.qpn) ?? null;
     this.started = this.sim.now;
     this.op = OP_OF[job.wqe.ctrl.opcode];
     this.ptrs = [];
@@ -219,7 +237,7 @@ export class Requester extends Module implements EventTarget {
 
   /** Issue the SGE translations, then collect them (one per SGE, in order). */
   private xlate(): void {
-    const qp = this.hca.cmdif.getQp(this.job!.qpn)!;
+    const qp = this.qp!;
     const writes = this.op === 'READ' || this.op === 'CMP_SWAP' || this.op === 'FETCH_ADD';
     while (this.waiting < this.ptrs.length && this.atu.req.canPush()) {
       const p = this.ptrs[this.waiting];
@@ -234,6 +252,7 @@ export class Requester extends Module implements EventTarget {
       if (this.waiting === this.ptrs.length) this.sleep(); // woken by the ATU's answers
       return;
     }
+    if (this.gone()) return this.finish(CqeSyndrome.WR_FLUSH_ERR);
     for (const r of this.results) {
       if (r!.result.kind !== 'ok') return this.finish(CqeSyndrome.LOCAL_PROT_ERR);
       for (const s of (r!.result as { segments: PhysSegment[] }).segments) this.local.push(s);
@@ -247,7 +266,8 @@ export class Requester extends Module implements EventTarget {
 
   private send(): void {
     const job = this.job!;
-    const qp = this.hca.cmdif.getQp(job.qpn)!;
+    const qp = this.qp!;
+    if (this.gone()) return this.finish(CqeSyndrome.WR_FLUSH_ERR);
     const w = job.wqe;
     const isAtomic = w.kind === 'atomic';
     let compare: Uint8Array | null = null;
@@ -285,10 +305,15 @@ export class Requester extends Module implements EventTarget {
   }
 
   private waitResp(): void {
-    const qp = this.hca.cmdif.getQp(this.job!.qpn)!;
+    const qp = this.qp!;
     while (this.inbox.canPop()) {
       const a = this.inbox.pop();
       if (a.seq === this.seq && a.dstQpn === qp.qpn) this.answer = a; // stale answers of earlier tries are dropped
+    }
+    if (this.gone()) {
+      this.answer?.dataBuf?.release(); // READ data never scattered: its pooled buffer goes back
+      this.answer = null;
+      return this.finish(CqeSyndrome.WR_FLUSH_ERR);
     }
     if (this.resendAt >= 0) {
       if (this.sim.now < this.resendAt) return this.sleep();

@@ -3,7 +3,8 @@
  * (spec/semantics.md "Data path: remote access", "local access" of receive buffers, "Remote
  * invalidate"), moves the bytes by DMA, writes the receive completion, and answers the
  * requester (ACK, NAK, or READ / atomic data). A QP that is not ready to receive drops the
- * message (the requester times out). Receive WQEs are fetched from the QP's receive queue
+ * message (the requester times out), as does a destroyed QP (DESTROY_QP): the firmware forgets
+ * it, and a message of it in progress writes no completion and sends no answer. Receive WQEs are fetched from the QP's receive queue
  * (`rq` doorbells), each a list of 16-byte data segments ended by the invalid lkey 0x100.
  *
  * SEND_WITH_INV's invalidation (state INVALIDATE, after the data is placed and before the
@@ -26,6 +27,7 @@ import { CqeOpcode, CqeSyndrome, MLX5_INVALID_LKEY } from './formats/constants.t
 import { decodeDataSeg, dataSegLength } from './formats/data_seg.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_READ, IB_REMOTE_WRITE } from './icm_mkey.ts';
 import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from './umr_ops.ts';
+import type { QpContext } from './cmd/types.ts';
 
 /** A receive queue doorbell: the driver posted receive WQEs up to counter `pi`. */
 export interface RqDoorbell {
@@ -85,6 +87,9 @@ export class Responder extends Module {
   // the message in progress
   private m: RcRequest | null = null;
   private qpn = 0;
+  /** The message's QP context and receive queue, taken when it begins (DESTROY_QP forgets both). */
+  private qp: Readonly<QpContext> | null = null;
+  private cur: RqState = { pi: 0, ci: 0 };
   private segs: PhysSegment[] = [];
   private pending: AtuResponse | null = null;
   private issued = false;
@@ -136,6 +141,16 @@ export class Responder extends Module {
     return this.rqs.get(qpn)?.ci ?? 0;
   }
 
+  /** DESTROY_QP executed: forget the QP's receive queue (its number may be handed out again). */
+  forgetQp(qpn: number): void {
+    this.rqs.delete(qpn);
+  }
+
+  /** The message's QP was destroyed since it began. */
+  private gone(): boolean {
+    return this.hca.cmdif.getQp(this.qpn) !== this.qp;
+  }
+
   private rq(qpn: number): RqState {
     let r = this.rqs.get(qpn);
     if (!r) this.rqs.set(qpn, (r = { pi: 0, ci: 0 }));
@@ -145,9 +160,10 @@ export class Responder extends Module {
   override tick(): void {
     while (this.rqDoorbell.canPop()) {
       const d = this.rqDoorbell.pop();
-      this.rq(d.qpn).pi = d.pi;
       const qp = this.hca.cmdif.getQp(d.qpn);
-      if (qp && qp.state === 'ERR' && this.flushReq.canPush()) this.flushReq.push(d.qpn);
+      if (qp === undefined) continue; // a destroyed QP's doorbell is ignored
+      this.rq(d.qpn).pi = d.pi;
+      if (qp.state === 'ERR' && this.flushReq.canPush()) this.flushReq.push(d.qpn);
     }
     while (this.port.resp.canPop()) {
       const r = this.port.resp.pop();
@@ -198,6 +214,14 @@ export class Responder extends Module {
         if (this.cqes.length === 0) this.state.setNow(this.answer ? ANSWER : IDLE);
         return;
       case ANSWER:
+        if (this.gone()) {
+          // the QP was destroyed while the message was in progress: it answers nothing
+          this.sDrops.inc();
+          this.answer = null;
+          this.m = null;
+          this.state.setNow(IDLE);
+          return;
+        }
         this.link!.send({ to: this.answer!.dstHca, payloadBytes: this.answer!.data?.length ?? 0, mtu: 4096, body: this.answer! });
         this.answer = null;
         this.m = null;
@@ -225,8 +249,10 @@ export class Responder extends Module {
       this.m = null;
       return;
     }
+    this.qp = qp;
+    this.cur = this.rq(m.dstQpn);
     const needsRecv = m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'SEND_INV' || m.op === 'WRITE_IMM';
-    const rq = this.rq(m.dstQpn);
+    const rq = this.cur;
     if (m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'SEND_INV') {
       if (rq.ci >= rq.pi) return this.nak('RNR');
       return this.fetchRwqe();
@@ -241,7 +267,7 @@ export class Responder extends Module {
 
   private xlate(): void {
     const m = this.m!;
-    const qp = this.hca.cmdif.getQp(this.qpn)!;
+    const qp = this.qp!;
     if (!this.issued) {
       if (!this.atu.req.canPush()) return;
       const access = m.op === 'READ' ? IB_REMOTE_READ : m.op === 'WRITE' || m.op === 'WRITE_IMM' ? IB_REMOTE_WRITE : IB_REMOTE_ATOMIC;
@@ -266,7 +292,7 @@ export class Responder extends Module {
       this.state.setNow(READ_DATA);
       return;
     }
-    const rq = this.rq(this.qpn);
+    const rq = this.cur;
     if (m.op === 'WRITE_IMM' && rq.ci >= rq.pi) return this.nak('RNR');
     this.mover.scatter(this.segs, m.payload!, m.payloadBuf ?? null);
     this.state.setNow(WRITE_DATA);
@@ -274,8 +300,8 @@ export class Responder extends Module {
 
   /** Reads the next receive WQE of the QP. */
   private fetchRwqe(): void {
-    const qp = this.hca.cmdif.getQp(this.qpn)!;
-    const rq = this.rq(this.qpn);
+    const qp = this.qp!;
+    const rq = this.cur;
     const stride = rqStride(qp.maxRecvSge);
     this.port.req.push({ kind: 'read', addr: qp.rqBufAddr + (rq.ci & (qp.rqSize - 1)) * stride, length: stride, tag: 0x7fffffff });
     this.state.setNow(FETCH_RWQE);
@@ -298,7 +324,7 @@ export class Responder extends Module {
   /** The receive SGEs that the message's bytes need, translated for LOCAL_WRITE in order. */
   private xlateRecv(): void {
     const m = this.m!;
-    const qp = this.hca.cmdif.getQp(this.qpn)!;
+    const qp = this.qp!;
     const len = m.op === 'WRITE_IMM' ? 0 : m.length;
     // how many SGEs the bytes take (later ones are not looked at)
     let need = 0;
@@ -352,8 +378,8 @@ export class Responder extends Module {
     const key = m.invRkey >>> 0;
     if (!this.invIssued) {
       if (!u.req.canPush()) return this.sleep(); // woken when the engine pops
-      const qp = this.hca.cmdif.getQp(this.qpn)!;
-      encodeLocalInvWqe(this.invWqe, key, qp.qpn, this.rq(this.qpn).ci & 0xffff);
+      const qp = this.qp!;
+      encodeLocalInvWqe(this.invWqe, key, qp.qpn, this.cur.ci & 0xffff);
       u.req.push({ tag: qp.qpn, qpn: qp.qpn, pd: qp.pd, wqe: this.invWqe });
       this.invIssued = true;
       this.invStarted = this.sim.now;
@@ -411,13 +437,14 @@ export class Responder extends Module {
 
   /** A receive completion; `se`: the message was sent solicited (spec/mlx5.md CQE op_own bit 1). */
   private recvCqe(opcode: number, syndrome: number, byteCnt: number, imm: number, se: boolean): void {
-    const qp = this.hca.cmdif.getQp(this.qpn)!;
-    const rq = this.rq(this.qpn);
+    const qp = this.qp!;
+    const rq = this.cur;
+    const counter = rq.ci++;
+    if (this.gone()) return; // a destroyed QP completes nothing
     this.cqes.push({
-      cqn: qp.recvCqn, opcode, qpn: qp.qpn, wqeOpcode: 0, wqeCounter: rq.ci & 0xffff,
+      cqn: qp.recvCqn, opcode, qpn: qp.qpn, wqeOpcode: 0, wqeCounter: counter & 0xffff,
       byteCnt: syndrome ? 0 : byteCnt, immInvalPkey: imm >>> 0, syndrome, se: se && syndrome === 0,
     });
-    rq.ci++;
   }
 
   private ack(a: Pick<RcResponse, 'kind' | 'data' | 'dataBuf'>): void {
@@ -450,8 +477,8 @@ export class Responder extends Module {
   /** Posted receives of a QP in ERR complete WR_FLUSH_ERR. */
   private flush(): void {
     const qp = this.hca.cmdif.getQp(this.flushQpn);
-    const rq = this.rq(this.flushQpn);
-    if (!qp || rq.ci >= rq.pi) {
+    const rq = qp ? this.rq(this.flushQpn) : null;
+    if (!qp || !rq || rq.ci >= rq.pi) {
       this.state.setNow(IDLE);
       return;
     }

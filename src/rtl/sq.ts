@@ -4,7 +4,9 @@
  * and hands them to the UMR engine or the requester, one WQE at a time in order (so a REG_MR,
  * LOCAL_INV or BIND_MW is complete before any later WQE uses the key: the small fence holds).
  * It writes the requester's completions: always for errors, for successes when signaled. A QP
- * in ERR flushes: every WQE completes WR_FLUSH_ERR without touching memory.
+ * in ERR flushes: every WQE completes WR_FLUSH_ERR without touching memory. A destroyed QP
+ * (DESTROY_QP) is forgotten: its doorbells are ignored, and a WQE of it in progress finishes its
+ * current step (DMA reads, the engine's job) and is then dropped without a completion.
  *
  * RDMA_READ_WITH_INV (model-private encoding, formats/constants.ts WQE_OPMOD_READ_WITH_INV; only
  * with config.readWithInvalidate): the requester completes the read, then the engine hands the
@@ -16,6 +18,7 @@ import { EnumType, Fifo, Module, type Reg, type Signal } from '../sim/index.ts';
 import type { Hca } from './hca.ts';
 import type { DmaPort } from './pcie.ts';
 import type { CqeJob } from './cq_writer.ts';
+import type { QpContext } from './cmd/types.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
 import type { UmrDone, UmrJob } from './umr_types.ts';
 import { parseWqe } from './formats/wqe_parse.ts';
@@ -40,6 +43,8 @@ const INVALIDATE = 6;
 
 interface SqQp {
   qpn: number;
+  /** The QP's firmware context (a live view), taken at its first doorbell. */
+  ctx: Readonly<QpContext>;
   pi: number;
   ci: number;
   /** WQEs completed (executed or flushed). */
@@ -103,6 +108,28 @@ export class Sq extends Module {
     return this.qps.get(qpn)?.done ?? 0;
   }
 
+  /**
+   * DESTROY_QP executed: forget the QP (its number may be handed out again). A WQE of it in
+   * progress is dropped when its current step is done (`gone`).
+   */
+  forgetQp(qpn: number): void {
+    this.qps.delete(qpn);
+    const i = this.ready.indexOf(qpn);
+    if (i >= 0) this.ready.splice(i, 1);
+  }
+
+  /** The QP of `q` was destroyed since `q` was made. */
+  private gone(q: SqQp): boolean {
+    return this.qps.get(q.qpn) !== q;
+  }
+
+  /** Drops the WQE in progress of a destroyed QP: no completion, no error (its work is not completed). */
+  private drop(): void {
+    this.cqe = null;
+    this.invKey = -1;
+    this.state.setNow(CQE);
+  }
+
   /** Wires the engines (after they exist). */
   connect(o: { cqWriter: Fifo<CqeJob>; requester: { req: Fifo<ReqJob>; resp: Fifo<ReqDone> }; umr: { req: Fifo<UmrJob>; resp: Fifo<UmrDone> } | null; flush: Fifo<number> }): void {
     this.cqWriter = o.cqWriter;
@@ -121,7 +148,12 @@ export class Sq extends Module {
     while (this.doorbell.canPop()) {
       const d = this.doorbell.pop();
       let q = this.qps.get(d.qpn);
-      if (!q) this.qps.set(d.qpn, (q = { qpn: d.qpn, pi: 0, ci: 0, done: 0 }));
+      if (!q) {
+        // a doorbell for a QP the firmware does not know (destroyed) is ignored
+        const ctx = this.hca.cmdif.getQp(d.qpn);
+        if (ctx === undefined) continue;
+        this.qps.set(d.qpn, (q = { qpn: d.qpn, ctx, pi: 0, ci: 0, done: 0 }));
+      }
       q.pi = d.pi;
       if (q !== this.cur && !this.ready.includes(d.qpn)) this.ready.push(d.qpn);
     }
@@ -165,7 +197,7 @@ export class Sq extends Module {
   /** Reads the WQE a WQEBB at a time (the first tells its size). */
   private fetch(): void {
     const q = this.cur!;
-    const qp = this.hca.cmdif.getQp(q.qpn)!;
+    const qp = q.ctx;
     while (this.port.resp.canPop()) {
       const r = this.port.resp.pop();
       if (r.data !== this.bytes) this.bytes.set(r.data!, r.tag * 64);
@@ -187,7 +219,8 @@ export class Sq extends Module {
 
   private exec(): void {
     const q = this.cur!;
-    const qp = this.hca.cmdif.getQp(q.qpn)!;
+    const qp = q.ctx;
+    if (this.gone(q)) return this.drop();
     // a view bounded by the WQE's basic blocks (the parser checks ds against it), one per size
     const view = this.views[this.bbs] ??= new DataView(this.bytes.buffer, 0, this.bbs * 64);
     const w = parseWqe(view, 0);
@@ -250,7 +283,8 @@ export class Sq extends Module {
     if (this.invKey >= 0) {
       if (!umr.req.canPush()) return this.sleep(); // woken when the engine pops
       const q = this.cur!;
-      const qp = this.hca.cmdif.getQp(q.qpn)!;
+      const qp = q.ctx;
+      if (this.gone(q)) return this.drop();
       encodeLocalInvWqe(this.invWqe, this.invKey, qp.qpn, q.ci & 0xffff);
       umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe: this.invWqe });
       this.invKey = -1;
@@ -264,7 +298,8 @@ export class Sq extends Module {
   /** The WQE is done: a CQE when signaled or in error; an error moves the QP to ERR. */
   private complete(syndrome: number, byteLen: number): void {
     const q = this.cur!;
-    const qp = this.hca.cmdif.getQp(q.qpn)!;
+    const qp = q.ctx;
+    if (this.gone(q)) return this.drop();
     const ctrl = parseCtrl(this.bytes);
     this.rSyndrome.set(syndrome);
     if (syndrome !== 0) {
@@ -297,7 +332,7 @@ export class Sq extends Module {
   private next(): void {
     const q = this.cur!;
     this.cur = null;
-    if (q.ci < q.pi && !this.ready.includes(q.qpn)) this.ready.push(q.qpn);
+    if (!this.gone(q) && q.ci < q.pi && !this.ready.includes(q.qpn)) this.ready.push(q.qpn);
     this.state.setNow(IDLE);
   }
 }

@@ -374,6 +374,41 @@ describe('cmdif queues and QPs', () => {
     });
   });
 
+  it('DESTROY_QP (0x501), DESTROY_CQ (0x401), DEALLOC_PD (0x801): a CQ or PD a QP names is RESOURCE_BUSY; destroyed objects are forgotten and their numbers reused', async () => {
+    const { sim, cmdif } = bench();
+    await sim.run(async () => {
+      const { eqn } = await cmdif.exec({ op: 'CREATE_EQ', size: 64 });
+      const { cqn } = await cmdif.exec({ op: 'CREATE_CQ', size: 64, eqn });
+      const { pd } = await cmdif.exec({ op: 'ALLOC_PD' });
+      const { qpn } = await cmdif.exec({ op: 'CREATE_QP', pd, sendCqn: cqn, recvCqn: cqn, sqSize: 64, rqSize: 64 });
+      const t0 = sim.now;
+      const busyCq = await rejection(cmdif.exec({ op: 'DESTROY_CQ', cqn }));
+      expect([busyCq.statusName, busyCq.opcode]).toEqual(['RESOURCE_BUSY', 0x401]);
+      expect(busyCq.message).toMatch(/cqn 0x1 is used by qpn 0x100/);
+      const busyPd = await rejection(cmdif.exec({ op: 'DEALLOC_PD', pd }));
+      expect([busyPd.statusName, busyPd.opcode]).toEqual(['RESOURCE_BUSY', 0x801]);
+      expect(sim.now - t0).toBe(2 * COMMAND_PS); // the same firmware latency as every non-CREATE_MKEY command
+      const listened: string[] = [];
+      cmdif.destroyListeners.push((what, n) => listened.push(`${what} ${n}`));
+      await cmdif.exec({ op: 'DESTROY_QP', qpn });
+      expect(cmdif.getQp(qpn)).toBeUndefined();
+      expect((await rejection(cmdif.exec({ op: 'DESTROY_QP', qpn }))).message).toMatch(/qpn 0x100 does not exist/);
+      await cmdif.exec({ op: 'DESTROY_CQ', cqn });
+      expect(cmdif.getCq(cqn)).toBeUndefined();
+      await cmdif.exec({ op: 'DEALLOC_PD', pd });
+      expect(cmdif.hasPd(pd)).toBe(false);
+      expect((await rejection(cmdif.exec({ op: 'DEALLOC_PD', pd }))).statusName).toBe('BAD_RESOURCE');
+      expect(listened).toEqual(['QP 256', 'CQ 1']);
+      // the lowest free number first: the same numbers again
+      const again = await cmdif.exec({ op: 'ALLOC_PD' });
+      const cq2 = await cmdif.exec({ op: 'CREATE_CQ', size: 64, eqn });
+      const qp2 = await cmdif.exec({ op: 'CREATE_QP', pd: again.pd, sendCqn: cq2.cqn, recvCqn: cq2.cqn, sqSize: 64, rqSize: 64 });
+      expect([again.pd, cq2.cqn, qp2.qpn]).toEqual([pd, cqn, qpn]);
+    });
+    // failed commands count too
+    expect(sim.stats()['tb.hca0.cmdif']).toMatchObject({ cmd_DESTROY_QP: 2, cmd_DESTROY_CQ: 2, cmd_DEALLOC_PD: 3 });
+  });
+
   it('moves a QP RESET -> INIT -> RTR -> RTS -> ERR; any other transition fails with BAD_RES_STATE and changes nothing', async () => {
     const { sim, cmdif } = bench();
     await sim.run(async () => {

@@ -221,6 +221,8 @@ export interface CmdInputs {
   /** opMod: HcaCapOpMod (0/1 general max/cur, 4/5 ODP max/cur). */
   QUERY_HCA_CAP: { opMod: number };
   ALLOC_PD: Record<never, never>;
+  /** The PD from ALLOC_PD (mlx5_ifc dealloc_pd_in.pd). */
+  DEALLOC_PD: { pd: number };
   CREATE_MKEY: CreateMkeyIn;
   /** The 24-bit mkey index (mlx5_ifc query_mkey_in.mkey_index), i.e. key >>> 8. */
   QUERY_MKEY: { index: number };
@@ -231,6 +233,8 @@ export interface CmdInputs {
   CREATE_EQ: { size: number; bufAddr?: number; eventMask?: number };
   /** size: CQEs (a power of two); eqn: an EQ from CREATE_EQ. */
   CREATE_CQ: { size: number; eqn: number; bufAddr?: number; dbrAddr?: number };
+  /** The CQ from CREATE_CQ (mlx5_ifc destroy_cq_in.cqn). */
+  DESTROY_CQ: { cqn: number };
   CREATE_QP: {
     pd: number;
     sendCqn: number;
@@ -246,6 +250,8 @@ export interface CmdInputs {
     rqBufAddr?: number;
     dbrAddr?: number;
   };
+  /** The QP from CREATE_QP (mlx5_ifc destroy_qp_in.qpn), in any state. */
+  DESTROY_QP: { qpn: number };
   RST2INIT_QP: { qpn: number; accessFlags?: number; port?: number; pkeyIndex?: number };
   /** `remoteHca`: the peer adapter's index in the testbed (what an address vector names). */
   INIT2RTR_QP: { qpn: number; remoteQpn?: number; remoteHca?: number; mtu?: Mtu; rqPsn?: number };
@@ -257,6 +263,7 @@ export interface CmdInputs {
 export interface CmdOutputs {
   QUERY_HCA_CAP: HcaCapQuery;
   ALLOC_PD: { pd: number };
+  DEALLOC_PD: void;
   /** The new key = index << 8 | tag. */
   CREATE_MKEY: { mkey: number; index: number };
   /** The 64 bytes of the mkey context (spec/mlx5.md), and whether the index is allocated. */
@@ -265,7 +272,9 @@ export interface CmdOutputs {
   PAGE_FAULT_RESUME: void;
   CREATE_EQ: { eqn: number };
   CREATE_CQ: { cqn: number };
+  DESTROY_CQ: void;
   CREATE_QP: { qpn: number };
+  DESTROY_QP: void;
   RST2INIT_QP: { state: QpState };
   INIT2RTR_QP: { state: QpState };
   RTR2RTS_QP: { state: QpState };

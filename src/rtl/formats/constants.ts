@@ -351,12 +351,18 @@ export const CmdOpcode = {
   PAGE_FAULT_RESUME: 0x204,
   CREATE_EQ: 0x301,
   CREATE_CQ: 0x400,
+  /** MLX5_CMD_OP_DESTROY_CQ (include/linux/mlx5/mlx5_ifc.h, earlier driver.h). */
+  DESTROY_CQ: 0x401,
   CREATE_QP: 0x500,
+  /** MLX5_CMD_OP_DESTROY_QP (mlx5_ifc.h). */
+  DESTROY_QP: 0x501,
   RST2INIT_QP: 0x502,
   INIT2RTR_QP: 0x503,
   RTR2RTS_QP: 0x504,
   '2ERR_QP': 0x507,
   ALLOC_PD: 0x800,
+  /** MLX5_CMD_OP_DEALLOC_PD (mlx5_ifc.h). */
+  DEALLOC_PD: 0x801,
 } as const;
 /** A command opcode value. */
 export type CmdOpcode = (typeof CmdOpcode)[keyof typeof CmdOpcode];
