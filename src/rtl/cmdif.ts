@@ -504,7 +504,8 @@ export class Cmdif extends Module {
   private destroyQp(c: CmdInputs['DESTROY_QP']): CmdOutputs['DESTROY_QP'] {
     const qp = this.qpOf(c.qpn);
     this.qps.delete(qp.qpn);
-    this.qpns.release(qp.qpn);
+    // the number is not handed out again (a modelling choice): a type-2 window still bound to
+    // this QP must never match a later QP, as the reference model compares QP objects
     for (const l of this.destroyListeners) l('QP', qp.qpn);
   }
 
