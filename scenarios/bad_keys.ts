@@ -11,8 +11,7 @@
  */
 import { Access, type Mr, type Qp, type SendWr } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, waiter } from './support/two_adapters.ts';
-
+import { PAGE, testbedFor, waiter, sameBytes } from './support/two_adapters.ts';
 
 const stale = (k: number): number => ((k & 0xffffff00) | ((k + 1) & 0xff)) >>> 0;
 
@@ -92,7 +91,7 @@ const scenario: Scenario = {
         const got = await wait(cq1, 2, k.what);
         c.equal(got.map((w) => [w.wrId, w.status]), [[k.wr.wrId, k.want], [99, 'WR_FLUSH_ERR']], `${k.what}: ${k.want}, the next WR flushed`);
         c.equal([q1.state, q0.state], k.remote ? ['ERR', 'ERR'] : ['ERR', 'RTS'], `${k.what}: QP states ${k.remote ? 'both ERR' : 'requester ERR, responder untouched'}`);
-        c.check(same(snapshot(), before) && same(h1.read(s.addr, 4 * PAGE), localBefore), `${k.what}: no memory changed on either side`);
+        c.check(sameBytes(snapshot(), before) && sameBytes(h1.read(s.addr, 4 * PAGE), localBefore), `${k.what}: no memory changed on either side`);
       }
 
       // a bad receive SGE (no LOCAL_WRITE): the receiver LOC_PROT_ERR, the sender REM_OP_ERR
@@ -120,9 +119,5 @@ const scenario: Scenario = {
     return { checks: c.list, simTime: tb.now, stats: tb.stats() };
   },
 };
-
-function same(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
-}
 
 export default scenario;

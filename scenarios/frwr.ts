@@ -7,8 +7,7 @@
  */
 import { Access } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, twoAdapters, waiter } from './support/two_adapters.ts';
-
+import { PAGE, testbedFor, twoAdapters, waiter, sameBytes } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'frwr',
@@ -54,7 +53,7 @@ const scenario: Scenario = {
       write(10);
       const [w1] = await wait(cq1, 1, 'RDMA WRITE');
       c.equal(w1 && { status: w1.status, opcode: w1.opcode, byteLen: w1.byteLen }, { status: 'SUCCESS', opcode: 'RDMA_WRITE', byteLen: 2 * PAGE }, 'the peer RDMA WRITE through the fast-reg rkey succeeds');
-      c.check(equalBytes(h0.read(dst.addr + off, 2 * PAGE), pattern), 'the written bytes land at iova + 1000 across the page boundaries');
+      c.check(sameBytes(h0.read(dst.addr + off, 2 * PAGE), pattern), 'the written bytes land at iova + 1000 across the page boundaries');
       c.check(h0.read(dst.addr, off).every((b) => b === 0), 'nothing is written before the target range');
 
       // LOCAL_INV on the owner's QP: the MR is FREE again
@@ -71,7 +70,7 @@ const scenario: Scenario = {
       const errs = await wait(cq1, 2, 'the refused WRITE and the next');
       c.equal(errs.map((w) => [w.wrId, w.status]), [[11, 'REM_ACCESS_ERR'], [12, 'WR_FLUSH_ERR']], 'the write after LOCAL_INV fails REM_ACCESS_ERR; the next WR (unsignaled) is flushed');
       c.equal([qp1.state, qp0.state], ['ERR', 'ERR'], 'both QPs are in ERR');
-      c.check(equalBytes(h0.read(dst.addr + off, 2 * PAGE), pattern), 'the refused write changed nothing');
+      c.check(sameBytes(h0.read(dst.addr + off, 2 * PAGE), pattern), 'the refused write changed nothing');
       qp0.postSend({ wrId: 3, opcode: 'LOCAL_INV', invalidateRkey: fmr.rkey, signaled: false });
       const [fl] = await wait(cq0, 1, 'a WR on the owner QP in ERR');
       c.equal(fl && [fl.wrId, fl.status], [3, 'WR_FLUSH_ERR'], 'a later WR on the owner QP is flushed too');
@@ -81,9 +80,5 @@ const scenario: Scenario = {
     return { checks: c.list, simTime: tb.now, stats: tb.stats() };
   },
 };
-
-function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
-}
 
 export default scenario;

@@ -8,5 +8,6 @@ import mwType1 from './mw_type1.ts';
 import mwType2 from './mw_type2.ts';
 import sgGaps from './sg_gaps.ts';
 import badKeys from './bad_keys.ts';
+import readWithInv from './read_with_inv.ts';
 
-export const scenarios: readonly Scenario[] = [kernelPipeline, translation, frwr, sendWithInv, mwType1, mwType2, sgGaps, badKeys];
+export const scenarios: readonly Scenario[] = [kernelPipeline, translation, frwr, sendWithInv, mwType1, mwType2, sgGaps, badKeys, readWithInv];

@@ -7,8 +7,7 @@
  */
 import { Access, VerbsError, incRkey } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, twoAdapters, waiter } from './support/two_adapters.ts';
-
+import { PAGE, testbedFor, twoAdapters, waiter, sameBytes } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'mw-type1',
@@ -46,7 +45,7 @@ const scenario: Scenario = {
       qp1.postSend({ wrId: 10, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 300, lkey: dmr.lkey }], remoteAddr: winAddr + 100, rkey: mw.rkey, signaled: true });
       const [r] = await wait(cq1, 1, 'READ through the window');
       c.equal(r && [r.status, r.opcode, r.byteLen], ['SUCCESS', 'RDMA_READ', 300], 'a remote READ inside the window succeeds');
-      c.check(same(h1.read(dst.addr, 300), content.subarray(PAGE + 100, PAGE + 400)), 'the READ returns the window bytes');
+      c.check(sameBytes(h1.read(dst.addr, 300), content.subarray(PAGE + 100, PAGE + 400)), 'the READ returns the window bytes');
 
       // dereg while bound
       let errno = '';
@@ -87,9 +86,5 @@ const scenario: Scenario = {
     return { checks: c.list, simTime: tb.now, stats: tb.stats() };
   },
 };
-
-function same(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
-}
 
 export default scenario;

@@ -9,8 +9,7 @@
  */
 import { Access, VerbsError, incRkey, type Qp } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, twoAdapters, waiter } from './support/two_adapters.ts';
-
+import { PAGE, testbedFor, twoAdapters, waiter, sameBytes } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'mw-type2',
@@ -58,7 +57,7 @@ const scenario: Scenario = {
       writeVia(qp1, 10, w1 + 500, 1000);
       const [wr1] = await wait(cq1, 1, 'WRITE through the window');
       c.equal(wr1 && [wr1.status, wr1.byteLen], ['SUCCESS', 1000], 'a peer WRITE through the window succeeds');
-      c.check(same(h0.read(w1 + 500, 1000), srcBytes.subarray(0, 1000)), 'the bytes land in the MR at the window address');
+      c.check(sameBytes(h0.read(w1 + 500, 1000), srcBytes.subarray(0, 1000)), 'the bytes land in the MR at the window address');
 
       // 2. LOCAL_INV of the window
       qp0.postSend({ wrId: 2, opcode: 'LOCAL_INV', invalidateRkey: mw.rkey, signaled: true });
@@ -75,7 +74,7 @@ const scenario: Scenario = {
       writeVia(qp1, 11, w2, 64);
       const [wr2] = await wait(cq1, 1, 'WRITE through the re-bound window');
       c.equal(wr2?.status, 'SUCCESS', 'a WRITE through the re-bound window succeeds');
-      c.check(same(h0.read(w2, 64), srcBytes.subarray(0, 64)), 'the bytes land at the new window');
+      c.check(sameBytes(h0.read(w2, 64), srcBytes.subarray(0, 64)), 'the bytes land at the new window');
 
       //    another QP of the same PD: refused (a type-2 window belongs to its QP)
       const [qp2, qp3] = await pair(pd0, pd1);
@@ -114,9 +113,5 @@ const scenario: Scenario = {
     return { checks: c.list, simTime: tb.now, stats: tb.stats() };
   },
 };
-
-function same(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
-}
 
 export default scenario;

@@ -9,8 +9,7 @@
  */
 import { Access } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, twoAdapters, waiter } from './support/two_adapters.ts';
-
+import { PAGE, testbedFor, twoAdapters, waiter, sameBytes } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'send-with-inv',
@@ -52,7 +51,7 @@ const scenario: Scenario = {
       );
       const [sd] = await wait(cq1, 1, 'the SEND_WITH_INV');
       c.equal(sd && [sd.wrId, sd.status, sd.opcode], [20, 'SUCCESS', 'SEND'], "the sender's completion is SEND SUCCESS");
-      c.check(equal(h0.read(rbuf.addr, msg.length), msg), 'the message is placed in the receive buffer');
+      c.check(sameBytes(h0.read(rbuf.addr, msg.length), msg), 'the message is placed in the receive buffer');
       const raw = await ctx0.queryMkey(fmr.lkey);
       c.check((raw[0] & 0x40) !== 0, 'the fast-reg MR is FREE after the remote invalidate');
 
@@ -80,9 +79,5 @@ const scenario: Scenario = {
     return { checks: c.list, simTime: tb.now, stats: tb.stats() };
   },
 };
-
-function equal(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
-}
 
 export default scenario;

@@ -7,8 +7,7 @@
  */
 import { Access } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, twoAdapters, waiter } from './support/two_adapters.ts';
-
+import { PAGE, testbedFor, twoAdapters, waiter, sameBytes } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'sg-gaps',
@@ -56,11 +55,11 @@ const scenario: Scenario = {
       qp1.postSend({ wrId: 10, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: concat.length, lkey: dmr.lkey }], remoteAddr: fmr.iova, rkey: fmr.rkey, signaled: true });
       const [r1] = await wait(cq1, 1, 'READ of the whole MR');
       c.equal(r1 && [r1.status, r1.byteLen], ['SUCCESS', concat.length], 'an RDMA READ of the whole MR succeeds');
-      c.check(same(h1.read(dst.addr, concat.length), concat), 'it returns the three elements concatenated (the gaps skipped)');
+      c.check(sameBytes(h1.read(dst.addr, concat.length), concat), 'it returns the three elements concatenated (the gaps skipped)');
       qp1.postSend({ wrId: 11, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr + PAGE + 8, length: 3000, lkey: dmr.lkey }], remoteAddr: fmr.iova + 900, rkey: fmr.rkey, signaled: true });
       const [r2] = await wait(cq1, 1, 'READ across the gaps');
       c.equal(r2?.status, 'SUCCESS', 'a READ from inside the first element across both gaps succeeds');
-      c.check(same(h1.read(dst.addr + PAGE + 8, 3000), concat.subarray(900, 3900)), 'it returns the right slice of the concatenation');
+      c.check(sameBytes(h1.read(dst.addr + PAGE + 8, 3000), concat.subarray(900, 3900)), 'it returns the right slice of the concatenation');
       // one byte past the end is refused
       qp1.postSend({ wrId: 12, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 2, lkey: dmr.lkey }], remoteAddr: fmr.iova + concat.length - 1, rkey: fmr.rkey, signaled: true });
       const [r3] = await wait(cq1, 1, 'READ past the end');
@@ -71,9 +70,5 @@ const scenario: Scenario = {
     return { checks: c.list, simTime: tb.now, stats: tb.stats() };
   },
 };
-
-function same(a: Uint8Array, b: Uint8Array): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
-}
 
 export default scenario;

@@ -44,3 +44,8 @@ export async function twoAdapters(tb: Testbed): Promise<{
   };
   return { ctx0, ctx1, pd0, pd1, cq0, cq1, pair };
 }
+
+/** Byte-for-byte equality of two buffers. */
+export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
