@@ -74,7 +74,7 @@ export async function runCase(c: 'rdma-write-4k' | 'frwr-cycle', ops: number, vc
     const s = await setup(tb, false);
     const pd0Mr = c === 'frwr-cycle' ? await s.mrSrc.pd.allocMr('MEM_REG', 4) : null;
     // warm up before timing: the HCA's caches, and the JIT (a steady-state rate, as benchmarks report)
-    if (c === 'rdma-write-4k') await writes(s, 4000);
+    if (c === 'rdma-write-4k') await writes(s, 20_000);
     else await frwrCycles(s, pd0Mr!, 1000);
     const t0 = process.hrtime.bigint();
     if (c === 'rdma-write-4k') await writes(s, ops);
@@ -89,7 +89,7 @@ export async function benchVerbs(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'mlx5sim-verbs-'));
   try {
     for (const tracing of [false, true]) {
-      console.log(JSON.stringify(await runCase('rdma-write-4k', 20_000, tracing ? join(dir, 'w.vcd') : undefined)));
+      console.log(JSON.stringify(await runCase('rdma-write-4k', 100_000, tracing ? join(dir, 'w.vcd') : undefined)));
       console.log(JSON.stringify(await runCase('frwr-cycle', 5_000, tracing ? join(dir, 'f.vcd') : undefined)));
     }
     console.log(JSON.stringify(await runCase('rdma-write-4k', 1_000_000)));
