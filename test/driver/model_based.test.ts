@@ -19,6 +19,11 @@
  * destroyed and bogus keys, allocMw 1 and 2, bindMw and BIND_MW with valid and invalid
  * parameters, dealloc and dereg, extra receives, batches of up to 3 work requests, and
  * re-creating a QP pair (QPs end in ERR often; most postSends first re-create a broken pair).
+ * Rarely, the destroy verbs: destroyQp of a slot's QP (optionally its CQ after it), destroyCq
+ * of a slot's QP's CQ (EBUSY while the QP lives), allocPd of an extra PD (regMr, allocMr and
+ * allocMw sometimes use one) and deallocPd (EBUSY while in use); a destroyed QP stays in its slot
+ * until its pair is re-created, so later commands name it (EINVAL) and its peer's requests get
+ * no answer (RETRY_EXC_ERR); commands naming a deallocated PD are EINVAL.
  * Two compound commands make valid keys common: fastReg (allocMr if needed + mapSg + REG_MR,
  * optionally followed in the same batch by a write through the new key, or a LOCAL_INV and that
  * write) and bindLive (a window of the QP's PD bound to an MR of that PD). Every SEND and
@@ -367,7 +372,11 @@ const anyWr: fc.Arbitrary<WrSpec> = UMR_COMMANDS
 
 const qpSlot = fc.nat({ max: QP_SLOTS - 1 });
 const hca = fc.nat({ max: HCAS - 1 });
-const pdSlot = fc.nat({ max: PDS_PER_HCA - 1 });
+/** Mostly a setup PD; sometimes one of those allocPd made (the setup's when there is none). */
+const pdSlot = fc.oneof(
+  { weight: 8, arbitrary: fc.nat({ max: PDS_PER_HCA - 1 }) },
+  { weight: 1, arbitrary: fc.integer({ min: PDS_PER_HCA, max: PDS_PER_HCA + 3 }) },
+);
 const bufSlot = fc.nat({ max: BUFFER_SIZES.length - 1 });
 const bufOff = fc.oneof(
   { weight: 3, arbitrary: fc.integer({ min: 0, max: 3 }).map((p) => p * 4096) },
@@ -429,6 +438,12 @@ const specs: { weight: number; arbitrary: fc.Arbitrary<Spec> }[] = [
     }),
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('renewPair' as const), pair: fc.nat({ max: QP_PAIRS.length - 1 }) }) },
+  // the destroy verbs, rarely (a destroyed QP stays in its slot until a fresh postSend or
+  // renewPair replaces its pair, so later commands name it: EINVAL; its peer's requests time out)
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('destroyQp' as const), qp: qpSlot, cq: bool }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('destroyCq' as const), qp: qpSlot }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('allocPd' as const), hca }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('deallocPd' as const), hca, pd: fc.nat({ max: PDS_PER_HCA + 3 }) }) },
 ];
 if (UMR_COMMANDS) {
   specs.push({
