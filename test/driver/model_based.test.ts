@@ -606,3 +606,58 @@ describe('model-based: the cycle model against the reference model (VerbsModel)'
     }
   }, 240_000);
 });
+
+describe('model-based: the destroy commands on fixed sequences (the pair handles destroyed objects)', () => {
+  /** Runs `specs` on a fresh pair (each compared on both sides) and returns the outcome counts. */
+  async function run(specs: Spec[]): Promise<Map<string, number>> {
+    const pair = await VerbsPair.create({ seed: 7, avoid: KNOWN_DIFFERENCES });
+    try {
+      for (const s of specs) await pair.exec(s);
+      return pair.counts;
+    } finally {
+      await pair.close();
+    }
+  }
+  const write = (qp: number, fresh: boolean): Spec => ({
+    kind: 'postSend',
+    qp,
+    fresh,
+    wrs: [{ op: 'RDMA_WRITE', sges: [{ key: { kind: 'home', pick: 0, variant: 'cur' }, pos: { kind: 'in', permille: 0 }, len: 64 }], inline: false, remote: { key: { kind: 'home', pick: 0, variant: 'cur' }, pos: { kind: 'in', permille: 0 } }, signaled: true }],
+  });
+
+  it("a destroyed QP: later calls EINVAL, its peer's write RETRY_EXC_ERR, its CQ EBUSY until then; a fresh post renews the pair", async () => {
+    const c = await run([
+      { kind: 'destroyCq', qp: 1 },
+      { kind: 'destroyQp', qp: 1, cq: false },
+      write(0, false),
+      { kind: 'postRecv', qp: 1, sges: [{ key: { kind: 'home', pick: 0, variant: 'cur' }, pos: { kind: 'in', permille: 0 }, len: 8 }] },
+      { kind: 'destroyQp', qp: 1, cq: true },
+      { kind: 'destroyCq', qp: 1 },
+      write(0, true),
+    ]);
+    expect(c.get('destroyCq EBUSY: destroyCq: QPs still use the CQ')).toBe(1);
+    expect(c.get('wc RDMA_WRITE via USER RETRY_EXC_ERR')).toBe(1);
+    expect(c.get('postRecv EINVAL: QP was destroyed')).toBe(1);
+    expect(c.get('destroyQp EINVAL: QP was destroyed')).toBe(1);
+    expect(c.get('destroyCq ok')).toBe(1);
+    expect(c.get('destroyCq EINVAL: CQ was destroyed')).toBe(1);
+    expect(c.get('wc RDMA_WRITE via USER SUCCESS')).toBe(1);
+  });
+
+  it('an extra PD: EBUSY while a window belongs to it, then deallocated, then EINVAL; a setup PD stays EBUSY', async () => {
+    const c = await run([
+      { kind: 'allocPd', hca: 0 },
+      { kind: 'allocMw', hca: 0, pd: PDS_PER_HCA, type: 2 },
+      { kind: 'deallocPd', hca: 0, pd: PDS_PER_HCA },
+      { kind: 'deallocMw', mw: 4 }, // the setup has 4 windows: this is the new one
+      { kind: 'deallocPd', hca: 0, pd: PDS_PER_HCA },
+      { kind: 'regMr', hca: 0, pd: PDS_PER_HCA, buf: 0, off: 0, len: 4096, fit: true, access: SETUP_ACCESS },
+      { kind: 'deallocPd', hca: 0, pd: PDS_PER_HCA },
+      { kind: 'deallocPd', hca: 0, pd: 0 },
+    ]);
+    expect(c.get('deallocPd EBUSY: deallocPd: MRs, windows or QPs still use the PD')).toBe(2);
+    expect(c.get('deallocPd ok')).toBe(1);
+    expect(c.get('regMr EINVAL: PD was destroyed')).toBe(1);
+    expect(c.get('deallocPd EINVAL: PD was destroyed')).toBe(1);
+  });
+});

@@ -730,7 +730,8 @@ export class VerbsPair {
 
   /** Posts a list of send work requests (after one receive on the peer per SEND / WRITE_WITH_IMM). */
   private async postSend(q: QpRec, wrs: WrSpec[]): Promise<void> {
-    this.count(`postSend on ${q.m.state} (peer ${this.qps[q.slot ^ 1].m.state})`);
+    const stateOf = (r: QpRec): string => (r.destroyed ? 'destroyed' : r.m.state);
+    this.count(`postSend on ${stateOf(q)} (peer ${stateOf(this.qps[q.slot ^ 1])})`);
     const peer = this.qps[q.slot ^ 1];
     for (const w of wrs) {
       if (w.op === 'SEND' || w.op === 'SEND_WITH_IMM' || w.op === 'SEND_WITH_INV' || w.op === 'RDMA_WRITE_WITH_IMM') {
