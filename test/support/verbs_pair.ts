@@ -33,6 +33,13 @@
  *
  * Completions are compared per QP and direction (send / receive), in order; across QPs and
  * between the two directions of a QP the order is not specified.
+ *
+ * Destroy verbs: a destroyed QP (or CQ) stays in its slot until its pair is re-created, so later
+ * commands name it; it has no state, send queue or completions to compare any more. A destroy is
+ * issued only at quiescence (every command settles both sides first): with work in flight the
+ * cycle model's outcome depends on timing (how far the work got before DESTROY_QP executed),
+ * which the untimed model cannot reproduce. The setup PDs are never deallocated (createPair
+ * needs them): the rare deallocPd that would succeed on one is skipped.
  */
 import {
   Testbed,
@@ -661,7 +668,10 @@ export class VerbsPair {
         const mpd = this.mPds[h][pd];
         // the layout needs the setup PDs (createPair makes QPs in them): one that would go (its QPs
         // destroyed, its MRs and windows gone, rare) is left alone; its EBUSY and EINVAL are not
-        if (pd < PDS_PER_HCA && !mpd.destroyed && !this.pdInUse(h, pd)) return;
+        if (pd < PDS_PER_HCA && !mpd.destroyed && !this.pdInUse(h, pd)) {
+          this.count('deallocPd of an unused setup PD: skipped');
+          return;
+        }
         await this.both(() => this.m.deallocPd(mpd), () => this.tPds[h][pd].dealloc(), 'deallocPd');
         return;
       }
