@@ -19,6 +19,11 @@
  * destroyed and bogus keys, allocMw 1 and 2, bindMw and BIND_MW with valid and invalid
  * parameters, dealloc and dereg, extra receives, batches of up to 3 work requests, and
  * re-creating a QP pair (QPs end in ERR often; most postSends first re-create a broken pair).
+ * Rarely, the destroy verbs: destroyQp of a slot's QP (optionally its CQ after it), destroyCq
+ * of a slot's QP's CQ (EBUSY while the QP lives), allocPd of an extra PD (regMr, allocMr and
+ * allocMw sometimes use one) and deallocPd (EBUSY while in use); a destroyed QP stays in its slot
+ * until its pair is re-created, so later commands name it (EINVAL) and its peer's requests get
+ * no answer (RETRY_EXC_ERR); commands naming a deallocated PD are EINVAL.
  * Two compound commands make valid keys common: fastReg (allocMr if needed + mapSg + REG_MR,
  * optionally followed in the same batch by a write through the new key, or a LOCAL_INV and that
  * write) and bindLive (a window of the QP's PD bound to an MR of that PD). Every SEND and
@@ -367,7 +372,11 @@ const anyWr: fc.Arbitrary<WrSpec> = UMR_COMMANDS
 
 const qpSlot = fc.nat({ max: QP_SLOTS - 1 });
 const hca = fc.nat({ max: HCAS - 1 });
-const pdSlot = fc.nat({ max: PDS_PER_HCA - 1 });
+/** Mostly a setup PD; sometimes one of those allocPd made (the setup's when there is none). */
+const pdSlot = fc.oneof(
+  { weight: 8, arbitrary: fc.nat({ max: PDS_PER_HCA - 1 }) },
+  { weight: 1, arbitrary: fc.integer({ min: PDS_PER_HCA, max: PDS_PER_HCA + 3 }) },
+);
 const bufSlot = fc.nat({ max: BUFFER_SIZES.length - 1 });
 const bufOff = fc.oneof(
   { weight: 3, arbitrary: fc.integer({ min: 0, max: 3 }).map((p) => p * 4096) },
@@ -429,6 +438,12 @@ const specs: { weight: number; arbitrary: fc.Arbitrary<Spec> }[] = [
     }),
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('renewPair' as const), pair: fc.nat({ max: QP_PAIRS.length - 1 }) }) },
+  // the destroy verbs, rarely (a destroyed QP stays in its slot until a fresh postSend or
+  // renewPair replaces its pair, so later commands name it: EINVAL; its peer's requests time out)
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('destroyQp' as const), qp: qpSlot, cq: bool }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('destroyCq' as const), qp: qpSlot }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('allocPd' as const), hca }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('deallocPd' as const), hca, pd: fc.nat({ max: PDS_PER_HCA + 3 }) }) },
 ];
 if (UMR_COMMANDS) {
   specs.push({
@@ -590,4 +605,59 @@ describe('model-based: the cycle model against the reference model (VerbsModel)'
       expect.fail(`${report ?? 'property failed'}\n\nThe difference:\n${error}${waves}`);
     }
   }, 240_000);
+});
+
+describe('model-based: the destroy commands on fixed sequences (the pair handles destroyed objects)', () => {
+  /** Runs `specs` on a fresh pair (each compared on both sides) and returns the outcome counts. */
+  async function run(specs: Spec[]): Promise<Map<string, number>> {
+    const pair = await VerbsPair.create({ seed: 7, avoid: KNOWN_DIFFERENCES });
+    try {
+      for (const s of specs) await pair.exec(s);
+      return pair.counts;
+    } finally {
+      await pair.close();
+    }
+  }
+  const write = (qp: number, fresh: boolean): Spec => ({
+    kind: 'postSend',
+    qp,
+    fresh,
+    wrs: [{ op: 'RDMA_WRITE', sges: [{ key: { kind: 'home', pick: 0, variant: 'cur' }, pos: { kind: 'in', permille: 0 }, len: 64 }], inline: false, remote: { key: { kind: 'home', pick: 0, variant: 'cur' }, pos: { kind: 'in', permille: 0 } }, signaled: true }],
+  });
+
+  it("a destroyed QP: later calls EINVAL, its peer's write RETRY_EXC_ERR, its CQ EBUSY until then; a fresh post renews the pair", async () => {
+    const c = await run([
+      { kind: 'destroyCq', qp: 1 },
+      { kind: 'destroyQp', qp: 1, cq: false },
+      write(0, false),
+      { kind: 'postRecv', qp: 1, sges: [{ key: { kind: 'home', pick: 0, variant: 'cur' }, pos: { kind: 'in', permille: 0 }, len: 8 }] },
+      { kind: 'destroyQp', qp: 1, cq: true },
+      { kind: 'destroyCq', qp: 1 },
+      write(0, true),
+    ]);
+    expect(c.get('destroyCq EBUSY: destroyCq: QPs still use the CQ')).toBe(1);
+    expect(c.get('wc RDMA_WRITE via USER RETRY_EXC_ERR')).toBe(1);
+    expect(c.get('postRecv EINVAL: QP was destroyed')).toBe(1);
+    expect(c.get('destroyQp EINVAL: QP was destroyed')).toBe(1);
+    expect(c.get('destroyCq ok')).toBe(1);
+    expect(c.get('destroyCq EINVAL: CQ was destroyed')).toBe(1);
+    expect(c.get('wc RDMA_WRITE via USER SUCCESS')).toBe(1);
+  });
+
+  it('an extra PD: EBUSY while a window belongs to it, then deallocated, then EINVAL; a setup PD stays EBUSY', async () => {
+    const c = await run([
+      { kind: 'allocPd', hca: 0 },
+      { kind: 'allocMw', hca: 0, pd: PDS_PER_HCA, type: 2 },
+      { kind: 'deallocPd', hca: 0, pd: PDS_PER_HCA },
+      { kind: 'deallocMw', mw: 4 }, // the setup has 4 windows: this is the new one
+      { kind: 'deallocPd', hca: 0, pd: PDS_PER_HCA },
+      { kind: 'regMr', hca: 0, pd: PDS_PER_HCA, buf: 0, off: 0, len: 4096, fit: true, access: SETUP_ACCESS },
+      { kind: 'deallocPd', hca: 0, pd: PDS_PER_HCA },
+      { kind: 'deallocPd', hca: 0, pd: 0 },
+    ]);
+    expect(c.get('deallocPd EBUSY: deallocPd: MRs, windows or QPs still use the PD')).toBe(2);
+    expect(c.get('deallocPd ok')).toBe(1);
+    expect(c.get('regMr EINVAL: PD was destroyed')).toBe(1);
+    expect(c.get('deallocPd EINVAL: PD was destroyed')).toBe(1);
+  });
 });

@@ -33,6 +33,13 @@
  *
  * Completions are compared per QP and direction (send / receive), in order; across QPs and
  * between the two directions of a QP the order is not specified.
+ *
+ * Destroy verbs: a destroyed QP (or CQ) stays in its slot until its pair is re-created, so later
+ * commands name it; it has no state, send queue or completions to compare any more. A destroy is
+ * issued only at quiescence (every command settles both sides first): with work in flight the
+ * cycle model's outcome depends on timing (how far the work got before DESTROY_QP executed),
+ * which the untimed model cannot reproduce. The setup PDs are never deallocated (createPair
+ * needs them): the rare deallocPd that would succeed on one is skipped.
  */
 import {
   Testbed,
@@ -215,6 +222,14 @@ export type Spec =
   /** `fresh`: first re-create the QP's pair if either end is in ERR. */
   | { kind: 'postSend'; qp: number; wrs: WrSpec[]; fresh: boolean }
   | { kind: 'renewPair'; pair: number }
+  /** DESTROY_QP of the slot's QP (EINVAL once destroyed); with `cq`, then its CQ too. */
+  | { kind: 'destroyQp'; qp: number; cq: boolean }
+  /** DESTROY_CQ of the slot's QP's CQ: EBUSY while that QP lives, EINVAL once destroyed. */
+  | { kind: 'destroyCq'; qp: number }
+  /** A PD beyond the setup's (regMr, allocMr and allocMw reach it with `pd` >= PDS_PER_HCA). */
+  | { kind: 'allocPd'; hca: number }
+  /** DEALLOC_PD of the adapter's PD `pd` (as regMr picks it): EBUSY while in use, EINVAL once gone. */
+  | { kind: 'deallocPd'; hca: number; pd: number }
   /**
    * Fast registration in one go, on a QP of the MR's adapter and PD: a fast-registration MR of the
    * QP's PD (allocMr when there is none), mapSg, then REG_MR with its current key.
@@ -294,6 +309,10 @@ interface QpRec {
   tcq: Cq;
   /** Send WQEs the testbed accepted (to know when its send queue is drained). */
   postedT: number;
+  /** destroyQp succeeded: the QP has no state, queue or completions any more. */
+  destroyed: boolean;
+  /** destroyCq of its CQ succeeded: nothing to poll. */
+  cqDestroyed: boolean;
   /** settle(): the model's completions and the testbed's. */
   expect?: ModelWc[];
   got?: WorkCompletion[];
@@ -387,6 +406,8 @@ export class VerbsPair {
   readonly mrs: MrRec[] = [];
   readonly mws: MwRec[] = [];
   readonly qps: QpRec[] = [];
+  /** Every QP created, those createPair replaced included (they still hold their PDs and CQs). */
+  private readonly everQps: QpRec[] = [];
   /** Per adapter: model mkey index -> record. */
   private readonly byModelIndex: Map<number, MrRec | MwRec>[] = [];
   private nextWrId = 1;
@@ -500,7 +521,7 @@ export class VerbsPair {
     switch (s.kind) {
       case 'regMr': {
         const h = s.hca % HCAS;
-        const pd = s.pd % PDS_PER_HCA;
+        const pd = this.pdIndex(h, s.pd);
         const b = this.buf(h, s.buf);
         let addr = this.hostAddr(h, b.addr + s.off);
         if (this.avoid.zeroBasedUnalignedRegMr && (s.access & 32) !== 0) addr -= addr % 4096;
@@ -515,7 +536,7 @@ export class VerbsPair {
       }
       case 'allocMr': {
         const h = s.hca % HCAS;
-        const pd = s.pd % PDS_PER_HCA;
+        const pd = this.pdIndex(h, s.pd);
         const r = await this.both(
           () => this.m.allocMr(this.mPds[h][pd], s.type, s.maxNumSg),
           () => this.tPds[h][pd].allocMr(s.type, s.maxNumSg),
@@ -570,7 +591,7 @@ export class VerbsPair {
       }
       case 'allocMw': {
         const h = s.hca % HCAS;
-        const pd = s.pd % PDS_PER_HCA;
+        const pd = this.pdIndex(h, s.pd);
         const r = await this.both(
           () => this.m.allocMw(this.mPds[h][pd], s.type as 1 | 2),
           () => this.tPds[h][pd].allocMw(s.type as 1 | 2),
@@ -616,13 +637,44 @@ export class VerbsPair {
       }
       case 'postSend': {
         const slot = s.qp % QP_SLOTS;
-        if (s.fresh && (this.qps[slot].m.state === 'ERR' || this.qps[slot ^ 1].m.state === 'ERR')) await this.createPair(slot >> 1);
+        const broken = (q: QpRec): boolean => q.destroyed || q.m.state === 'ERR';
+        if (s.fresh && (broken(this.qps[slot]) || broken(this.qps[slot ^ 1]))) await this.createPair(slot >> 1);
         await this.postSend(this.qps[slot], s.wrs);
         return;
       }
       case 'renewPair':
         await this.createPair(s.pair % QP_PAIRS.length);
         return;
+      case 'destroyQp': {
+        const q = this.qps[s.qp % QP_SLOTS];
+        if (await this.both(() => this.m.destroyQp(q.m), () => q.t.destroy(), 'destroyQp')) q.destroyed = true;
+        if (s.cq) await this.perform({ kind: 'destroyCq', qp: q.slot });
+        return;
+      }
+      case 'destroyCq': {
+        const q = this.qps[s.qp % QP_SLOTS];
+        if (await this.both(() => this.m.destroyCq(q.mcq), () => q.tcq.destroy(), 'destroyCq')) q.cqDestroyed = true;
+        return;
+      }
+      case 'allocPd': {
+        const h = s.hca % HCAS;
+        this.mPds[h].push(this.m.allocPd(h));
+        this.tPds[h].push(await this.ctxs[h].allocPd());
+        return;
+      }
+      case 'deallocPd': {
+        const h = s.hca % HCAS;
+        const pd = this.pdIndex(h, s.pd);
+        const mpd = this.mPds[h][pd];
+        // the layout needs the setup PDs (createPair makes QPs in them): one that would go (its QPs
+        // destroyed, its MRs and windows gone, rare) is left alone; its EBUSY and EINVAL are not
+        if (pd < PDS_PER_HCA && !mpd.destroyed && !this.pdInUse(h, pd)) {
+          this.count('deallocPd of an unused setup PD: skipped');
+          return;
+        }
+        await this.both(() => this.m.deallocPd(mpd), () => this.tPds[h][pd].dealloc(), 'deallocPd');
+        return;
+      }
       case 'fastReg':
         await this.fastReg(s);
         return;
@@ -688,7 +740,8 @@ export class VerbsPair {
 
   /** Posts a list of send work requests (after one receive on the peer per SEND / WRITE_WITH_IMM). */
   private async postSend(q: QpRec, wrs: WrSpec[]): Promise<void> {
-    this.count(`postSend on ${q.m.state} (peer ${this.qps[q.slot ^ 1].m.state})`);
+    const stateOf = (r: QpRec): string => (r.destroyed ? 'destroyed' : r.m.state);
+    this.count(`postSend on ${stateOf(q)} (peer ${stateOf(this.qps[q.slot ^ 1])})`);
     const peer = this.qps[q.slot ^ 1];
     for (const w of wrs) {
       if (w.op === 'SEND' || w.op === 'SEND_WITH_IMM' || w.op === 'SEND_WITH_INV' || w.op === 'RDMA_WRITE_WITH_IMM') {
@@ -857,11 +910,12 @@ export class VerbsPair {
       const mqp = this.m.createQp(this.mPds[e.hca][e.pd], { sendCq: mcq, recvCq: mcq, ...caps });
       const tqp = await this.tPds[e.hca][e.pd].createQp({ sendCq: tcq, recvCq: tcq, ...caps });
       const slot = 2 * i + (end === 'a' ? 0 : 1);
-      made.push({ slot, name: `qp${slot}(hca${e.hca},pd${e.pd})`, hca: e.hca, pd: e.pd, m: mqp, t: tqp, mcq, tcq, postedT: 0 });
+      made.push({ slot, name: `qp${slot}(hca${e.hca},pd${e.pd})`, hca: e.hca, pd: e.pd, m: mqp, t: tqp, mcq, tcq, postedT: 0, destroyed: false, cqDestroyed: false });
     }
     this.m.connect(made[0].m, made[1].m);
     await made[0].t.connect(made[1].t, { mtu: d.mtu });
     for (const q of made) this.qps[q.slot] = q;
+    this.everQps.push(...made);
   }
 
   // --------------------------------------------------------------------------------------------
@@ -881,11 +935,32 @@ export class VerbsPair {
     this.byModelIndex[h].set(m.index, rec);
   }
 
+  /**
+   * The PD a spec's `pd` names on adapter `h`: below PDS_PER_HCA a setup PD, else (when allocPd
+   * made some) one of the extra PDs, destroyed ones included.
+   */
+  private pdIndex(h: number, pd: number): number {
+    const extra = this.mPds[h].length - PDS_PER_HCA;
+    return pd < PDS_PER_HCA || extra === 0 ? pd % PDS_PER_HCA : PDS_PER_HCA + ((pd - PDS_PER_HCA) % extra);
+  }
+
+  /** Whether a live MR, window or QP (current or left behind by createPair) uses PD `pd` of `h` (model view). */
+  private pdInUse(h: number, pd: number): boolean {
+    const mpd = this.mPds[h][pd];
+    return [...this.mrs, ...this.mws].some((r) => r.hca === h && r.pd === pd && !r.destroyed) ||
+      this.everQps.some((q) => q.m.pd === mpd && !q.destroyed);
+  }
+
+  /** The setup MR of PD `pd` of adapter `h` (an extra PD has none: PD 0's, another PD's MR). */
+  private homeMr(h: number, pd: number): MrRec {
+    return this.mrs[h * PDS_PER_HCA + (pd < PDS_PER_HCA ? pd : 0)];
+  }
+
   /** The MR a bind names: none, the setup MR of the window's PD, or the `pick`-th MR. */
   private bindMr(h: number, mw: MwRec | undefined, pick: number | 'home' | null): MrRec | undefined {
     if (pick === null) return undefined;
     if (pick === 'home') {
-      const home = this.mrs[h * PDS_PER_HCA + (mw?.pd ?? 0)];
+      const home = this.homeMr(h, mw?.pd ?? 0);
       if (!home.destroyed || !this.avoid.bindWithDeadMr) return home;
       pick = 0;
     }
@@ -1072,7 +1147,8 @@ export class VerbsPair {
     const deadline = this.tb.now + SETTLE_PS;
     const problems: string[] = [];
     for (const q of this.qps) {
-      const expect = this.m.pollCq(q.mcq);
+      // a destroyed CQ has nothing to poll (both sides would throw EINVAL)
+      const expect = q.cqDestroyed ? [] : this.m.pollCq(q.mcq);
       for (const w of expect) this.count(`wc ${w.opcode} ${this.wrLabels.get(w.wrId) ?? ''} ${w.status}${w.wcFlags.has('WITH_INV') ? ' WITH_INV' : ''}`);
       const got: WorkCompletion[] = [];
       while (got.length < expect.length) {
@@ -1091,7 +1167,7 @@ export class VerbsPair {
     // the send queues drain (unsignaled successes leave no completion to wait for)
     let step = 1e5;
     while (this.tb.now < deadline) {
-      const busy = this.qps.filter((q) => this.tb.hca(q.hca).sq.completedWqes(q.t.qpNum) < q.postedT);
+      const busy = this.qps.filter((q) => !q.destroyed && this.tb.hca(q.hca).sq.completedWqes(q.t.qpNum) < q.postedT);
       if (busy.length === 0) break;
       await this.tb.delay(Math.min(step, Math.max(1, deadline - this.tb.now)));
       step = Math.min(step * 2, 1e10);
@@ -1100,10 +1176,11 @@ export class VerbsPair {
     // after the send queue counts the WQE done (a CQE would be ordered after them): let them land
     await this.tb.delay(LAND_PS);
     for (const q of this.qps) {
+      // a destroyed QP's send queue engine forgot it (and its work never completes)
       const done = this.tb.hca(q.hca).sq.completedWqes(q.t.qpNum);
-      if (done < q.postedT) problems.push(`${q.name}: testbed send queue not drained (${done} of ${q.postedT} WQEs done)`);
+      if (!q.destroyed && done < q.postedT) problems.push(`${q.name}: testbed send queue not drained (${done} of ${q.postedT} WQEs done)`);
       // anything more the testbed completed
-      q.got!.push(...q.tcq.poll(64));
+      if (!q.cqDestroyed) q.got!.push(...q.tcq.poll(64));
       this.compareCompletions(q, q.expect!, q.got!, problems);
       q.expect = undefined;
       q.got = undefined;
@@ -1143,7 +1220,8 @@ export class VerbsPair {
   private compareState(): void {
     const problems: string[] = [];
     for (const q of this.qps) {
-      if (q.m.state !== q.t.state) problems.push(`${q.name}: state ${q.m.state} (model) vs ${q.t.state} (testbed)`);
+      // a destroyed QP has no state to compare (ibv_query_qp on it is EINVAL)
+      if (!q.destroyed && q.m.state !== q.t.state) problems.push(`${q.name}: state ${q.m.state} (model) vs ${q.t.state} (testbed)`);
     }
     for (const mr of this.mrs) {
       const p = this.mrProblem(mr);
