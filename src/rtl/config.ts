@@ -107,7 +107,14 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   // 220 us - interrupt 5 us - PAGE_FAULT_RESUME 50 us - ~5 us of hardware and UMR work = 160 us.
   odpFaultFixedPs: 160 * US,
   odpFaultPerPagePs: 130 * NS, // timing.md "ODP fault handling": ~0.13 us per extra 4 KB page (4 MB: ~350 us)
-  pinPagePs: 400 * NS, // timing.md anchor "pinning host pages" 0.25-0.6 us per 4 KB page: the middle
+  // timing.md has two anchors that cannot both hold: "pinning host pages" 0.25-0.6 us per page
+  // (UCX's cost model, an estimate) and "registration from the mkey cache (UMR), 64 pages ~14 us
+  // per MR". The second is a measurement of the whole operation: the mlx5 patch "Avoid taking MRs
+  // from larger MR cache pools" (linux-rdma, 2021-09-26) times a user-space application
+  // registering 1,000 MRs of 2^6 pages in 14 ms (one thread, Xeon E5-2699 v4), pinning included.
+  // So pinning there is at most ~0.18 us per page; with the UMR's ~2.6 us a pooled 64-page regMr
+  // takes ~14.2 us (test/driver/reg_timing.test.ts).
+  pinPagePs: 180 * NS,
   rnrTimerCode: 12, // timing.md "RNR timer": IB code 12 = 0.64 ms (IBTA)
   ackTimeout: 14, // timing.md "ACK timeout": 4.096 us x 2^14 (IBTA default used here)
   retryCount: 7, // timing.md "ACK timeout": retry count 7
