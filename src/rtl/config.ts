@@ -113,7 +113,7 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   // from larger MR cache pools" (linux-rdma, 2021-09-26) times a user-space application
   // registering 1,000 MRs of 2^6 pages in 14 ms (one thread, Xeon E5-2699 v4), pinning included.
   // So pinning there is at most ~0.18 us per page; with the UMR's ~2.6 us a pooled 64-page regMr
-  // takes ~14.2 us (test/driver/reg_timing.test.ts).
+  // takes ~14.2 us (test/driver/timing_anchors.test.ts).
   pinPagePs: 180 * NS,
   rnrTimerCode: 12, // timing.md "RNR timer": IB code 12 = 0.64 ms (IBTA)
   ackTimeout: 14, // timing.md "ACK timeout": 4.096 us x 2^14 (IBTA default used here)
