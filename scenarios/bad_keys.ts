@@ -21,7 +21,7 @@ const scenario: Scenario = {
   async run({ seed, trace, config }) {
     const tb = testbedFor({ seed, trace, config });
     const c = new Checks();
-    const wait = waiter(c);
+    const wait = waiter(c, tb);
 
     await tb.run(async () => {
       const [ctx0, ctx1] = [await tb.openDevice(0), await tb.openDevice(1)];

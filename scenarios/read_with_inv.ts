@@ -16,7 +16,6 @@ const scenario: Scenario = {
   summary: 'RDMA_READ_WITH_INV: EOPNOTSUPP on mlx5; with config.readWithInvalidate the read lands, then the local MR is invalidated',
   async run({ seed, trace, config }) {
     const c = new Checks();
-    const wait = waiter(c);
 
     // a default adapter (untraced: nothing reaches the hardware)
     const plain = new Testbed({ seed, hcas: 2, ...(config ? { config: { ...config, readWithInvalidate: false } } : {}) });
@@ -36,6 +35,7 @@ const scenario: Scenario = {
     await plain.close();
 
     const tb = testbedFor({ seed, trace, config: { ...config, readWithInvalidate: true } });
+    const wait = waiter(c, tb);
     await tb.run(async () => {
       const { ctx0, pd0, pd1, cq0, pair } = await twoAdapters(tb);
       const [qp0] = await pair(pd0, pd1);

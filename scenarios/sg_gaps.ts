@@ -15,7 +15,7 @@ const scenario: Scenario = {
   async run({ seed, trace, config }) {
     const tb = testbedFor({ seed, trace, config });
     const c = new Checks();
-    const wait = waiter(c);
+    const wait = waiter(c, tb);
 
     await tb.run(async () => {
       const { ctx0, pd0, pd1, cq0, cq1, pair } = await twoAdapters(tb);

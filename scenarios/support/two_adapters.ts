@@ -11,11 +11,16 @@ export function testbedFor({ seed, trace, config }: ScenarioOptions): Testbed {
   return new Testbed({ seed, hcas: 2, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
 }
 
-/** `wait(cq, n, what)`: n completions, or a failed check (and none) when they do not come. */
-export function waiter(c: Checks): (cq: Cq, n: number, what: string) => Promise<WorkCompletion[]> {
+/**
+ * `wait(cq, n, what)`: n completions, or a failed check (and none) when they do not come. With a
+ * testbed, each arrival is also a named marker in the waves (`what`, at the completion's time).
+ */
+export function waiter(c: Checks, tb?: Testbed): (cq: Cq, n: number, what: string) => Promise<WorkCompletion[]> {
   return async (cq, n, what) => {
     try {
-      return await cq.wait(n, { timeout: WAIT });
+      const got = await cq.wait(n, { timeout: WAIT });
+      tb?.mark(what);
+      return got;
     } catch (e) {
       c.check(false, `${what}: ${n} completion(s) arrive`, String(e));
       return [];

@@ -96,6 +96,15 @@ export class Testbed {
     return this.sim.stats();
   }
 
+  /**
+   * Marks this moment in the waves: the .gtkw gets a named marker with `label` (GTKWave draws
+   * it over the traces and lists it under Markers; the first 26 inside the trace window are
+   * kept). Without tracing it does nothing.
+   */
+  mark(label: string): void {
+    this.tracer?.mark(label);
+  }
+
   /** Flushes and closes the trace files (VCD, .gtkw, filters). */
   async close(): Promise<void> {
     this.tracer?.close();

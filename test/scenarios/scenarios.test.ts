@@ -49,6 +49,8 @@ describe('built-in scenarios', () => {
       const gtkw = join(dir, 'mw-type2.gtkw');
       expect(existsSync(gtkw)).toBe(true);
       expect(readFileSync(gtkw, 'utf8')).toContain('mw-type2.vcd');
+      // each awaited completion is a named marker, labelled as the scenario calls it
+      expect(readFileSync(gtkw, 'utf8')).toMatch(/^\[markername\] A\S/m);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

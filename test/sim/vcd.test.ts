@@ -190,6 +190,29 @@ describe('GTKWave save file', () => {
     expect(zoom(part) - zoom(whole)).toBeGreaterThanOrEqual(4);
   });
 
+  it('writes named markers: times in the zoom line, labels as [markername] lines, A..Z in time order', () => {
+    const sim = new Sim({ seed: 1 });
+    new KernelDemo(sim, 5);
+    const vcd = tmp('marks');
+    const tracer = new Tracer(sim, { vcd, start: 1000 });
+    tracer.mark('before the window', 500); // outside the window: not shown
+    tracer.mark('second\nline', 3000);
+    tracer.mark('first', 2000);
+    for (let i = 0; i < 30; i++) tracer.mark(`m${i}`, 4000 + i);
+    sim.runUntil(100_000);
+    tracer.close();
+    expect(tracer.droppedMarkers).toBe(6); // 2 + 30 asked inside the window, 26 kept
+    const gtkw = readFileSync(vcd.replace(/\.vcd$/, '.gtkw'), 'utf8');
+    const zoom = /^\*\S+ (.*)$/m.exec(gtkw)![1].split(' ').map(Number);
+    expect(zoom.length).toBe(27); // the primary marker, then A..Z
+    expect(zoom[0]).toBe(-1);
+    expect(zoom.slice(1, 4)).toEqual([2000, 3000, 4000]);
+    const names = gtkw.split('\n').filter((l) => l.startsWith('[markername]'));
+    expect(names.length).toBe(26);
+    expect(names.slice(0, 3)).toEqual(['[markername] Afirst', '[markername] Bsecond line', '[markername] Cm0']);
+    expect(names[25]).toBe('[markername] Zm23');
+  });
+
   it('shows enums through a translate filter file with every value named at the signal width', () => {
     const r = tracedRun(11, 5);
     const gtkw = readFileSync(r.vcd.replace(/\.vcd$/, '.gtkw'), 'utf8');

@@ -4,7 +4,7 @@ import type { Module } from '../module.ts';
 import { VcdWriter } from './vcd_writer.ts';
 import { vcdId } from './vcd_ids.ts';
 import { scopeSelector } from './glob.ts';
-import { writeGtkw, type GtkwGroup } from './gtkw.ts';
+import { MAX_MARKERS, writeGtkw, type GtkwGroup, type GtkwMarker } from './gtkw.ts';
 import { checkPs, type Ps } from '../time.ts';
 
 /** What to trace and where (API.md `trace`). */
@@ -50,6 +50,9 @@ export class Tracer implements TraceSink {
   private readonly falls: Signal[] = [];
   private readonly fallTimes: number[] = [];
   private readonly groups: GtkwGroup[] = [];
+  private readonly markers: GtkwMarker[] = [];
+  /** Marks asked for past the 26 GTKWave names (A..Z): not shown. */
+  droppedMarkers = 0;
   /** Files written besides the VCD (after close). */
   readonly files: string[] = [];
 
@@ -222,6 +225,20 @@ export class Tracer implements TraceSink {
     else this.w.scalar(v, this.ids[tid]);
   }
 
+  /**
+   * A named marker at `t` (default now) for the .gtkw: GTKWave shows it as a labelled line and
+   * lists it under Markers, so a reader can jump to the moments a scenario calls out. Named
+   * markers are A..Z: the first 26 inside the time window are kept, in time order.
+   */
+  mark(label: string, t: Ps = this.sim.now): void {
+    if (this.closed || t < this.start || t > this.stop) return;
+    if (this.markers.length >= MAX_MARKERS) {
+      this.droppedMarkers++;
+      return;
+    }
+    this.markers.push({ time: t, label: label.replace(/\s+/g, ' ').trim() });
+  }
+
   /** Ends the VCD at the last simulated time inside the window; writes the .gtkw and filters. */
   close(): void {
     if (this.closed) return;
@@ -243,6 +260,7 @@ export class Tracer implements TraceSink {
           strings: this.opts.strings === true,
           startTime: this.start,
           endTime: end,
+          markers: this.markers,
         }),
       );
     }
