@@ -202,7 +202,8 @@ export class MkeyCache extends Module {
     this.rMshrBusy.set(this.mq.busy);
     // asleep when nothing can progress without an input (a lookup, a read completion, room)
     // (after a pulse, one more edge lowers it in the waves; untraced, nothing needs lowering)
-    if (!this.req.canPop() && this.ready.length === 0 && this.mq.nextToIssue() < 0 && ((fill | hit | miss) === 0 || !this.rHit.traced)) {
+    // (a second read completion visible in the same cycle is taken at the next edge)
+    if (!this.req.canPop() && !this.port.resp.canPop() && this.ready.length === 0 && this.mq.nextToIssue() < 0 && ((fill | hit | miss) === 0 || !this.rHit.traced)) {
       this.sleep();
     }
   }

@@ -85,6 +85,8 @@ export class Requester extends Module implements EventTarget {
   private payload: Uint8Array | null = null;
   /** The pooled buffer behind `payload` (held until the message is answered), and READ data's. */
   private payloadBuf: PooledBuf | null = null;
+  /** The newest try of the message was answered (ACK, NAK, data). */
+  private answered = false;
   private readBuf: PooledBuf | null = null;
   private length = 0;
   private seq = 0;
@@ -196,7 +198,11 @@ export class Requester extends Module implements EventTarget {
         this.sLatency.add(this.sim.now - this.started);
         this.job = null;
         this.qp = null;
-        if (this.payloadBuf !== null) this.payloadBuf.release();
+        // The payload's buffer goes back to the pool only if the newest try was answered: the
+        // responder works in order, so every earlier copy was processed too. Ended without an
+        // answer (retries exhausted, QP destroyed) a copy may still be on the wire and be
+        // written from later: the buffer is dropped instead (the garbage collector takes it).
+        if (this.payloadBuf !== null && this.answered) this.payloadBuf.release();
         this.payloadBuf = null;
         this.state.setNow(IDLE);
         return;
@@ -206,6 +212,7 @@ export class Requester extends Module implements EventTarget {
   private start(job: ReqJob): void {
     this.job = job;
     this.qp = this.hca.cmdif.getQp(job.qpn) ?? null;
+    this.answered = false;
     this.started = this.sim.now;
     this.op = OP_OF[job.wqe.ctrl.opcode];
     this.ptrs = [];
@@ -232,6 +239,8 @@ export class Requester extends Module implements EventTarget {
     this.rQpn.set(job.qpn);
     this.rOp.set(job.wqe.ctrl.opcode);
     this.rLen.set(Math.min(this.length, 0xffffffff));
+    // destroyed between the send queue engine's push and this pop: nothing to do for it
+    if (this.qp === null) return this.finish(CqeSyndrome.WR_FLUSH_ERR);
     this.state.setNow(this.ptrs.length > 0 ? XLATE : SEND);
   }
 
@@ -298,6 +307,7 @@ export class Requester extends Module implements EventTarget {
     this.sMessages.inc();
     this.sBytes.inc(bytes);
     this.answer = null;
+    this.answered = false;
     // the ACK timeout (IBTA: 4.096 us x 2^timeout), armed per try
     this.timeoutAt = this.sim.now + ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout);
     this.armTimer(this.timeoutAt);
@@ -322,6 +332,7 @@ export class Requester extends Module implements EventTarget {
       return;
     }
     const a = this.answer;
+    this.answered = a !== null;
     if (a === null) {
       if (this.sim.now >= this.timeoutAt) {
         // no answer: retry up to retry_cnt times, then give up

@@ -76,6 +76,8 @@ export class Responder extends Module {
   private invStarted = 0;
   private readonly atu: AtuPort;
   private readonly port: DmaPort;
+  /** The receive WQE read is issued (FETCH_RWQE waits for the port otherwise). */
+  private rwqeAsked = false;
   private readonly mover: DmaMover;
   private readonly rqs = new Map<number, RqState>();
   /** FSM state: changes at once (several steps may run in one edge), traced when it changes. */
@@ -193,6 +195,7 @@ export class Responder extends Module {
       case XLATE:
         return this.xlate();
       case FETCH_RWQE:
+        if (!this.rwqeAsked) return this.askRwqe();
         return this.sleep(); // woken by the read data
       case XLATE_RECV:
         return this.xlateRecv();
@@ -300,11 +303,19 @@ export class Responder extends Module {
 
   /** Reads the next receive WQE of the QP. */
   private fetchRwqe(): void {
+    this.rwqeAsked = false;
+    this.state.setNow(FETCH_RWQE);
+    this.askRwqe();
+  }
+
+  /** Issues the receive WQE read once the PCIe port takes it (woken when it pops, if full). */
+  private askRwqe(): void {
+    if (!this.port.req.canPush()) return this.sleep();
     const qp = this.qp!;
     const rq = this.cur;
     const stride = rqStride(qp.maxRecvSge);
     this.port.req.push({ kind: 'read', addr: qp.rqBufAddr + (rq.ci & (qp.rqSize - 1)) * stride, length: stride, tag: 0x7fffffff });
-    this.state.setNow(FETCH_RWQE);
+    this.rwqeAsked = true;
   }
 
   private onRwqe(data: Uint8Array): void {

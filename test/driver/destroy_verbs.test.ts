@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, VerbsError, incRkey, type Errno } from '../../src/index.ts';
 import { readMkey } from '../../src/rtl/firmware.ts';
+import { rcPair } from '../support/rc_pair.ts';
 
 const PAGE = 4096;
 
@@ -193,5 +194,58 @@ describe('pd.dealloc (ibv_dealloc_pd)', () => {
       // the CQ is free again too
       await cq.destroy();
     });
+  });
+
+  it('a QP destroyed between the send queue engine handing over a WQE and the requester taking it: no crash, nothing sent', async () => {
+    // Two runs of the same deterministic setup: the first measures when the requester gets the
+    // job after the post and when DESTROY_QP takes effect after it is issued; the second lines
+    // the two up on the same edge (the window is one cycle wide).
+    const run = async (destroyAt: number | null): Promise<{ post2push: number; exec2effect: number; sent: number }> => {
+      const tb = new Testbed({ hcas: 2 });
+      let post2push = -1;
+      let exec2effect = -1;
+      let sent = 0;
+      await tb.run(async () => {
+        const { c1, pd0, pd1, cq1, qp0, qp1 } = await rcPair(tb);
+        const a = tb.host(0).alloc(PAGE, { align: PAGE });
+        const b = tb.host(1).alloc(PAGE, { align: PAGE });
+        const mr0 = await pd0.regMr(a.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+        const mr1 = await pd1.regMr(b.addr, PAGE, Access.LOCAL_WRITE);
+        await tb.delay(5_000_000_000); // the driver's background mkey pool refills are done: firmware idle
+        const req = c1.hca.requester.req;
+        const push = req.push.bind(req);
+        let pushedAt = -1;
+        req.push = (job) => {
+          if (pushedAt < 0) pushedAt = tb.now;
+          push(job);
+        };
+        let effectAt = -1;
+        c1.hca.cmdif.destroyListeners.push(() => { effectAt = tb.now; });
+        const write = (): void => qp1.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: b.addr, length: 256, lkey: mr1.lkey }], remoteAddr: a.addr, rkey: mr0.rkey, signaled: true });
+        if (destroyAt === null) {
+          const t0 = tb.now;
+          write();
+          await cq1.wait(1);
+          post2push = pushedAt - t0;
+          const t1 = tb.now;
+          await c1.hca.cmdif.exec({ op: 'DESTROY_QP', qpn: qp1.qpNum });
+          exec2effect = effectAt - t1;
+        } else {
+          const destroyed = c1.hca.cmdif.exec({ op: 'DESTROY_QP', qpn: qp1.qpNum });
+          await tb.delay(destroyAt);
+          write();
+          await destroyed;
+          await tb.delay(10_000_000);
+          expect(pushedAt).toBe(effectAt); // the job was handed over on the destroy's edge
+        }
+        sent = tb.stats()['tb.hca1.requester'].messages as number;
+        expect(qp0.state).toBe('RTS');
+      });
+      return { post2push, exec2effect, sent };
+    };
+    const m = await run(null);
+    expect(m.sent).toBe(1);
+    const r = await run(m.exec2effect - m.post2push);
+    expect(r.sent).toBe(0); // the requester dropped the job of the destroyed QP
   });
 });

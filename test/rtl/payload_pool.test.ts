@@ -66,4 +66,33 @@ describe('payload pool', () => {
       expect(tb.hca(0).payloads.allocated + tb.hca(1).payloads.allocated).toBeLessThanOrEqual(4);
     });
   });
+
+  it('a WRITE that runs out of retries keeps its buffer from the pool: copies still on the wire write their own bytes', async () => {
+    // an ACK timeout of 8 us (code 1) against a 256 KiB write (~21 us on the 100 Gb/s link):
+    // every try times out, up to RETRY_EXC_ERR, while the responder still has copies to write
+    const SZ = 256 * 1024;
+    const tb = new Testbed({ hcas: 2, config: { ackTimeout: 1 } });
+    await tb.run(async () => {
+      const { c1, pd0, pd1, cq1, qp0, qp1 } = await rcPair(tb);
+      const qp2 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+      const qp3 = await pd0.createQp({ sendCq: qp0.attr.sendCq, recvCq: qp0.attr.recvCq });
+      await qp2.connect(qp3);
+      const [dstA, dstB] = [tb.host(0).alloc(SZ), tb.host(0).alloc(SZ)];
+      const [srcA, srcB] = [tb.host(1).alloc(SZ), tb.host(1).alloc(SZ)];
+      tb.host(1).fill(srcA.addr, SZ, 0xaa);
+      tb.host(1).fill(srcB.addr, SZ, 0xbb);
+      const remote = Access.LOCAL_WRITE | Access.REMOTE_WRITE;
+      const [mrA, mrB] = [await pd0.regMr(dstA.addr, SZ, remote), await pd0.regMr(dstB.addr, SZ, remote)];
+      const [sA, sB] = [await pd1.regMr(srcA.addr, SZ, Access.LOCAL_WRITE), await pd1.regMr(srcB.addr, SZ, Access.LOCAL_WRITE)];
+      qp1.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: srcA.addr, length: SZ, lkey: sA.lkey }], remoteAddr: dstA.addr, rkey: mrA.rkey, signaled: true });
+      expect((await cq1.wait(1))[0].status).toBe('RETRY_EXC_ERR');
+      // the next gather on the adapter must not get A's buffer while its copies are on the wire
+      qp2.postSend({ wrId: 2, opcode: 'RDMA_WRITE', sgList: [{ addr: srcB.addr, length: SZ, lkey: sB.lkey }], remoteAddr: dstB.addr, rkey: mrB.rkey, signaled: true });
+      await tb.delay(5_000_000_000);
+      expect(tb.stats()['tb.hca0.responder'].messages as number).toBeGreaterThan(2); // the copies arrived
+      expect(tb.host(0).read(dstA.addr, SZ).every((x) => x === 0xaa)).toBe(true);
+      expect(tb.host(0).read(dstB.addr, SZ).every((x) => x === 0xbb)).toBe(true);
+      expect(c1.hca.payloads.allocated).toBe(2); // A's buffer was dropped, not recycled
+    });
+  });
 });
