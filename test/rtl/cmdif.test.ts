@@ -45,6 +45,15 @@ interface Bench {
   port: AtuPort;
 }
 
+/** An EQ, a CQ on it, a PD and a QP using both: the usual start of a QP command test. */
+async function qpOnNewObjects(cmdif: Cmdif): Promise<{ eqn: number; cqn: number; pd: number; qpn: number }> {
+  const { eqn } = await cmdif.exec({ op: 'CREATE_EQ', size: 64 });
+  const { cqn } = await cmdif.exec({ op: 'CREATE_CQ', size: 64, eqn });
+  const { pd } = await cmdif.exec({ op: 'ALLOC_PD' });
+  const { qpn } = await cmdif.exec({ op: 'CREATE_QP', pd, sendCqn: cqn, recvCqn: cqn, sqSize: 64, rqSize: 64 });
+  return { eqn, cqn, pd, qpn };
+}
+
 function bench(config: Partial<HcaConfig> = {}, opts: CmdifOptions = {}): Bench {
   const sim = new Sim();
   const hca = new Hca(sim, sim.top, 'hca0', resolveConfig(config), opts);
@@ -377,10 +386,7 @@ describe('cmdif queues and QPs', () => {
   it('DESTROY_QP (0x501), DESTROY_CQ (0x401), DEALLOC_PD (0x801): a CQ or PD a QP names is RESOURCE_BUSY; destroyed objects are forgotten; PD and CQ numbers are reused, QP numbers never', async () => {
     const { sim, cmdif } = bench();
     await sim.run(async () => {
-      const { eqn } = await cmdif.exec({ op: 'CREATE_EQ', size: 64 });
-      const { cqn } = await cmdif.exec({ op: 'CREATE_CQ', size: 64, eqn });
-      const { pd } = await cmdif.exec({ op: 'ALLOC_PD' });
-      const { qpn } = await cmdif.exec({ op: 'CREATE_QP', pd, sendCqn: cqn, recvCqn: cqn, sqSize: 64, rqSize: 64 });
+      const { eqn, cqn, pd, qpn } = await qpOnNewObjects(cmdif);
       const t0 = sim.now;
       const busyCq = await rejection(cmdif.exec({ op: 'DESTROY_CQ', cqn }));
       expect([busyCq.statusName, busyCq.opcode]).toEqual(['RESOURCE_BUSY', 0x401]);
@@ -399,7 +405,7 @@ describe('cmdif queues and QPs', () => {
       expect(cmdif.hasPd(pd)).toBe(false);
       expect((await rejection(cmdif.exec({ op: 'DEALLOC_PD', pd }))).statusName).toBe('BAD_RESOURCE');
       expect(listened).toEqual(['QP 256', 'CQ 1']);
-      // the lowest free number first: the same numbers again
+      // PD and CQ numbers: the lowest free one again; QP numbers move on
       const again = await cmdif.exec({ op: 'ALLOC_PD' });
       const cq2 = await cmdif.exec({ op: 'CREATE_CQ', size: 64, eqn });
       const qp2 = await cmdif.exec({ op: 'CREATE_QP', pd: again.pd, sendCqn: cq2.cqn, recvCqn: cq2.cqn, sqSize: 64, rqSize: 64 });
@@ -413,10 +419,7 @@ describe('cmdif queues and QPs', () => {
   it('moves a QP RESET -> INIT -> RTR -> RTS -> ERR; any other transition fails with BAD_RES_STATE and changes nothing', async () => {
     const { sim, cmdif } = bench();
     await sim.run(async () => {
-      const { eqn } = await cmdif.exec({ op: 'CREATE_EQ', size: 64 });
-      const { cqn } = await cmdif.exec({ op: 'CREATE_CQ', size: 64, eqn });
-      const { pd } = await cmdif.exec({ op: 'ALLOC_PD' });
-      const { qpn } = await cmdif.exec({ op: 'CREATE_QP', pd, sendCqn: cqn, recvCqn: cqn, sqSize: 64, rqSize: 64 });
+      const { cqn, pd, qpn } = await qpOnNewObjects(cmdif);
       const state = (): string | undefined => cmdif.getQp(qpn)?.state;
       const badState = async (cmd: Cmd, from: string): Promise<void> => {
         const e = await rejection(cmdif.exec(cmd as CmdOf<'2ERR_QP'>));
@@ -457,10 +460,7 @@ describe('cmdif queues and QPs', () => {
     const { sim, cmdif } = b;
     cmdif.onPageFaultResume = (qpn, flags) => calls.push([qpn, flags, sim.now]);
     await sim.run(async () => {
-      const { eqn } = await cmdif.exec({ op: 'CREATE_EQ', size: 64 });
-      const { cqn } = await cmdif.exec({ op: 'CREATE_CQ', size: 64, eqn });
-      const { pd } = await cmdif.exec({ op: 'ALLOC_PD' });
-      const { qpn } = await cmdif.exec({ op: 'CREATE_QP', pd, sendCqn: cqn, recvCqn: cqn, sqSize: 64, rqSize: 64 });
+      const { qpn } = await qpOnNewObjects(cmdif);
       const t0 = sim.now;
       const flags = PageFaultFlag.REQUESTOR | PageFaultFlag.WRITE;
       await cmdif.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | qpn) >>> 0 });
