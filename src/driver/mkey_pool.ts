@@ -101,7 +101,7 @@ export class MkeyPool {
     const wrId = ++this.seq;
     const bytes = mtt.length * 8;
     let listAddr: number | undefined;
-    if (bytes > 64) listAddr = this.descBuffer(mtt);
+    if (bytes > 64) listAddr = qp.descriptorList(mttList(mtt));
     qp.postBuilt(wrId, 'REG_MR', (view, common) => {
       const ds = buildRegMrWqe(view, 0, {
         ...common, key,
@@ -144,23 +144,15 @@ export class MkeyPool {
     if (wc.wrId !== wrId || wc.status !== 'SUCCESS') throw new VerbsError('EINVAL', `${what}: the UMR completed ${wc.status}`);
   }
 
-  private desc = 0;
-  private descLen = 0;
-  private descBuffer(mtt: readonly number[]): number {
-    const bytes = Math.ceil((mtt.length * 8) / 64) * 64;
-    const host = this.ctx.hca.host;
-    if (this.descLen < bytes) {
-      const b = host.alloc(Math.max(4096, bytes), { hugePages: bytes > 4096 });
-      this.desc = host.dmaAddress(b.addr);
-      this.descLen = Math.max(4096, bytes);
-    }
-    const buf = new Uint8Array(bytes);
-    const v = new DataView(buf.buffer);
-    mtt.forEach((e, i) => {
-      v.setUint32(i * 8, Math.floor(e / 2 ** 32));
-      v.setUint32(i * 8 + 4, e >>> 0);
-    });
-    this.ctx.hca.mem.write(this.desc, buf);
-    return this.desc;
+}
+
+/** The big-endian MTT list of a registration, padded to 64 bytes (UMR copies 64-byte units). */
+function mttList(mtt: readonly number[]): Uint8Array {
+  const buf = new Uint8Array(Math.ceil((mtt.length * 8) / 64) * 64);
+  const v = new DataView(buf.buffer);
+  for (let i = 0; i < mtt.length; i++) {
+    v.setUint32(i * 8, Math.floor(mtt[i] / 2 ** 32));
+    v.setUint32(i * 8 + 4, mtt[i] >>> 0);
   }
+  return buf;
 }

@@ -190,15 +190,15 @@ export class Mr {
           // the 4 KiB fallback must fit the table (while the list is within maxNumSg pages)
           if (fallback && small.length + p.small.length > this.mttCapacity && pages.length + p.pages.length <= this.maxNumSg) break;
           contiguous &&= p.contiguous;
-          small.push(...p.small);
+          for (let k = 0; k < p.small.length; k++) small.push(p.small[k]); // (no spread: lists reach 10^5+ entries)
         }
-        pages.push(...p.pages);
+        for (let k = 0; k < p.pages.length; k++) pages.push(p.pages[k]);
       } else {
         if (!host.isMapped(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
         // host pages are scattered: one KLM per physically contiguous run of the element
         const runs = dmaRuns(host, e.addr, e.length);
         if (elements.length + runs.length > this.klmCapacity) break;
-        elements.push(...runs);
+        for (let k = 0; k < runs.length; k++) elements.push(runs[k]);
       }
       length += e.length;
       mapped++;

@@ -12,6 +12,8 @@ import { MkeyPool } from './mkey_pool.ts';
 const PAGE = 4096;
 /** MEM_REG MTTs per descriptor: 8192 / 4096, the largest pageSize whose 4 KiB fallback always fits. */
 const MTT_FALLBACK_FACTOR = 2;
+/** The most MTTs one UMR WQE carries: xlt_octowords (u16) in 64-byte steps, 2 MTTs per octoword. */
+const MAX_UMR_MTTS = 2 * (0xffff - (0xffff % 4));
 
 export class Pd {
   private dmaLkey = -1;
@@ -85,7 +87,9 @@ export class Pd {
     // twice that many MTTs (a documented choice): room for the 4 KiB fallback of a mapSg with
     // pageSize 8192 over scattered frames (Mr.mapSg)
     const ndescs = Math.ceil(maxNumSg / 4) * 4;
-    const mttCapacity = MTT_FALLBACK_FACTOR * ndescs;
+    // (capped so one UMR still carries the whole list: xlt_octowords is a u16 counting 16-byte
+    // units, in 64-byte steps: at most 65532 octowords, 131064 MTTs)
+    const mttCapacity = Math.min(MTT_FALLBACK_FACTOR * ndescs, MAX_UMR_MTTS);
     const tag = this.ctx.nextTag();
     const r = await this.ctx.cmd(
       this.ctx.hca.cmdif.exec({

@@ -366,11 +366,9 @@ export class Qp {
     const bytes = mr.type === 'MEM_REG' ? mr.pages.length * 8 : mr.elements.length * 16;
     let listAddr: number | undefined;
     if (bytes > 64) {
-      const buf = this.descBuffer(bytes);
       const lv = new DataView(new ArrayBuffer(Math.ceil(bytes / 64) * 64));
       encodeXltList(lv, 0, translations);
-      this.pd.ctx.hca.mem.write(buf, new Uint8Array(lv.buffer));
-      listAddr = buf;
+      listAddr = this.descriptorList(new Uint8Array(lv.buffer));
     }
     // documented choice (RegMrWqeParams.clearAtomic): A in the mask once any REG_MR granted atomic
     const clearAtomic = mr.atomicGranted;
@@ -404,17 +402,41 @@ export class Qp {
     return buildBindMwWqe(view, 0, { ...common, mwType: mw.type, mwRkey: mw.rkey >>> 0, newRkey, ...(bind ? { bind } : {}) });
   }
 
-  private desc = 0;
-  private descLen = 0;
-  /** A physically contiguous descriptor buffer of at least `bytes` (reused). */
-  private descBuffer(bytes: number): number {
-    if (this.descLen < bytes) {
-      const host = this.pd.ctx.hca.host;
-      const b = host.alloc(Math.max(4096, bytes), { hugePages: bytes > 4096 });
-      this.desc = host.dmaAddress(b.addr);
-      this.descLen = Math.max(4096, bytes);
+  /** Descriptor buffers lent to posted UMRs: the work request's index, and the buffer. */
+  private readonly descLent: { wr: number; addr: number; cap: number }[] = [];
+  private readonly descFree: { addr: number; cap: number }[] = [];
+
+  /**
+   * @internal Writes a UMR's translation list into a physically contiguous descriptor buffer
+   * for the work request about to be posted, and returns its DMA address. The UMR engine reads
+   * the list when it executes the WQE, so each posted WQE has its own buffer until it
+   * completes (then the buffer is reused): two registrations in flight never share a list.
+   */
+  descriptorList(list: Uint8Array): number {
+    const host = this.pd.ctx.hca.host;
+    const done = this.pd.ctx.hca.sq.completedWqes(this.qpNum);
+    for (let i = this.descLent.length - 1; i >= 0; i--) {
+      const d = this.descLent[i];
+      if (d.wr < done) {
+        this.descFree.push({ addr: d.addr, cap: d.cap });
+        this.descLent.splice(i, 1);
+      }
     }
-    return this.desc;
+    let at = -1;
+    for (let i = 0; i < this.descFree.length; i++) {
+      if (this.descFree[i].cap >= list.length && (at < 0 || this.descFree[i].cap < this.descFree[at].cap)) at = i;
+    }
+    let buf: { addr: number; cap: number };
+    if (at >= 0) buf = this.descFree.splice(at, 1)[0];
+    else {
+      const cap = Math.max(4096, list.length);
+      // one 4 KiB page, or 2 MiB pages, is physically contiguous (a list is at most 1 MiB)
+      const b = host.alloc(cap, { hugePages: cap > 4096 });
+      buf = { addr: host.dmaAddress(b.addr), cap };
+    }
+    this.descLent.push({ wr: this.posted, ...buf });
+    this.pd.ctx.hca.mem.write(buf.addr, list);
+    return buf.addr;
   }
 }
 

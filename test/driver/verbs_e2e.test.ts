@@ -387,3 +387,69 @@ describe('zero-based MRs at addresses inside a page (semantics.md: "a zero-based
     });
   });
 });
+
+describe('translation lists by pointer (over 64 bytes): each posted UMR has its own descriptor buffer', () => {
+  it('two REG_MRs posted back to back, and two pooled regMr at once, each map their own pages', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { pd0, pd1, cq0, cq1, qp0, qp1 } = await rcPair(tb);
+      const [h0, h1] = [tb.host(0), tb.host(1)];
+      const sink = h1.alloc(PAGE);
+      const smr = await pd1.regMr(sink.addr, PAGE, Access.LOCAL_WRITE);
+      const firstBytes = async (rkey: number, va: number): Promise<number[] | string> => {
+        qp1.postSend({ wrId: 7, opcode: 'RDMA_READ', sgList: [{ addr: sink.addr, length: 4, lkey: smr.lkey }], remoteAddr: va, rkey, signaled: true });
+        const [wc] = await cq1.wait(1);
+        return wc.status !== 'SUCCESS' ? wc.status : [...h1.read(sink.addr, 4)];
+      };
+      const RD = Access.LOCAL_WRITE | Access.REMOTE_READ;
+      const [A, B] = [h0.alloc(16 * PAGE), h0.alloc(16 * PAGE)];
+      h0.fill(A.addr, 16 * PAGE, 0xaa);
+      h0.fill(B.addr, 16 * PAGE, 0xbb);
+      // 16 MTTs each (128 bytes: the list goes by pointer), posted in one batch
+      const [ma, mb] = [await pd0.allocMr('MEM_REG', 16), await pd0.allocMr('MEM_REG', 16)];
+      ma.mapSg([{ addr: A.addr, length: 16 * PAGE }]);
+      mb.mapSg([{ addr: B.addr, length: 16 * PAGE }]);
+      qp0.postSend([
+        { wrId: 1, opcode: 'REG_MR', mr: ma, key: ma.rkey, access: RD, signaled: true },
+        { wrId: 2, opcode: 'REG_MR', mr: mb, key: mb.rkey, access: RD, signaled: true },
+      ]);
+      expect((await cq0.wait(2)).map((w) => w.status)).toEqual(['SUCCESS', 'SUCCESS']);
+      expect(await firstBytes(ma.rkey, A.addr + 15 * PAGE)).toEqual([0xaa, 0xaa, 0xaa, 0xaa]);
+      expect(await firstBytes(mb.rkey, B.addr + 15 * PAGE)).toEqual([0xbb, 0xbb, 0xbb, 0xbb]);
+      // the driver's mkey pool: two registrations in flight on its UMR QP
+      await pd0.regMr(A.addr, 16 * PAGE, RD); // the 64-page bucket starts empty: it refills
+      await tb.delay(5_000_000_000);
+      const [x, y] = await Promise.all([pd0.regMr(A.addr, 16 * PAGE, RD), pd0.regMr(B.addr, 16 * PAGE, RD)]);
+      expect([x.poolBucket, y.poolBucket]).toEqual([64, 64]);
+      expect(await firstBytes(x.rkey, A.addr + 15 * PAGE)).toEqual([0xaa, 0xaa, 0xaa, 0xaa]);
+      expect(await firstBytes(y.rkey, B.addr + 15 * PAGE)).toEqual([0xbb, 0xbb, 0xbb, 0xbb]);
+    });
+  });
+
+  it('mapSg of lists with 10^5 entries returns (no stack overflow); one UMR carries any list mapSg accepts', async () => {
+    const tb = new Testbed({ hcas: 1 });
+    await tb.run(async () => {
+      const ctx = await tb.openDevice(0);
+      const pd = await ctx.allocPd();
+      const cq = await ctx.createCq(16);
+      const qp = await pd.createQp({ sendCq: cq, recvCq: cq });
+      await qp.connect(await pd.createQp({ sendCq: cq, recvCq: cq })); // loopback
+      const buf = tb.host(0).alloc(65536 * 8192, { align: 8192 });
+      // 131072 4 KiB pages in one element: mapped, then refused by REG_MR (longer than maxNumSg)
+      const big = await pd.allocMr('MEM_REG', 65536);
+      expect(big.mapSg([{ addr: buf.addr, length: 131072 * PAGE }])).toBe(1);
+      await expectErr(() => qp.postSend({ wrId: 1, opcode: 'REG_MR', mr: big, key: big.rkey, access: Access.LOCAL_WRITE }), 'EINVAL', /page list of 131072 > maxNumSg 65536/);
+      // 65536 pages of 8 KiB over scattered frames: 131072 4 KiB MTTs do not fit one UMR, so
+      // mapSg stops before the element; three elements map as far as a UMR can carry
+      const m = await pd.allocMr('MEM_REG', 65536);
+      expect(m.mapSg([{ addr: buf.addr, length: 65536 * 8192 }], 8192)).toBe(0);
+      const third = 65536 * 8192 / 4;
+      const parts = [0, 1, 2].map((i) => ({ addr: buf.addr + i * third, length: third }));
+      const n = m.mapSg(parts, 8192);
+      expect(n).toBeGreaterThan(0);
+      expect(m.pages.length).toBeLessThanOrEqual(131064);
+      qp.postSend({ wrId: 2, opcode: 'REG_MR', mr: m, key: m.rkey, access: Access.LOCAL_WRITE, signaled: true });
+      expect((await cq.wait(1))[0].status).toBe('SUCCESS');
+    });
+  });
+});
