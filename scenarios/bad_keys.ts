@@ -10,20 +10,16 @@
  * LOC_QP_OP_ERR.
  */
 import { Access, type Mr, type Qp, type SendWr } from '../src/index.ts';
-import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, waiter, sameBytes } from './support/two_adapters.ts';
+import type { Scenario } from '../src/scenario.ts';
+import { PAGE, sameBytes, runScenario } from './support/two_adapters.ts';
 
 const stale = (k: number): number => ((k & 0xffffff00) | ((k + 1) & 0xff)) >>> 0;
 
 const scenario: Scenario = {
   name: 'bad-keys',
   summary: 'bad keys: stale tag, wrong PD, out of range, missing access; REM_ACCESS_ERR for rkeys, LOC_PROT_ERR for lkeys, fresh QPs per case',
-  async run({ seed, trace, config }) {
-    const tb = testbedFor({ seed, trace, config });
-    const c = new Checks();
-    const wait = waiter(c, tb);
-
-    await tb.run(async () => {
+  run: (opts) =>
+    runScenario(opts, async (tb, c, wait) => {
       const [ctx0, ctx1] = [await tb.openDevice(0), await tb.openDevice(1)];
       const [pdA, pdB, pd1] = [await ctx0.allocPd(), await ctx0.allocPd(), await ctx1.allocPd()];
       const [cq0, cq1] = [await ctx0.createCq(64), await ctx1.createCq(64)];
@@ -113,11 +109,7 @@ const scenario: Scenario = {
         c.equal(li && [li.wrId, li.status, li.opcode], [60, 'LOC_QP_OP_ERR', 'LOCAL_INV'], 'LOCAL_INV with a stale tag: LOC_QP_OP_ERR');
         c.check(((await ctx0.queryMkey(rw.lkey))[0] & 0x40) === 0, 'the MR stays VALID');
       }
-      await tb.delay(20_000);
-    });
-    await tb.close();
-    return { checks: c.list, simTime: tb.now, stats: tb.stats() };
-  },
+    }),
 };
 
 export default scenario;

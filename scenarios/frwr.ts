@@ -6,18 +6,14 @@
  * written (spec/semantics.md "Objects and states", "Data path: remote access", "Errors").
  */
 import { Access } from '../src/index.ts';
-import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, twoAdapters, waiter, sameBytes } from './support/two_adapters.ts';
+import type { Scenario } from '../src/scenario.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'frwr',
   summary: 'fast registration: allocMr, mapSg, updateKey, REG_MR, a peer RDMA WRITE through it, LOCAL_INV, the write refused',
-  async run({ seed, trace, config }) {
-    const tb = testbedFor({ seed, trace, config });
-    const c = new Checks();
-    const wait = waiter(c, tb);
-
-    await tb.run(async () => {
+  run: (opts) =>
+    runScenario(opts, async (tb, c, wait) => {
       const { ctx0, pd0, pd1, cq0, cq1, pair } = await twoAdapters(tb);
       const [qp0, qp1] = await pair(pd0, pd1);
       const h0 = tb.host(0);
@@ -74,11 +70,7 @@ const scenario: Scenario = {
       qp0.postSend({ wrId: 3, opcode: 'LOCAL_INV', invalidateRkey: fmr.rkey, signaled: false });
       const [fl] = await wait(cq0, 1, 'a WR on the owner QP in ERR');
       c.equal(fl && [fl.wrId, fl.status], [3, 'WR_FLUSH_ERR'], 'a later WR on the owner QP is flushed too');
-      await tb.delay(20_000);
-    });
-    await tb.close();
-    return { checks: c.list, simTime: tb.now, stats: tb.stats() };
-  },
+    }),
 };
 
 export default scenario;

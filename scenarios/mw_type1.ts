@@ -6,18 +6,14 @@
  * while the window is bound fails EBUSY; a bind of length 0 unbinds, and the dereg then works.
  */
 import { Access, VerbsError, incRkey } from '../src/index.ts';
-import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, twoAdapters, waiter, sameBytes } from './support/two_adapters.ts';
+import type { Scenario } from '../src/scenario.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'mw-type1',
   summary: 'type-1 window: bindMw (incRkey), a remote READ through it, an out-of-window READ refused, dereg EBUSY, unbind, dereg',
-  async run({ seed, trace, config }) {
-    const tb = testbedFor({ seed, trace, config });
-    const c = new Checks();
-    const wait = waiter(c, tb);
-
-    await tb.run(async () => {
+  run: (opts) =>
+    runScenario(opts, async (tb, c, wait) => {
       const { ctx0, pd0, pd1, cq0, cq1, pair } = await twoAdapters(tb);
       const [qp0, qp1] = await pair(pd0, pd1);
       const h0 = tb.host(0);
@@ -80,11 +76,7 @@ const scenario: Scenario = {
       }
       c.equal(errno, 'none', 'dereg succeeds once the window is unbound');
       await mw.dealloc();
-      await tb.delay(20_000);
-    });
-    await tb.close();
-    return { checks: c.list, simTime: tb.now, stats: tb.stats() };
-  },
+    }),
 };
 
 export default scenario;

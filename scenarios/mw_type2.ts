@@ -8,18 +8,14 @@
  * has no window counted any more (dereg works), and the window is deallocated.
  */
 import { Access, VerbsError, incRkey, type Qp } from '../src/index.ts';
-import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, twoAdapters, waiter, sameBytes } from './support/two_adapters.ts';
+import type { Scenario } from '../src/scenario.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'mw-type2',
   summary: 'type-2 window: BIND_MW, a peer WRITE through it, LOCAL_INV, re-bind with a new key, SEND_WITH_INV invalidate, dealloc',
-  async run({ seed, trace, config }) {
-    const tb = testbedFor({ seed, trace, config });
-    const c = new Checks();
-    const wait = waiter(c, tb);
-
-    await tb.run(async () => {
+  run: (opts) =>
+    runScenario(opts, async (tb, c, wait) => {
       const { ctx0, pd0, pd1, cq0, cq1, pair } = await twoAdapters(tb);
       const [qp0, qp1] = await pair(pd0, pd1);
       const h0 = tb.host(0);
@@ -107,11 +103,7 @@ const scenario: Scenario = {
       c.equal(errno, 'none', 'the MR deregisters: the invalidations released their windows');
       await mw.dealloc();
       c.check(mw.destroyed, 'the window is deallocated');
-      await tb.delay(20_000);
-    });
-    await tb.close();
-    return { checks: c.list, simTime: tb.now, stats: tb.stats() };
-  },
+    }),
 };
 
 export default scenario;

@@ -9,7 +9,7 @@
  */
 import { Access, Testbed, VerbsError } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, twoAdapters, waiter, sameBytes } from './support/two_adapters.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'read-with-inv',
@@ -34,9 +34,7 @@ const scenario: Scenario = {
     });
     await plain.close();
 
-    const tb = testbedFor({ seed, trace, config: { ...config, readWithInvalidate: true } });
-    const wait = waiter(c, tb);
-    await tb.run(async () => {
+    return runScenario({ seed, trace, config: { ...config, readWithInvalidate: true } }, async (tb, c, wait) => {
       const { ctx0, pd0, pd1, cq0, pair } = await twoAdapters(tb);
       const [qp0] = await pair(pd0, pd1);
       const h0 = tb.host(0);
@@ -78,10 +76,7 @@ const scenario: Scenario = {
       c.equal(bad && [bad.wrId, bad.status], [4, 'LOC_QP_OP_ERR'], 'invalidating a key that names no MR completes LOC_QP_OP_ERR');
       c.check(sameBytes(h0.read(sink.addr, 64), data.subarray(0, 64)), 'the read data landed before the invalidation failed');
       c.equal(qp2.state, 'ERR', 'the QP goes to ERR');
-      await tb.delay(20_000);
-    });
-    await tb.close();
-    return { checks: c.list, simTime: tb.now, stats: tb.stats() };
+    }, c);
   },
 };
 

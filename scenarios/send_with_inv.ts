@@ -8,18 +8,14 @@
  * the sender's SEND completes SUCCESS.
  */
 import { Access } from '../src/index.ts';
-import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, twoAdapters, waiter, sameBytes } from './support/two_adapters.ts';
+import type { Scenario } from '../src/scenario.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'send-with-inv',
   summary: 'remote invalidate: SEND_WITH_INV frees a fast-reg MR (RECV, WITH_INV, invalidatedRkey); naming a user MR gives REM_INV_REQ_ERR',
-  async run({ seed, trace, config }) {
-    const tb = testbedFor({ seed, trace, config });
-    const c = new Checks();
-    const wait = waiter(c, tb);
-
-    await tb.run(async () => {
+  run: (opts) =>
+    runScenario(opts, async (tb, c, wait) => {
       const { ctx0, pd0, pd1, cq0, cq1, pair } = await twoAdapters(tb);
       const [qp0, qp1] = await pair(pd0, pd1);
       const h0 = tb.host(0);
@@ -73,11 +69,7 @@ const scenario: Scenario = {
       c.equal(qp2.state, 'ERR', "the receiver's QP goes to ERR");
       const raw2 = await ctx0.queryMkey(rmr.lkey);
       c.check((raw2[0] & 0x40) === 0 && raw2[7] === (rmr.rkey & 0xff), 'the user MR stays VALID with its key');
-      await tb.delay(20_000);
-    });
-    await tb.close();
-    return { checks: c.list, simTime: tb.now, stats: tb.stats() };
-  },
+    }),
 };
 
 export default scenario;

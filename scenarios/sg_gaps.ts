@@ -6,18 +6,14 @@
  * peer's RDMA READ across the gaps returns the concatenated bytes of the elements.
  */
 import { Access } from '../src/index.ts';
-import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, testbedFor, twoAdapters, waiter, sameBytes } from './support/two_adapters.ts';
+import type { Scenario } from '../src/scenario.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'sg-gaps',
   summary: 'SG_GAPS MR: mapSg of three unaligned, gapped elements, REG_MR as KLMs, a peer RDMA READ across the gaps',
-  async run({ seed, trace, config }) {
-    const tb = testbedFor({ seed, trace, config });
-    const c = new Checks();
-    const wait = waiter(c, tb);
-
-    await tb.run(async () => {
+  run: (opts) =>
+    runScenario(opts, async (tb, c, wait) => {
       const { ctx0, pd0, pd1, cq0, cq1, pair } = await twoAdapters(tb);
       const attr = await ctx0.queryDevice();
       c.check(attr.deviceCapFlags.has('SG_GAPS_REG'), 'the device offers SG_GAPS_REG');
@@ -64,11 +60,7 @@ const scenario: Scenario = {
       qp1.postSend({ wrId: 12, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 2, lkey: dmr.lkey }], remoteAddr: fmr.iova + concat.length - 1, rkey: fmr.rkey, signaled: true });
       const [r3] = await wait(cq1, 1, 'READ past the end');
       c.equal(r3?.status, 'REM_ACCESS_ERR', 'a READ one byte past the MR length fails REM_ACCESS_ERR');
-      await tb.delay(20_000);
-    });
-    await tb.close();
-    return { checks: c.list, simTime: tb.now, stats: tb.stats() };
-  },
+    }),
 };
 
 export default scenario;

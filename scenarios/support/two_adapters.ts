@@ -1,10 +1,30 @@
 /** What the verbs scenarios share: a two-adapter testbed, connected QP pairs, bounded waits. */
 import { Testbed, type Context, type Cq, type Pd, type Qp, type WorkCompletion } from '../../src/index.ts';
-import type { Checks, ScenarioOptions } from '../../src/scenario.ts';
+import { Checks, type ScenarioOptions, type ScenarioResult } from '../../src/scenario.ts';
 
 export const PAGE = 4096;
 /** Long enough for any completion in the scenarios (a few us), short of the 67 ms ACK timeout. */
 export const WAIT = 1_000_000_000;
+
+/**
+ * What every verbs scenario does around its own steps: a two-adapter testbed with the
+ * scenario's options, its checks and bounded waits, the body run in simulated time, a last
+ * 20 ns for posted writes to land, then the waves closed and the result made.
+ */
+export async function runScenario(
+  opts: ScenarioOptions,
+  body: (tb: Testbed, c: Checks, wait: (cq: Cq, n: number, what: string) => Promise<WorkCompletion[]>) => Promise<void>,
+  c: Checks = new Checks(),
+): Promise<ScenarioResult> {
+  const tb = testbedFor(opts);
+  const wait = waiter(c, tb);
+  await tb.run(async () => {
+    await body(tb, c, wait);
+    await tb.delay(20_000);
+  });
+  await tb.close();
+  return { checks: c.list, simTime: tb.now, stats: tb.stats() };
+}
 
 /** A two-adapter testbed with the scenario's seed, trace and configuration. */
 export function testbedFor({ seed, trace, config }: ScenarioOptions): Testbed {
