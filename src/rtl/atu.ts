@@ -234,8 +234,7 @@ export class Atu extends Module {
     this.rReqValid.set(reqValid);
     this.rRespValid.set(respValid);
     this.rBusy.set(busy);
-    // after a pulse, one more edge lowers it in the waves; untraced, nothing needs lowering
-    if (!active && ((reqValid | respValid) === 0 || !this.rReqValid.traced)) {
+    if (!active && !this.keepsPulse(reqValid | respValid)) {
       let waiting = false;
       for (let i = 0; i < this.ports.length; i++) if (this.ports[i].req.canPop()) waiting = true;
       if (!(waiting && free !== null)) this.sleep();

@@ -236,9 +236,8 @@ export class Mtt extends Module {
     this.rHit.set(hit);
     this.rMiss.set(miss);
     this.rMshrBusy.set(this.mq.busy);
-    // (after a pulse, one more edge lowers it in the waves; untraced, nothing needs lowering)
     // (a second read completion visible in the same cycle is taken at the next edge)
-    if (!this.req.canPop() && !this.lineReq.canPop() && !this.port.resp.canPop() && this.requeue.length === 0 && this.mq.nextToIssue() < 0 && ((fill | hit | miss | valid) === 0 || !this.rHit.traced)) {
+    if (!this.req.canPop() && !this.lineReq.canPop() && !this.port.resp.canPop() && this.requeue.length === 0 && this.mq.nextToIssue() < 0 && !this.keepsPulse(fill | hit | miss | valid)) {
       this.sleep();
     }
   }

@@ -291,8 +291,8 @@ export class Pcie extends Module implements EventTarget {
         this.acceptWrite(pi, r);
       }
       this.rr = pi + 1 === n ? 0 : pi + 1;
-      // one request an edge: stay awake for the next one, or (traced) to lower the pulse
-      if (this.rdReqValid.traced) return;
+      // one request an edge: stay awake for the next one, or to lower the pulse in traced waves
+      if (this.keepsPulse(1)) return;
       for (let j = 0; j < n; j++) if (ports[j].port.req.canPop()) return;
       this.sleep();
       return;

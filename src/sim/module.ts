@@ -31,6 +31,8 @@ export class Module {
   waveRank = 0;
   /** FIFOs with latency that this module consumes: armed when it goes to sleep. */
   readonly latencyInputs: Fifo<unknown>[] = [];
+  /** Some signal of this module is in the active trace (set by the tracer). */
+  traced = false;
   /** Scheduling state, owned by the clock. */
   awake = false;
   inList = false;
@@ -82,6 +84,15 @@ export class Module {
 
   /** One FSM step (see stepFsm). */
   protected fsmStep(): void {}
+
+  /**
+   * Whether a module that pulsed a handshake this edge (`pulsed` != 0) must stay awake one more
+   * edge to lower it: only when its signals are traced. Untraced, probes hold nothing, so it may
+   * sleep at once; simulated behaviour is the same either way (test/driver/tracing_invariance).
+   */
+  protected keepsPulse(pulsed: number): boolean {
+    return pulsed !== 0 && this.traced;
+  }
 
   /** Ticks start again from the next edge of the clock (strictly after now). */
   wake(): void {

@@ -34,11 +34,6 @@ export class Signal {
     this.q = init;
   }
 
-  /** True when the active tracer records this signal. */
-  get traced(): boolean {
-    return this.tid >= 0;
-  }
-
   /** The signal's full dotted path, as GTKWave names it. */
   get path(): string {
     return `${this.owner.path}.${this.name}`;

@@ -115,6 +115,7 @@ export class Tracer implements TraceSink {
   private add(s: Signal): void {
     const tid = this.signals.length;
     s.tid = tid;
+    s.owner.traced = true;
     this.signals.push(s);
     this.ids.push(enc.encode(vcdId(tid)));
     this.max.push(2 ** Math.min(s.width, 53) - 1);
@@ -248,7 +249,10 @@ export class Tracer implements TraceSink {
     this.writeFalls(end);
     if (end > this.lastTime) this.w.time(end);
     this.w.close();
-    for (const s of this.signals) s.tid = -1;
+    for (const s of this.signals) {
+      s.tid = -1;
+      s.owner.traced = false;
+    }
     if (this.sim.tracer === this) this.sim.tracer = null;
     if (this.opts.gtkw !== false) {
       this.files.push(
