@@ -6,7 +6,7 @@ import { Mw } from './mw.ts';
 import { Qp, type QpInitAttr } from './qp.ts';
 import { IbAccess } from './types.ts';
 import { MkcAccessMode } from '../rtl/formats/constants.ts';
-import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/umr_types.ts';
+import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/icm_mkey.ts';
 import { MkeyPool } from './mkey_pool.ts';
 
 const PAGE = 4096;

@@ -13,7 +13,7 @@ import type { KlmWalker, KlmWalkResp } from './klm_walker.ts';
 import type { MkeyEntry } from './icm_mkey.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_WRITE } from './icm_mkey.ts';
 import { MkcAccessMode } from './formats/constants.ts';
-import { MKEY_KIND_MR } from './umr_types.ts';
+import { MKEY_KIND_MR } from './icm_mkey.ts';
 import type { AtuError, AtuRequest, AtuResponse, AtuResult, PhysSegment } from './atu_types.ts';
 
 export const AtuCtxState = new EnumType('atu_ctx_state', ['IDLE', 'LOOKUP', 'MKEY_WAIT', 'MTT_REQ', 'MTT_WAIT', 'KLM_REQ', 'KLM_WAIT', 'RESPOND']);

@@ -34,7 +34,7 @@ export interface MkeyDesc {
   klm?: readonly Klm[];
   /** Translation entries to reserve (default: the list given); UMR may fill them later. */
   xltCapacity?: number;
-  /** IB_ACCESS_MW_BIND (see umr_types.ts). */
+  /** IB_ACCESS_MW_BIND (see icm_mkey.ts). */
   mwBind?: boolean;
   /** MKEY_KIND_MR (default), MKEY_KIND_MW1 or MKEY_KIND_MW2. */
   kind?: number;

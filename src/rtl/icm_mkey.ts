@@ -23,7 +23,6 @@
 import { decodeMkeyContext, encodeMkeyContext, type MkeyContext } from './formats/mkey_context.ts';
 import { MkcAccessMode } from './formats/constants.ts';
 
-import { ICM_KIND_MASK, ICM_KIND_SHIFT, ICM_MW_BIND, ICM_MW_COUNT } from './umr_types.ts';
 
 export const ICM_BYTE3 = 3;
 export const ICM_ALLOCATED = 0x80;
@@ -162,3 +161,20 @@ export function readIcmPrivate(view: DataView, off: number): IcmPrivate {
 }
 
 export { MkcAccessMode };
+
+/**
+ * ICM-private bookkeeping of this model beyond icm_mkey.ts (reserved bytes of the entry):
+ * - byte 3 bit 1: MW_BIND: an MR whose access includes IB_ACCESS_MW_BIND (mlx5 leaves C10-73 to
+ *   software; the model enforces it in hardware). A UMR mkey segment carries it in the same
+ *   reserved bit (byte 3 of the segment), set by this project's driver.
+ * - byte 3 bits 3:2: object kind: 0 MR, 1 memory window type 1, 2 memory window type 2.
+ * - bytes 48..51: windows currently bound to this MR (LOCAL_INV, remote invalidate and dereg
+ *   fail while it is not 0).
+ */
+export const ICM_MW_BIND = 0x02;
+export const ICM_KIND_SHIFT = 2;
+export const ICM_KIND_MASK = 0x0c;
+export const MKEY_KIND_MR = 0;
+export const MKEY_KIND_MW1 = 1;
+export const MKEY_KIND_MW2 = 2;
+export const ICM_MW_COUNT = 48;

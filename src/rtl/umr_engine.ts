@@ -65,7 +65,7 @@ import {
   type UmrWqe,
   type XltPlan,
 } from './umr_ops.ts';
-import { MKEY_KIND_MR, MKEY_KIND_MW1 } from './umr_types.ts';
+import { MKEY_KIND_MR, MKEY_KIND_MW1 } from './icm_mkey.ts';
 
 export { UmrKind, UmrSyndrome } from './umr_ops.ts';
 

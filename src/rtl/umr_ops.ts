@@ -15,7 +15,7 @@ import { DATA_SEG_SIZE, decodeDataSeg, dataSegLength, type DataSeg } from './for
 import { decodeKlm, type Klm } from './formats/klm.ts';
 import type { MkeyMaskName } from './formats/constants.ts';
 import { CeMode, CqeSyndrome, DS_SIZE, FenceMode, KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, UmrCtrlFlag, WqeOpcode } from './formats/constants.ts';
-import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from './umr_types.ts';
+import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from './icm_mkey.ts';
 import { ICM_FBO, ICM_ZERO_BASED } from './icm_mkey.ts';
 
 /**

@@ -7,7 +7,7 @@ import { resolveConfig } from '../../src/rtl/config.ts';
 import { UmrKind, UmrState, type UmrEngineOptions } from '../../src/rtl/umr_engine.ts';
 import { readMkey, writeMkey, type MkeyDesc } from '../../src/rtl/firmware.ts';
 import type { MkeyEntry } from '../../src/rtl/icm_mkey.ts';
-import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../../src/rtl/umr_types.ts';
+import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../../src/rtl/icm_mkey.ts';
 import type { AtuResult } from '../../src/rtl/atu_types.ts';
 import {
   CqeSyndrome,

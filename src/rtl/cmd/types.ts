@@ -206,7 +206,7 @@ export interface CreateMkeyIn {
   klm?: readonly Klm[];
   /** Translation entries to reserve (at least the list given), for UMR to fill later. */
   xltCapacity?: number;
-  /** IB_ACCESS_MW_BIND (model-private ICM bit, see umr_types.ts). */
+  /** IB_ACCESS_MW_BIND (model-private ICM bit, see icm_mkey.ts). */
   mwBind?: boolean;
   /** MKEY_KIND_MR (default), MKEY_KIND_MW1 or MKEY_KIND_MW2 (model-private ICM bits). */
   kind?: number;
