@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import { Module, Sim, Tracer, type Fifo } from '../src/sim/index.ts';
 import { Hca } from '../src/rtl/hca.ts';
 import { resolveConfig } from '../src/rtl/config.ts';
-import { writeMkey } from '../src/rtl/firmware.ts';
+import { writeMkey } from '../src/rtl/firmware/icm_writer.ts';
 import { MkcAccessMode } from '../src/rtl/formats/constants.ts';
-import type { AtuRequest, AtuResponse } from '../src/rtl/atu_types.ts';
+import type { AtuRequest, AtuResponse } from '../src/rtl/translation/atu_types.ts';
 
 /** Keeps the ATU busy: issues a request whenever the port takes one, counts responses. */
 class Load extends Module {

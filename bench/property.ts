@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process';
 
 const cases = [
-  { name: 'atu-vs-model', file: 'test/rtl/atu.test.ts', env: { ATU_RUNS: '10000' }, runs: 10000 },
+  { name: 'atu-vs-model', file: 'test/rtl/translation/atu.test.ts', env: { ATU_RUNS: '10000' }, runs: 10000 },
   { name: 'verbs-model-based', file: 'test/driver/model_based.test.ts', env: { MB_RUNS: '2000' }, runs: 2000 },
 ];
 

@@ -7,9 +7,9 @@
 import { Sim, Tracer } from '../src/sim/index.ts';
 import { Hca } from '../src/rtl/hca.ts';
 import { resolveConfig } from '../src/rtl/config.ts';
-import { writeMkey, type MkeyDesc } from '../src/rtl/firmware.ts';
+import { writeMkey, type MkeyDesc } from '../src/rtl/firmware/icm_writer.ts';
 import { MkcAccessMode } from '../src/rtl/formats/constants.ts';
-import type { AtuRequest, AtuResult } from '../src/rtl/atu_types.ts';
+import type { AtuRequest, AtuResult } from '../src/rtl/translation/atu_types.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
 
 const PAGE = 4096;

@@ -5,11 +5,11 @@
 import type { Testbed } from './testbed.ts';
 import type { Hca } from '../rtl/hca.ts';
 import { HcaCapOpMod } from '../rtl/formats/constants.ts';
-import { deviceAttrOf, type DeviceAttr, type HcaGeneralCaps, type HcaOdpCaps } from '../rtl/hca_caps.ts';
+import { deviceAttrOf, type DeviceAttr, type HcaGeneralCaps, type HcaOdpCaps } from '../rtl/firmware/hca_caps.ts';
 import { VerbsError } from './verbs_error.ts';
 import { Pd } from './pd.ts';
 import { Cq } from './cq.ts';
-import { CmdError } from '../rtl/cmd/types.ts';
+import { CmdError } from '../rtl/firmware/cmd_types.ts';
 import { MkeyPool } from './mkey_pool.ts';
 
 export class Context {

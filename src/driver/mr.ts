@@ -1,7 +1,7 @@
 /** A memory region (ibv_mr): a user MR (regMr) or a fast-registration MR (allocMr). */
 import type { Pd } from './pd.ts';
 import { VerbsError } from './verbs_error.ts';
-import { readMkey } from '../rtl/firmware.ts';
+import { readMkey } from '../rtl/firmware/icm_writer.ts';
 
 const PAGE = 4096;
 /**

@@ -6,7 +6,7 @@ import { Mw } from './mw.ts';
 import { Qp, type QpInitAttr } from './qp.ts';
 import { IbAccess } from './types.ts';
 import { MkcAccessMode } from '../rtl/formats/constants.ts';
-import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/icm_mkey.ts';
+import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/memory/icm_mkey.ts';
 import { MkeyPool } from './mkey_pool.ts';
 
 const PAGE = 4096;
@@ -50,7 +50,7 @@ export class Pd {
     const mtt: number[] = [];
     for (let i = 0; i < pages; i++) mtt.push(odp ? 0 : host.dmaAddress(first + i * PAGE) + 3);
     // zero-based: the range starts at 0 and its first byte lies addr % PAGE into the first MTT
-    // page: the model-private first byte offset (FBO, src/rtl/icm_mkey.ts); real mlx5 has no
+    // page: the model-private first byte offset (FBO, src/rtl/memory/icm_mkey.ts); real mlx5 has no
     // such field (its kernel refuses zero-based MRs at unaligned addresses)
     const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
     const start = zeroBased ? 0 : addr;

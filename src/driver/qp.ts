@@ -15,7 +15,7 @@ import {
 } from './wqe_builder.ts';
 import { FenceMode, MLX5_INVALID_LKEY, WqeOpcode, incRkey } from '../rtl/formats/constants.ts';
 import { encodeDataSeg } from '../rtl/formats/data_seg.ts';
-import { rqStride } from '../rtl/responder.ts';
+import { rqStride } from '../rtl/transport/responder.ts';
 import type { Mtu } from '../rtl/config.ts';
 
 /** ibv_qp_init_attr (RC). */
@@ -373,7 +373,7 @@ export class Qp {
     // documented choice (RegMrWqeParams.clearAtomic): A in the mask once any REG_MR granted atomic
     const clearAtomic = mr.atomicGranted;
     // zero-based: start 0; over MTTs the first byte lies iova % page size into the first page
-    // (the model-private first byte offset, src/rtl/icm_mkey.ts); a KLM list starts at that byte
+    // (the model-private first byte offset, src/rtl/memory/icm_mkey.ts); a KLM list starts at that byte
     const fbo = zeroBased && mr.type === 'MEM_REG' ? mr.iova % 2 ** mr.mttLogPageSize : 0;
     const ds = buildRegMrWqe(view, 0, {
       ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations, clearAtomic, zeroBased, fbo,

@@ -5,11 +5,11 @@
 import { Sim, Tracer, type Ps, type StatsJson, type TraceOptions } from '../sim/index.ts';
 import { Hca } from '../rtl/hca.ts';
 import { resolveConfig, type HcaConfig } from '../rtl/config.ts';
-import type { HostSpace } from '../rtl/host_space.ts';
-import type { HcaCapsOverride } from '../rtl/hca_caps.ts';
-import { Link } from '../rtl/link.ts';
+import type { HostSpace } from '../rtl/memory/host_space.ts';
+import type { HcaCapsOverride } from '../rtl/firmware/hca_caps.ts';
+import { Link } from '../rtl/transport/link.ts';
 import { Context } from './context.ts';
-import type { RcRequest, RcResponse } from '../rtl/rc_types.ts';
+import type { RcRequest, RcResponse } from '../rtl/transport/rc_types.ts';
 
 /** Options of a testbed. */
 export interface TestbedOptions {

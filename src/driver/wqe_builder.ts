@@ -48,7 +48,7 @@ import {
   mkeyTag,
   zeroMkeyContext,
 } from '../rtl/formats/index.ts';
-import { ICM_BYTE3, ICM_FBO, ICM_ZERO_BASED } from '../rtl/icm_mkey.ts';
+import { ICM_BYTE3, ICM_FBO, ICM_ZERO_BASED } from '../rtl/memory/icm_mkey.ts';
 import type {
   AtomicSeg,
   CtrlSeg,
@@ -165,7 +165,7 @@ export interface RegMrWqeParams extends WqeCommonParams {
   clearAtomic?: boolean;
   /**
    * A zero-based registration (iova 0): sets the segment's model-private ZERO_BASED bit (byte 3
-   * bit 4), so the device refuses windows on the MR (src/rtl/icm_mkey.ts).
+   * bit 4), so the device refuses windows on the MR (src/rtl/memory/icm_mkey.ts).
    */
   zeroBased?: boolean;
   /**

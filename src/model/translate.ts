@@ -129,7 +129,7 @@ function mapRange(
 /**
  * MTT mode: one piece per page. Pages form the grid that starts at the page holding `start`
  * (entry index = (a - start + start % P) / P, spec/mlx5.md), so `start` may be unaligned; a
- * zero-based mkey's first byte offset `fbo` (model-private, src/rtl/icm_mkey.ts) shifts the grid
+ * zero-based mkey's first byte offset `fbo` (model-private, src/rtl/memory/icm_mkey.ts) shifts the grid
  * the same way: entry index = (a - start + start % P + fbo) / P.
  */
 function mapMtt(

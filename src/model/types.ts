@@ -80,7 +80,7 @@ export interface ModelMkey {
   mtt: MttEntry[];
   /**
    * MTT mode: first byte offset of a zero-based mkey (default 0): where `start` lies in the
-   * first entry's page (model-private, src/rtl/icm_mkey.ts).
+   * first entry's page (model-private, src/rtl/memory/icm_mkey.ts).
    */
   fbo?: number;
   /** KLMS mode: the list walked from `start`. */

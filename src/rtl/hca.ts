@@ -3,23 +3,23 @@
  * space, PCIe, ICM, and the translation pipeline (mkey cache, MTT, KLM walker, ATU), all on the
  * core clock. Modules are created in data-flow order, which is the order of the .gtkw groups.
  */
-import { PayloadPool } from './payload_pool.ts';
+import { PayloadPool } from './memory/payload_pool.ts';
 import { Clock, Module, type Sim } from '../sim/index.ts';
 import { corePeriodPs, type HcaConfig } from './config.ts';
-import { HostMem } from './host_mem.ts';
-import { HostSpace } from './host_space.ts';
-import { Pcie } from './pcie.ts';
-import { Icm } from './icm.ts';
-import { MkeyCache } from './mkey_cache.ts';
-import { Mtt } from './mtt.ts';
-import { KlmWalker } from './klm_walker.ts';
-import { Atu } from './atu.ts';
-import { Cmdif, type CmdifOptions } from './cmdif.ts';
-import { CqWriter } from './cq_writer.ts';
-import { Sq } from './sq.ts';
-import { Requester } from './requester.ts';
-import { Responder } from './responder.ts';
-import { UmrEngine, type UmrEngineOptions } from './umr_engine.ts';
+import { HostMem } from './memory/host_mem.ts';
+import { HostSpace } from './memory/host_space.ts';
+import { Pcie } from './memory/pcie.ts';
+import { Icm } from './memory/icm.ts';
+import { MkeyCache } from './translation/mkey_cache.ts';
+import { Mtt } from './translation/mtt_cache.ts';
+import { KlmWalker } from './translation/klm_walker.ts';
+import { Atu } from './translation/atu.ts';
+import { Cmdif, type CmdifOptions } from './firmware/cmdif.ts';
+import { CqWriter } from './completion/cq_writer.ts';
+import { Sq } from './transport/sq.ts';
+import { Requester } from './transport/requester.ts';
+import { Responder } from './transport/responder.ts';
+import { UmrEngine, type UmrEngineOptions } from './umr/umr_engine.ts';
 
 /** Options of an adapter beyond its configuration: firmware (cmdif) and UMR engine choices. */
 export interface HcaOptions extends CmdifOptions {

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, VerbsError, incRkey, type Errno } from '../../src/index.ts';
-import { readMkey } from '../../src/rtl/firmware.ts';
+import { readMkey } from '../../src/rtl/firmware/icm_writer.ts';
 import { rcPair } from '../support/rc_pair.ts';
 
 const PAGE = 4096;

@@ -67,7 +67,7 @@ import {
 // ----------------------------------------------------------------------------------------------
 
 /**
- * REG_MR, LOCAL_INV, BIND_MW and the bindMw verb need the UMR engine (src/rtl/umr_engine.ts).
+ * REG_MR, LOCAL_INV, BIND_MW and the bindMw verb need the UMR engine (src/rtl/umr/umr_engine.ts).
  * Until the HCA wires it into its send queue engine (`hca.sq.umr`), every UMR WQE completes
  * LOC_QP_OP_ERR in the cycle model, so these commands are generated only when it is there.
  */
@@ -171,10 +171,10 @@ const KNOWN_DIFFERENCES: Avoid = {
   /**
    * DIFFERENCE where semantics.md is silent (its table has the zero-based MR row for the type-1
    * verb only): a type-2 BIND_MW to a zero-based MR completes MW_BIND_ERR in the model (rxe's
-   * rule, for both types) and succeeded in the cycle model (src/rtl/umr_engine.ts / umr_ops.ts).
+   * rule, for both types) and succeeded in the cycle model (src/rtl/umr/umr_engine.ts / umr_ops.ts).
    * E.g. regMr(pd, addr, 1, LOCAL_WRITE | MW_BIND | ZERO_BASED) = mr; post BIND_MW { mw2, mr,
    * addr 0, length 1 }: model MW_BIND_ERR, testbed SUCCESS. Fixed: a zero-based registration
-   * sets an ICM-private ZERO_BASED bit (src/rtl/icm_mkey.ts; carried in the UMR mkey segment's
+   * sets an ICM-private ZERO_BASED bit (src/rtl/memory/icm_mkey.ts; carried in the UMR mkey segment's
    * byte 3), and the UMR engine's bind check refuses such an MR with MW_BIND_ERR for both window
    * types; test/driver/verbs_e2e.test.ts "no window on a zero-based MR".
    */
@@ -186,11 +186,11 @@ const KNOWN_DIFFERENCES: Avoid = {
    * E.g. regMr(buf + 1, 4096, LOCAL_WRITE | ZERO_BASED) = mr; a receive SGE { addr 0, 1, mr.lkey }
    * takes a 1-byte SEND: model SUCCESS, testbed LOC_PROT_ERR (requester REM_OP_ERR).
    * Fixed by a documented choice: the mkey context's reserved dword at byte 8 carries a
-   * model-private first byte offset (FBO, src/rtl/icm_mkey.ts), set by regMr (CREATE_MKEY or the
+   * model-private first byte offset (FBO, src/rtl/memory/icm_mkey.ts), set by regMr (CREATE_MKEY or the
    * pool's UMR) and REG_MR (MTT) and copied by UMR under START_ADDR; the ATU's (and the oracle
    * translate's) MTT entry index is (va - start) + start % page size + FBO. regMr now
    * registers start 0 with FBO addr % 4096; test/driver/verbs_e2e.test.ts "zero-based MRs",
-   * test/rtl/atu.test.ts (FBO in the property's generator, and a focused case).
+   * test/rtl/translation/atu.test.ts (FBO in the property's generator, and a focused case).
    */
   zeroBasedUnalignedRegMr: false, // fixed: the test holds this case again
   /**
@@ -200,7 +200,7 @@ const KNOWN_DIFFERENCES: Avoid = {
    * access was shifted by the element's page offset. E.g. allocMr(MEM_REG, 4); mapSg([{ buf + 1,
    * 8192 }]); REG_MR { access: REMOTE_READ | ZERO_BASED }; RDMA_READ 5000 bytes at 0.
    * Fixed by a documented choice: the mkey context's reserved dword at byte 8 carries a
-   * model-private first byte offset (FBO, src/rtl/icm_mkey.ts), set by regMr (CREATE_MKEY or the
+   * model-private first byte offset (FBO, src/rtl/memory/icm_mkey.ts), set by regMr (CREATE_MKEY or the
    * pool's UMR) and REG_MR (MTT) and copied by UMR under START_ADDR; the ATU's (and the oracle
    * translate's) MTT entry index is (va - start) + start % page size + FBO. REG_MR of
    * a MEM_REG list now posts FBO = iova % MTT page size (see zeroBasedUnalignedRegMr);

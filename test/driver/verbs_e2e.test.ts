@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, VerbsError, incRkey, type Cq, type Mr, type Mw, type Pd, type Qp, type SendWr } from '../../src/index.ts';
-import { readMkey } from '../../src/rtl/firmware.ts';
+import { readMkey } from '../../src/rtl/firmware/icm_writer.ts';
 import { rcPair } from '../support/rc_pair.ts';
 
 const PAGE = 4096;

@@ -4,7 +4,7 @@
  */
 import type { Hca } from '../../src/rtl/hca.ts';
 import type { ModelMkey } from '../../src/model/index.ts';
-import { writeMkey } from '../../src/rtl/firmware.ts';
+import { writeMkey } from '../../src/rtl/firmware/icm_writer.ts';
 import { MkcAccessMode } from '../../src/rtl/formats/constants.ts';
 
 const MODE = { PA: MkcAccessMode.PA, MTT: MkcAccessMode.MTT, KLMS: MkcAccessMode.KLMS } as const;

@@ -230,7 +230,7 @@ function missingIndex(used: ReadonlySet<number>): number {
 /**
  * The range shape shared by PA and MTT: unaligned start and a length of a few pages. A zero-based
  * range starts at 0 and its first byte lies `fbo` into the first page (the first byte offset of
- * src/rtl/icm_mkey.ts; MTT mode uses it, PA ignores it).
+ * src/rtl/memory/icm_mkey.ts; MTT mode uses it, PA ignores it).
  */
 function rangeOf(d: MkeyDraft, pageSize: number): { start: number; length: number; fbo: number } {
   const firstOffset = scaled(d.firstOffsetFrac, pageSize);

@@ -71,7 +71,7 @@ import {
   type ModelWc,
 } from '../../src/model/verbs/index.ts';
 import { keyIndex, keyTag, makeKey } from '../../src/model/keys.ts';
-import { readMkey } from '../../src/rtl/firmware.ts';
+import { readMkey } from '../../src/rtl/firmware/icm_writer.ts';
 
 // ----------------------------------------------------------------------------------------------
 // Layout of the pair (the setup, identical on both sides)
@@ -111,7 +111,7 @@ export const BEYOND_INDEX = 0x123456;
 const SETTLE_PS = 3e12;
 /** Time for posted DMA writes to land after the last WQE is done (pcieWritePs is 250 ns). */
 const LAND_PS = 20e6;
-/** Unmapped bytes after every host allocation (src/rtl/host_space.ts GUARD_GAP). */
+/** Unmapped bytes after every host allocation (src/rtl/memory/host_space.ts GUARD_GAP). */
 const GUARD_GAP = 4096;
 
 // ----------------------------------------------------------------------------------------------

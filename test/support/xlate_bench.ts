@@ -5,8 +5,8 @@
 import { Sim, Tracer, type TraceOptions } from '../../src/sim/index.ts';
 import { Hca } from '../../src/rtl/hca.ts';
 import { resolveConfig, type HcaConfig } from '../../src/rtl/config.ts';
-import type { AtuPort } from '../../src/rtl/atu.ts';
-import type { AtuResult } from '../../src/rtl/atu_types.ts';
+import type { AtuPort } from '../../src/rtl/translation/atu.ts';
+import type { AtuResult } from '../../src/rtl/translation/atu_types.ts';
 import type { ModelMkey, XlateRequest } from '../../src/model/index.ts';
 import { loadMkeys } from './icm_loader.ts';
 

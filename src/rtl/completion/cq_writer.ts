@@ -1,0 +1,129 @@
+/**
+ * The CQ writer (`tb.hcaN.cq_writer`): turns completions into 64-byte CQEs written by posted
+ * PCIe writes into the CQ buffer in host memory, with the owner bit of the CQ's current pass
+ * (spec/mlx5.md "CQE": software owns CQE n when (op_own & 1) == ((n & ncqe) != 0)). One CQE per
+ * cycle. Software waiting on a CQ is notified when the write has landed in host memory.
+ */
+import { EnumType, Fifo, Module, SimEvent, type EventTarget, type Reg } from '../../sim/index.ts';
+import type { Hca } from '../hca.ts';
+import type { DmaPort } from '../memory/pcie.ts';
+import { encodeCqe } from '../formats/cqe.ts';
+import { CqeOpcode } from '../formats/constants.ts';
+
+/** A completion to write. */
+export interface CqeJob {
+  cqn: number;
+  /** CqeOpcode. */
+  opcode: number;
+  qpn: number;
+  /** The WQE's opcode (requester) or 0. */
+  wqeOpcode: number;
+  wqeCounter: number;
+  byteCnt: number;
+  immInvalPkey: number;
+  /** CqeSyndrome for REQ_ERR / RESP_ERR, else 0. */
+  syndrome: number;
+  /** Solicited event: op_own bit 1 (a receive completion of a message sent solicited). */
+  se: boolean;
+}
+
+export const CqeOpcodeEnum = new EnumType('cqe_opcode', {
+  [CqeOpcode.REQ]: 'REQ',
+  [CqeOpcode.RESP_WR_IMM]: 'RESP_WR_IMM',
+  [CqeOpcode.RESP_SEND]: 'RESP_SEND',
+  [CqeOpcode.RESP_SEND_IMM]: 'RESP_SEND_IMM',
+  [CqeOpcode.RESP_SEND_INV]: 'RESP_SEND_INV',
+  [CqeOpcode.REQ_ERR]: 'REQ_ERR',
+  [CqeOpcode.RESP_ERR]: 'RESP_ERR',
+  [CqeOpcode.INVALID]: 'INVALID',
+});
+
+export class CqWriter extends Module implements EventTarget {
+  readonly req: Fifo<CqeJob>;
+  private readonly port: DmaPort;
+  /** Producer counter per CQ. */
+  private readonly pi = new Map<number, number>();
+  private readonly events = new Map<number, SimEvent>();
+  private readonly rValid: Reg;
+  private readonly rCqn: Reg;
+  private readonly rOpcode: Reg;
+  private readonly rSyndrome: Reg;
+  private readonly rSe: Reg;
+  private readonly sCqes;
+  private readonly sErrors;
+
+  constructor(private readonly hca: Hca) {
+    super(hca.sim, hca, 'cq_writer');
+    this.rValid = this.probe('cqe_valid', 1);
+    this.rCqn = this.probe('cqn', 24);
+    this.rOpcode = this.probe('opcode', CqeOpcodeEnum.width, { enum: CqeOpcodeEnum });
+    this.rSyndrome = this.probe('syndrome', 8);
+    this.rSe = this.probe('se', 1);
+    this.req = new Fifo<CqeJob>(this, 'req', { capacity: 8 });
+    this.req.consumer = this;
+    this.port = hca.pcie.port('cq');
+    this.port.req.producer = this;
+    this.sCqes = this.stats.counter('cqes');
+    this.sErrors = this.stats.counter('error_cqes');
+  }
+
+  /** Software: notified when a CQE of `cqn` has landed in host memory. */
+  event(cqn: number): SimEvent {
+    let e = this.events.get(cqn);
+    if (!e) this.events.set(cqn, (e = new SimEvent(this.sim)));
+    return e;
+  }
+
+  /** DESTROY_CQ executed: forget the CQ's producer counter (its number may be handed out again). */
+  forgetCq(cqn: number): void {
+    this.pi.delete(cqn);
+  }
+
+  /** CQEs written to `cqn` so far. */
+  produced(cqn: number): number {
+    return this.pi.get(cqn) ?? 0;
+  }
+
+  override tick(): void {
+    if (!this.req.canPop() || !this.port.req.canPush()) {
+      this.rValid.set(0);
+      if (!this.req.canPop()) this.sleep();
+      return;
+    }
+    const j = this.req.pop();
+    const cq = this.hca.cmdif.getCq(j.cqn);
+    if (!cq) throw new Error(`${this.path}: completion for CQ ${j.cqn}, which does not exist`);
+    const n = this.pi.get(j.cqn) ?? 0;
+    this.pi.set(j.cqn, n + 1);
+    const bytes = new Uint8Array(64);
+    encodeCqe(new DataView(bytes.buffer), 0, {
+      immInvalPkey: j.immInvalPkey >>> 0,
+      byteCnt: j.byteCnt >>> 0,
+      vendorErrSynd: 0,
+      syndrome: j.syndrome,
+      wqeOpcode: j.wqeOpcode,
+      qpn: j.qpn,
+      wqeCounter: j.wqeCounter & 0xffff,
+      signature: 0,
+      opcode: j.opcode,
+      format: 0,
+      se: j.se,
+      // the owner bit of pass n / size: software compares it with (n & size) != 0
+      owner: (n & cq.size) !== 0 ? 1 : 0,
+    });
+    // software is told when the posted write has landed in host memory
+    this.port.req.push({ kind: 'write', addr: cq.bufAddr + (n & (cq.size - 1)) * 64, length: 64, tag: j.cqn, data: bytes, landed: this });
+    this.rValid.set(1);
+    this.rCqn.set(j.cqn);
+    this.rOpcode.set(j.opcode);
+    this.rSyndrome.set(j.syndrome);
+    this.rSe.set(j.se ? 1 : 0);
+    this.sCqes.inc();
+    if (j.syndrome !== 0) this.sErrors.inc();
+  }
+
+  /** @internal A CQE of CQ `cqn` landed: wake software waiting on it. */
+  fire(cqn: number): void {
+    this.events.get(cqn)?.notify();
+  }
+}

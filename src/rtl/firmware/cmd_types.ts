@@ -1,0 +1,291 @@
+/**
+ * The firmware commands `Cmdif` executes: their typed inputs and outputs, the command status
+ * codes, the error a failed command rejects with, and the bookkeeping objects of the queues
+ * (EQ, CQ, QP) that CREATE_* leaves for the queue modules.
+ */
+import { EnumType } from '../../sim/enum_type.ts';
+import { CmdOpcode } from '../formats/constants.ts';
+import type { Klm } from '../formats/klm.ts';
+import type { Mtu } from '../config.ts';
+import type { HcaCapQuery } from './hca_caps.ts';
+
+// ---------------------------------------------------------------------------------------------
+// Status
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * Command completion statuses (the `status` byte of every command output). Values are the
+ * kernel's MLX5_CMD_STAT_* (include/linux/mlx5/device.h); names are the PRM's, which the kernel
+ * shortens: BAD_RESOURCE = MLX5_CMD_STAT_BAD_RES_ERR ("bad resource" in cmd.c cmd_status_str),
+ * EXCEED_LIM = MLX5_CMD_STAT_LIM_ERR ("limits exceeded"), BAD_RES_STATE =
+ * MLX5_CMD_STAT_BAD_RES_STATE_ERR ("bad resource state"), NO_RESOURCES =
+ * MLX5_CMD_STAT_NO_RES_ERR ("no resources").
+ */
+export const CmdStatus = {
+  OK: 0x0,
+  INTERNAL_ERR: 0x1,
+  BAD_OP: 0x2,
+  BAD_PARAM: 0x3,
+  BAD_SYS_STATE: 0x4,
+  BAD_RESOURCE: 0x5,
+  RESOURCE_BUSY: 0x6,
+  EXCEED_LIM: 0x8,
+  BAD_RES_STATE: 0x9,
+  BAD_INDEX: 0xa,
+  NO_RESOURCES: 0xf,
+  BAD_QP_STATE: 0x10,
+  BAD_PKT: 0x30,
+  BAD_SIZE_OUTS_CQES: 0x40,
+  BAD_INPUT_LEN: 0x50,
+  BAD_OUTPUT_LEN: 0x51,
+} as const;
+/** The name of a command status. */
+export type CmdStatusName = keyof typeof CmdStatus;
+
+function invert(o: Readonly<Record<string, number>>): Record<number, string> {
+  const r: Record<number, string> = {};
+  for (const [k, v] of Object.entries(o)) r[v] = k;
+  return r;
+}
+
+/** Command statuses traced as `cmd_status` (GTKWave shows the names through a filter). */
+export const CmdStatusEnum = new EnumType('cmd_status', invert(CmdStatus));
+
+/** Opcodes traced as `cmd_opcode`: the names of spec/mlx5.md "Commands"; NONE (0) while idle. */
+export const CmdOpcodeEnum = new EnumType('cmd_opcode', { 0: 'NONE', ...invert(CmdOpcode) });
+
+/** FNV-1a, 32 bits: a stable, opaque syndrome per rule (firmware syndromes identify the check). */
+function fnv1a(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+const hex = (v: number): string => `0x${v.toString(16)}`;
+
+/**
+ * A failed command: the promise of `Cmdif.exec` rejects with it. It carries what the command
+ * output carries (status, syndrome) plus the rule that failed, and its message reads like the
+ * kernel's cmd_status_print: `CREATE_MKEY(0x200) op_mod(0x0) failed, status BAD_RESOURCE(0x5),
+ * syndrome (0x...): pd 0x7 is not allocated`.
+ */
+export class CmdError extends Error {
+  override readonly name = 'CmdError';
+  /** The status byte (CmdStatus). */
+  readonly status: number;
+  /** 32-bit syndrome: a hash of the command and rule id, the same for every failure of that rule. */
+  readonly syndrome: number;
+
+  constructor(
+    /** The command name (a key of CmdOpcode), or the name given for an unknown command. */
+    readonly op: string,
+    /** Its opcode (0 when unknown). */
+    readonly opcode: number,
+    /** Its op_mod. */
+    readonly opMod: number,
+    /** The status name. */
+    readonly statusName: CmdStatusName,
+    /** Stable id of the rule that failed, e.g. `pd_not_allocated`. */
+    readonly rule: string,
+    /** The rule with the values that broke it. */
+    readonly detail: string,
+  ) {
+    const status = CmdStatus[statusName];
+    const syndrome = fnv1a(`${op}.${rule}`);
+    super(`${op}(${hex(opcode)}) op_mod(${hex(opMod)}) failed, status ${statusName}(${hex(status)}), syndrome (${hex(syndrome)}): ${detail}`);
+    this.status = status;
+    this.syndrome = syndrome;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queues and QPs (bookkeeping for the queue modules)
+// ---------------------------------------------------------------------------------------------
+
+/** QP states (API.md `qp.state`); SQD/SQER are not modelled. */
+export type QpState = 'RESET' | 'INIT' | 'RTR' | 'RTS' | 'ERR';
+/** QP transport service. The data path models RC; UC and UD are bookkeeping only. */
+export type QpTransport = 'RC' | 'UC' | 'UD';
+
+/** An EQ as CREATE_EQ left it. */
+export interface EqContext {
+  readonly eqn: number;
+  /** EQEs, a power of two. */
+  readonly size: number;
+  /** Host physical address of the EQE ring (0: not given). */
+  readonly bufAddr: number;
+  /** Event types mapped to this EQ: bit `t` for EventType `t`. */
+  readonly eventMask: number;
+}
+
+/** A CQ as CREATE_CQ left it. */
+export interface CqContext {
+  readonly cqn: number;
+  /** CQEs, a power of two. */
+  readonly size: number;
+  /** The EQ its completion events go to. */
+  readonly eqn: number;
+  /** Host physical address of the CQE ring (0: not given). */
+  readonly bufAddr: number;
+  /** Host physical address of the doorbell record (0: not given). */
+  readonly dbrAddr: number;
+}
+
+/** A QP as CREATE_QP and the modify commands left it. */
+export interface QpContext {
+  readonly qpn: number;
+  readonly transport: QpTransport;
+  readonly pd: number;
+  readonly sendCqn: number;
+  readonly recvCqn: number;
+  /** Send queue WQEBBs, a power of two. */
+  readonly sqSize: number;
+  /** Receive queue WQEs, a power of two (0: no receive queue). */
+  readonly rqSize: number;
+  readonly maxSendSge: number;
+  readonly maxRecvSge: number;
+  /** Host physical addresses of the queue buffers and doorbell record (0: not given). */
+  readonly sqBufAddr: number;
+  readonly rqBufAddr: number;
+  readonly dbrAddr: number;
+  readonly state: QpState;
+  /** RST2INIT: remote access enabled (ib_access_flags bits). */
+  readonly accessFlags: number;
+  readonly port: number;
+  readonly pkeyIndex: number;
+  /** INIT2RTR: the peer QP, path MTU and the expected receive PSN. */
+  readonly remoteQpn: number;
+  /** The peer adapter (testbed index) of a connected RC QP. */
+  readonly remoteHca: number;
+  readonly mtu: Mtu;
+  readonly rqPsn: number;
+  /** RTR2RTS: first send PSN, ACK timeout exponent, retry counts. */
+  readonly sqPsn: number;
+  readonly timeout: number;
+  readonly retryCnt: number;
+  readonly rnrRetry: number;
+  /** PAGE_FAULT_RESUME commands executed for this QP, and the flags of the last one. */
+  readonly pageFaultResumes: number;
+  readonly lastResumeFlags: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * CREATE_MKEY input: the fields of firmware.ts `MkeyDesc` but the index (the firmware picks
+ * it). Optional fields default to: free false, umrEn false, remoteInval false, qpn 0xffffff
+ * (not bound), len64 false, logPageSize 12, pgAccess false, no translations.
+ */
+export interface CreateMkeyIn {
+  /** The key's low byte (the driver's rolling variant counter). */
+  tag: number;
+  /** MkcAccessMode: PA, MTT or KLMS (KSM is not modelled: BAD_PARAM). */
+  accessMode: number;
+  /** ib_access_flags bits: LOCAL_WRITE 1, REMOTE_WRITE 2, REMOTE_READ 4, REMOTE_ATOMIC 8. */
+  access: number;
+  /** A PD from ALLOC_PD. */
+  pd: number;
+  start: number;
+  length: number;
+  free?: boolean;
+  umrEn?: boolean;
+  remoteInval?: boolean;
+  qpn?: number;
+  len64?: boolean;
+  logPageSize?: number;
+  /** pg_access (spec/mlx5.md "mkey context"): the per-page RD/WR bits of MTTs are honoured (ODP). */
+  pgAccess?: boolean;
+  /** MTT mode: raw 8-byte entries (page address | RD 1 | WR 2). */
+  mtt?: readonly number[];
+  /** KLMS mode: the list. */
+  klm?: readonly Klm[];
+  /** Translation entries to reserve (at least the list given), for UMR to fill later. */
+  xltCapacity?: number;
+  /** IB_ACCESS_MW_BIND (model-private ICM bit, see icm_mkey.ts). */
+  mwBind?: boolean;
+  /** MKEY_KIND_MR (default), MKEY_KIND_MW1 or MKEY_KIND_MW2 (model-private ICM bits). */
+  kind?: number;
+  /** A zero-based registration (model-private ICM bit, see icm_mkey.ts). */
+  zeroBased?: boolean;
+  /** MTT mode: the first byte offset of a zero-based MR (model-private, icm_mkey.ts); default 0. */
+  fbo?: number;
+}
+
+/** The inputs of each command, by name (spec/mlx5.md "Commands"). */
+export interface CmdInputs {
+  /** opMod: HcaCapOpMod (0/1 general max/cur, 4/5 ODP max/cur). */
+  QUERY_HCA_CAP: { opMod: number };
+  ALLOC_PD: Record<never, never>;
+  /** The PD from ALLOC_PD (mlx5_ifc dealloc_pd_in.pd). */
+  DEALLOC_PD: { pd: number };
+  CREATE_MKEY: CreateMkeyIn;
+  /** The 24-bit mkey index (mlx5_ifc query_mkey_in.mkey_index), i.e. key >>> 8. */
+  QUERY_MKEY: { index: number };
+  /** The 24-bit mkey index (mlx5_ifc destroy_mkey_in.mkey_index). */
+  DESTROY_MKEY: { index: number };
+  PAGE_FAULT_RESUME: { flagsQpn: number };
+  /** size: EQEs (a power of two); eventMask: bit t for EventType t (default: none). */
+  CREATE_EQ: { size: number; bufAddr?: number; eventMask?: number };
+  /** size: CQEs (a power of two); eqn: an EQ from CREATE_EQ. */
+  CREATE_CQ: { size: number; eqn: number; bufAddr?: number; dbrAddr?: number };
+  /** The CQ from CREATE_CQ (mlx5_ifc destroy_cq_in.cqn). */
+  DESTROY_CQ: { cqn: number };
+  CREATE_QP: {
+    pd: number;
+    sendCqn: number;
+    recvCqn: number;
+    /** Send queue WQEBBs, a power of two. */
+    sqSize: number;
+    /** Receive queue WQEs, a power of two, or 0. */
+    rqSize: number;
+    transport?: QpTransport;
+    maxSendSge?: number;
+    maxRecvSge?: number;
+    sqBufAddr?: number;
+    rqBufAddr?: number;
+    dbrAddr?: number;
+  };
+  /** The QP from CREATE_QP (mlx5_ifc destroy_qp_in.qpn), in any state. */
+  DESTROY_QP: { qpn: number };
+  RST2INIT_QP: { qpn: number; accessFlags?: number; port?: number; pkeyIndex?: number };
+  /** `remoteHca`: the peer adapter's index in the testbed (what an address vector names). */
+  INIT2RTR_QP: { qpn: number; remoteQpn?: number; remoteHca?: number; mtu?: Mtu; rqPsn?: number };
+  RTR2RTS_QP: { qpn: number; sqPsn?: number; timeout?: number; retryCnt?: number; rnrRetry?: number };
+  '2ERR_QP': { qpn: number };
+}
+
+/** The outputs of each command, by name. */
+export interface CmdOutputs {
+  QUERY_HCA_CAP: HcaCapQuery;
+  ALLOC_PD: { pd: number };
+  DEALLOC_PD: void;
+  /** The new key = index << 8 | tag. */
+  CREATE_MKEY: { mkey: number; index: number };
+  /** The 64 bytes of the mkey context (spec/mlx5.md), and whether the index is allocated. */
+  QUERY_MKEY: { context: Uint8Array; allocated: boolean };
+  DESTROY_MKEY: void;
+  PAGE_FAULT_RESUME: void;
+  CREATE_EQ: { eqn: number };
+  CREATE_CQ: { cqn: number };
+  DESTROY_CQ: void;
+  CREATE_QP: { qpn: number };
+  DESTROY_QP: void;
+  RST2INIT_QP: { state: QpState };
+  INIT2RTR_QP: { state: QpState };
+  RTR2RTS_QP: { state: QpState };
+  '2ERR_QP': { state: QpState };
+}
+
+/** The name of a command `Cmdif` executes. QUERY_SPECIAL_CONTEXTS is not modelled (BAD_OP). */
+export type CmdName = keyof CmdInputs;
+
+/** A command of name `K`: `{ op: K, ...inputs }`. */
+export type CmdOf<K extends CmdName> = { op: K } & CmdInputs[K];
+
+/** Any command: a discriminated union on `op`. */
+export type Cmd = { [K in CmdName]: CmdOf<K> }[CmdName];

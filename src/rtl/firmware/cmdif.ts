@@ -1,0 +1,624 @@
+/**
+ * The firmware command interface (`tb.hcaN.cmdif`): software posts commands with `exec(cmd)`,
+ * the firmware executes them one at a time in posting order, and each completes after the
+ * firmware latency of spec/timing.md "firmware command" (CREATE_MKEY `cfg.fwCreateMkeyPs`, every
+ * other command `cfg.fwCommandPs`, the DESTROY / DEALLOC commands included). A command's effect (on ICM, on the resource tables) happens
+ * at the end of its latency, then its promise resolves; a failed command rejects with a
+ * `CmdError` carrying the mlx5 status, after the same latency.
+ *
+ * It is a process-level queue, not a clocked module: firmware runs on the adapter's embedded
+ * cores, not in the pipeline, and costs no simulated cycles of its own while idle. Its traced
+ * signals change with `setNow` (src/sim/signal.ts: software / commit-phase values):
+ * - `state` (cmdif_state): IDLE, or EXEC while a command is in the firmware;
+ * - `opcode` (cmd_opcode): the opcode in execution, NONE when idle;
+ * - `busy`: 1 while executing;
+ * - `queued`: commands posted and not yet started (saturates at 255);
+ * - `status` (cmd_status): the status of the last completed command.
+ */
+import { EnumType, Module, type Counter, type Histogram, type Signal } from '../../sim/index.ts';
+import type { Hca } from '../hca.ts';
+import { destroyMkey, readMkey, writeMkey } from './icm_writer.ts';
+import { ICM_BYTE3, ICM_ALLOCATED, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
+import { CmdOpcode, MKEY_QPN_NONE, MkcAccessMode, PageFaultFlag, makeKey } from '../formats/constants.ts';
+import { MKEY_CONTEXT_SIZE } from '../formats/mkey_context.ts';
+import type { Klm } from '../formats/klm.ts';
+import { hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
+import { IndexAllocator } from './index_alloc.ts';
+import {
+  CmdError,
+  CmdOpcodeEnum,
+  CmdStatus,
+  CmdStatusEnum,
+  type Cmd,
+  type CmdInputs,
+  type CmdName,
+  type CmdOf,
+  type CmdOutputs,
+  type CmdStatusName,
+  type CqContext,
+  type EqContext,
+  type QpContext,
+  type QpState,
+} from './cmd_types.ts';
+
+export * from './cmd_types.ts';
+
+/** The states of the command interface. */
+export const CmdifState = new EnumType('cmdif_state', ['IDLE', 'EXEC']);
+const IDLE = 0;
+const EXEC = 1;
+
+/** Options of the command interface. */
+export interface CmdifOptions {
+  /** Capability overrides (e.g. `{ odp: false }`): what QUERY_HCA_CAP reports. */
+  caps?: HcaCapsOverride;
+  /** Called when PAGE_FAULT_RESUME executes (the ODP page-fault module resumes the QP). */
+  onPageFaultResume?: (qpn: number, flags: number) => void;
+}
+
+/**
+ * The first mkey index CREATE_MKEY hands out. Index 0 is never used, and index 1 stays the
+ * firmware's: its key 0x100 with tag 0 is the reserved invalid / terminate-scatter lkey
+ * (spec/mlx5.md "Keys"), which a created mkey must never alias.
+ */
+export const FIRST_MKEY_INDEX = 2;
+/** The first QP number: 0 and 1 are the IB special QPs; mlx5 numbers user QPs well above (assumed 0x100). */
+export const FIRST_QPN = 0x100;
+/** The first PD and CQ number (0 is kept unused so a zeroed field never names a live object; assumed). */
+export const FIRST_PD = 1;
+export const FIRST_CQN = 1;
+/** EQ numbers start at 0, as mlx5 creates its async EQ first (assumed). */
+export const FIRST_EQN = 0;
+
+/** Valid states for each QP transition: the IB state machine (mlx5 qp.c optab). 2ERR is allowed from every state. */
+const QP_TRANSITIONS: Readonly<Record<'RST2INIT_QP' | 'INIT2RTR_QP' | 'RTR2RTS_QP' | '2ERR_QP', { from: readonly QpState[]; to: QpState }>> = {
+  RST2INIT_QP: { from: ['RESET'], to: 'INIT' },
+  INIT2RTR_QP: { from: ['INIT'], to: 'RTR' },
+  RTR2RTS_QP: { from: ['RTR'], to: 'RTS' },
+  '2ERR_QP': { from: ['RESET', 'INIT', 'RTR', 'RTS', 'ERR'], to: 'ERR' },
+};
+
+const MTUS: readonly number[] = [256, 512, 1024, 2048, 4096];
+const IB_ACCESS_MASK = 0xf; // LOCAL_WRITE 1 | REMOTE_WRITE 2 | REMOTE_READ 4 | REMOTE_ATOMIC 8 (icm_mkey.ts)
+const RESUME_FLAGS = PageFaultFlag.REQUESTOR | PageFaultFlag.WRITE | PageFaultFlag.RDMA | PageFaultFlag.ERROR;
+/** Smallest MTT page: 4 KiB (ConnectX page_size_cap 0xfffffffffffff000: pages of 2^12 and up). */
+const MIN_LOG_PAGE_SIZE = 12;
+const QUEUED_MAX = 255;
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+interface Posted {
+  cmd: Cmd;
+  posted: number;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
+
+const hex = (v: number): string => `0x${v.toString(16)}`;
+
+function opcodeOf(op: string): number {
+  return Object.hasOwn(CmdOpcode, op) ? CmdOpcode[op as keyof typeof CmdOpcode] : 0;
+}
+
+/**
+ * The firmware command interface of one HCA. Resource numbers come from deterministic
+ * allocators (lowest free first), so a run's numbers depend only on its commands.
+ */
+export class Cmdif extends Module {
+  /** What QUERY_HCA_CAP reports. */
+  readonly caps: HcaCaps;
+  /** Called when PAGE_FAULT_RESUME executes; the ODP module sets it. */
+  onPageFaultResume: ((qpn: number, flags: number) => void) | null;
+  /** Traced: cmdif_state. */
+  readonly state: Signal;
+  /** Traced: the opcode in execution (cmd_opcode). */
+  readonly opcode: Signal;
+  /** Traced: executing. */
+  readonly busy: Signal;
+  /** Traced: commands waiting for the firmware. */
+  readonly queued: Signal;
+  /** Traced: status of the last completed command (cmd_status). */
+  readonly status: Signal;
+
+  private readonly queue: Posted[] = [];
+  private serving = false;
+  private curOp = '';
+  private curOpMod = 0;
+  private readonly pds: IndexAllocator;
+  private readonly mkeys: IndexAllocator;
+  private readonly eqns: IndexAllocator;
+  private readonly cqns: IndexAllocator;
+  private readonly qpns: IndexAllocator;
+  private readonly eqs = new Map<number, EqContext>();
+  private readonly cqs = new Map<number, CqContext>();
+  private readonly qps = new Map<number, Mutable<QpContext>>();
+  /**
+   * Told when DESTROY_QP / DESTROY_CQ executes, so the engines forget the object's queue state
+   * (its number may be handed out again). The adapter registers its engines here.
+   */
+  readonly destroyListeners: ((what: 'QP' | 'CQ', num: number) => void)[] = [];
+  private readonly perOp = new Map<string, Counter>();
+  private readonly sErrors: Counter;
+  private readonly sLatency: Histogram;
+  private readonly sWait: Histogram;
+
+  constructor(
+    /** The adapter whose firmware this is. */
+    readonly hca: Hca,
+    opts: CmdifOptions = {},
+  ) {
+    super(hca.sim, hca, 'cmdif');
+    this.caps = hcaCaps(hca.cfg, opts.caps);
+    this.onPageFaultResume = opts.onPageFaultResume ?? null;
+    this.state = this.signal('state', CmdifState.width, { enum: CmdifState });
+    this.opcode = this.signal('opcode', CmdOpcodeEnum.width, { enum: CmdOpcodeEnum });
+    this.busy = this.signal('busy', 1);
+    this.queued = this.signal('queued', 8);
+    this.status = this.signal('status', CmdStatusEnum.width, { enum: CmdStatusEnum });
+    const g = this.caps.general.max;
+    this.pds = new IndexAllocator(FIRST_PD, FIRST_PD + g.maxPd);
+    const mkeyLimit = Math.min(hca.icm.mkeyEntries, g.maxMr);
+    this.mkeys = new IndexAllocator(FIRST_MKEY_INDEX, Math.max(FIRST_MKEY_INDEX, mkeyLimit));
+    this.eqns = new IndexAllocator(FIRST_EQN, FIRST_EQN + g.maxEq);
+    this.cqns = new IndexAllocator(FIRST_CQN, Math.min(2 ** 24, FIRST_CQN + g.maxCq)); // cqn is 24 bits
+    this.qpns = new IndexAllocator(FIRST_QPN, FIRST_QPN + g.maxQp);
+    for (const name of Object.keys(CmdOpcode)) this.perOp.set(name, this.stats.counter(`cmd_${name}`));
+    this.sErrors = this.stats.counter('errors');
+    this.sLatency = this.stats.histogram('latency_ps');
+    this.sWait = this.stats.histogram('queue_wait_ps');
+  }
+
+  /** Commands posted and not completed (waiting or executing). */
+  get outstanding(): number {
+    return this.queue.length + (this.busy.q === 1 ? 1 : 0);
+  }
+
+  /**
+   * Posts a command. It waits for the commands posted before it, executes after its firmware
+   * latency, and the promise resolves with its output then (or rejects with a CmdError).
+   * Call it from a process (inside `sim.run`).
+   */
+  exec<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
+    this.sim.checkInProcess(`${this.path}.exec(${String(cmd.op)})`);
+    return new Promise<CmdOutputs[K]>((resolve, reject) => {
+      this.queue.push({ cmd: cmd as unknown as Cmd, posted: this.sim.now, resolve: resolve as (v: unknown) => void, reject });
+      this.queued.setNow(Math.min(this.queue.length, QUEUED_MAX));
+      if (!this.serving) {
+        this.serving = true;
+        void this.sim.spawn(() => this.serve());
+      }
+    });
+  }
+
+  /** The firmware latency of a command (spec/timing.md "firmware command"). */
+  latencyOf(op: string): number {
+    return op === 'CREATE_MKEY' ? this.hca.cfg.fwCreateMkeyPs : this.hca.cfg.fwCommandPs;
+  }
+
+  /** True when `pd` was allocated by ALLOC_PD. */
+  hasPd(pd: number): boolean {
+    return this.pds.has(pd);
+  }
+
+  /** The EQ `eqn`, or undefined. */
+  getEq(eqn: number): Readonly<EqContext> | undefined {
+    return this.eqs.get(eqn);
+  }
+
+  /** The CQ `cqn`, or undefined. */
+  getCq(cqn: number): Readonly<CqContext> | undefined {
+    return this.cqs.get(cqn);
+  }
+
+  /** The QP `qpn` (a live view: its state follows the modify commands), or undefined. */
+  getQp(qpn: number): Readonly<QpContext> | undefined {
+    return this.qps.get(qpn);
+  }
+
+  /** The firmware: one command at a time, in posting order. */
+  private async serve(): Promise<void> {
+    while (this.queue.length > 0) {
+      const p = this.queue.shift() as Posted;
+      this.queued.setNow(Math.min(this.queue.length, QUEUED_MAX));
+      const op = String(p.cmd.op);
+      this.state.setNow(EXEC);
+      this.opcode.setNow(opcodeOf(op));
+      this.busy.setNow(1);
+      this.sWait.add(this.sim.now - p.posted);
+      await this.sim.delay(this.latencyOf(op));
+      this.perOp.get(op)?.inc();
+      let out: unknown;
+      let failed: unknown = null;
+      try {
+        out = this.execute(p.cmd);
+      } catch (e) {
+        failed = e;
+      }
+      this.sLatency.add(this.sim.now - p.posted);
+      if (failed === null) {
+        this.status.setNow(CmdStatus.OK);
+        p.resolve(out);
+      } else {
+        this.sErrors.inc();
+        this.status.setNow(failed instanceof CmdError ? failed.status : CmdStatus.INTERNAL_ERR);
+        p.reject(failed);
+      }
+    }
+    this.serving = false;
+    this.state.setNow(IDLE);
+    this.opcode.setNow(0);
+    this.busy.setNow(0);
+  }
+
+  /** A command's effect, at the end of its latency. */
+  private execute(cmd: Cmd): unknown {
+    this.curOp = String(cmd.op);
+    this.curOpMod = cmd.op === 'QUERY_HCA_CAP' && Number.isInteger(cmd.opMod) ? cmd.opMod & 0xffff : 0;
+    switch (cmd.op) {
+      case 'QUERY_HCA_CAP':
+        return this.queryHcaCap(cmd);
+      case 'ALLOC_PD':
+        return this.allocPd();
+      case 'DEALLOC_PD':
+        return this.deallocPd(cmd);
+      case 'CREATE_MKEY':
+        return this.createMkey(cmd);
+      case 'QUERY_MKEY':
+        return this.queryMkey(cmd);
+      case 'DESTROY_MKEY':
+        return this.destroyMkey(cmd);
+      case 'PAGE_FAULT_RESUME':
+        return this.pageFaultResume(cmd);
+      case 'CREATE_EQ':
+        return this.createEq(cmd);
+      case 'CREATE_CQ':
+        return this.createCq(cmd);
+      case 'DESTROY_CQ':
+        return this.destroyCq(cmd);
+      case 'CREATE_QP':
+        return this.createQp(cmd);
+      case 'DESTROY_QP':
+        return this.destroyQp(cmd);
+      case 'RST2INIT_QP':
+      case 'INIT2RTR_QP':
+      case 'RTR2RTS_QP':
+      case '2ERR_QP':
+        return this.modifyQp(cmd);
+      default: {
+        const op = String((cmd as { op: unknown }).op);
+        return this.fail('BAD_OP', 'opcode', opcodeOf(op) !== 0 ? `${op} is not modelled` : `unknown command '${op}'`);
+      }
+    }
+  }
+
+  private fail(status: CmdStatusName, rule: string, detail: string): never {
+    throw new CmdError(this.curOp, opcodeOf(this.curOp), this.curOpMod, status, rule, detail);
+  }
+
+  /** An integer field of `bits` bits, else BAD_PARAM. */
+  private uint(name: string, v: unknown, bits: number): number {
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= 2 ** Math.min(bits, 53)) {
+      this.fail('BAD_PARAM', `${name}_range`, `${name} ${String(v)} is not an unsigned integer of ${bits} bits`);
+    }
+    return v;
+  }
+
+  /** A queue size: a power of two in 1..max (else BAD_PARAM, or EXCEED_LIM above max). */
+  private queueSize(name: string, v: unknown, max: number): number {
+    const n = this.uint(name, v, 32);
+    if (n === 0 || (n & (n - 1)) !== 0) this.fail('BAD_PARAM', `${name}_pow2`, `${name} ${n} is not a power of two`);
+    if (n > max) this.fail('EXCEED_LIM', `${name}_limit`, `${name} ${n} exceeds the device limit ${max}`);
+    return n;
+  }
+
+  private pdOf(v: unknown): number {
+    const pd = this.uint('pd', v, 24);
+    if (!this.pds.has(pd)) this.fail('BAD_RESOURCE', 'pd_not_allocated', `pd ${hex(pd)} is not allocated`);
+    return pd;
+  }
+
+  private qpOf(v: unknown): Mutable<QpContext> {
+    const qpn = this.uint('qpn', v, 24);
+    const qp = this.qps.get(qpn);
+    if (qp === undefined) return this.fail('BAD_RESOURCE', 'qp_not_found', `qpn ${hex(qpn)} does not exist`);
+    return qp;
+  }
+
+  private queryHcaCap(c: CmdInputs['QUERY_HCA_CAP']): CmdOutputs['QUERY_HCA_CAP'] {
+    const r = queryHcaCap(this.caps, c.opMod);
+    if (r === null) {
+      return this.fail('BAD_PARAM', 'op_mod', `op_mod ${String(c.opMod)} is not a capability this HCA reports (0/1 general max/cur, 4/5 ODP max/cur)`);
+    }
+    return r;
+  }
+
+  private allocPd(): CmdOutputs['ALLOC_PD'] {
+    const pd = this.pds.alloc();
+    if (pd < 0) this.fail('NO_RESOURCES', 'pd_exhausted', `all ${this.caps.general.cur.maxPd} PDs are allocated`);
+    return { pd };
+  }
+
+  /**
+   * DEALLOC_PD. The firmware refuses a PD a QP still names (RESOURCE_BUSY; assumed: the PRM is
+   * not public, and the kernel never gets here, as ib_dealloc_pd runs only at usecnt 0). Mkeys
+   * naming the PD are the driver's business (verbs EBUSY), as the firmware keeps no count.
+   */
+  private deallocPd(c: CmdInputs['DEALLOC_PD']): CmdOutputs['DEALLOC_PD'] {
+    const pd = this.pdOf(c.pd);
+    for (const qp of this.qps.values()) {
+      if (qp.pd === pd) this.fail('RESOURCE_BUSY', 'pd_in_use', `pd ${hex(pd)} is used by qpn ${hex(qp.qpn)}`);
+    }
+    this.pds.release(pd);
+  }
+
+  private createMkey(c: CmdInputs['CREATE_MKEY']): CmdOutputs['CREATE_MKEY'] {
+    const g = this.caps.general.cur;
+    const tag = this.uint('tag', c.tag, 8);
+    const mode = c.accessMode;
+    if (mode !== MkcAccessMode.PA && mode !== MkcAccessMode.MTT && mode !== MkcAccessMode.KLMS) {
+      this.fail('BAD_PARAM', 'access_mode', `access mode ${String(mode)} is not modelled (PA 0, MTT 1, KLMS 2)`);
+    }
+    const access = this.uint('access', c.access, 32);
+    if ((access & ~IB_ACCESS_MASK) !== 0) {
+      this.fail('BAD_PARAM', 'access_flags', `access ${hex(access)} has bits other than LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ, REMOTE_ATOMIC`);
+    }
+    const pd = this.pdOf(c.pd);
+    const qpn = this.uint('qpn', c.qpn ?? MKEY_QPN_NONE, 24);
+    const start = this.uint('start', c.start, 64);
+    const length = this.uint('length', c.length, 64);
+    const logPageSize = this.uint('log_page_size', c.logPageSize ?? MIN_LOG_PAGE_SIZE, 6);
+    if (mode === MkcAccessMode.MTT && logPageSize < MIN_LOG_PAGE_SIZE) {
+      this.fail('BAD_PARAM', 'log_page_size_min', `log_page_size ${logPageSize} is below 4 KiB pages (${MIN_LOG_PAGE_SIZE})`);
+    }
+    if (c.mtt !== undefined && mode !== MkcAccessMode.MTT) this.fail('BAD_PARAM', 'translations_mode', 'an MTT list needs access mode MTT');
+    if (c.klm !== undefined && mode !== MkcAccessMode.KLMS) this.fail('BAD_PARAM', 'translations_mode', 'a KLM list needs access mode KLMS');
+    const mtt = c.mtt?.map((e, i) => this.uint(`mtt[${i}]`, e, 64));
+    const klm: Klm[] | undefined = c.klm?.map((k, i) => ({
+      bcount: this.uint(`klm[${i}].bcount`, k.bcount, 32),
+      key: this.uint(`klm[${i}].key`, k.key, 32),
+      va: this.uint(`klm[${i}].va`, k.va, 64),
+    }));
+    const xltCapacity = this.uint('xlt_capacity', c.xltCapacity ?? 0, 32);
+    if (mode === MkcAccessMode.KLMS && Math.max(klm?.length ?? 0, xltCapacity) > g.maxFastRegPageListLen) {
+      this.fail(
+        'EXCEED_LIM',
+        'klm_list_size',
+        `${Math.max(klm?.length ?? 0, xltCapacity)} KLMs exceed 2^log_max_klm_list_size = ${g.maxFastRegPageListLen}`,
+      );
+    }
+    // the firmware's own check of ICM too: an index written behind its back (a bench) is in use
+    const index = this.mkeys.alloc((i) => readMkey(this.hca, i).allocated);
+    if (index < 0) this.fail('NO_RESOURCES', 'mkey_exhausted', `no free mkey index below ${hex(this.mkeys.limit)}`);
+    writeMkey(this.hca, {
+      index,
+      tag,
+      free: c.free ?? false,
+      accessMode: mode,
+      access,
+      umrEn: c.umrEn ?? false,
+      remoteInval: c.remoteInval ?? false,
+      pd,
+      qpn,
+      start,
+      length,
+      len64: c.len64 ?? false,
+      logPageSize,
+      pgAccess: c.pgAccess ?? false,
+      mtt,
+      klm,
+      xltCapacity,
+      mwBind: c.mwBind ?? false,
+      kind: c.kind ?? 0,
+      zeroBased: c.zeroBased ?? false,
+      fbo: this.uint('fbo', c.fbo ?? 0, 32),
+    });
+    return { mkey: makeKey(index, tag), index };
+  }
+
+  /** An mkey index of the ICM table, else BAD_PARAM. */
+  private mkeyIndexOf(v: unknown): number {
+    const index = this.uint('mkey_index', v, 24);
+    if (index >= this.hca.icm.mkeyEntries) {
+      this.fail('BAD_PARAM', 'mkey_index_table', `mkey index ${hex(index)} is beyond the mkey table (${this.hca.icm.mkeyEntries} entries)`);
+    }
+    return index;
+  }
+
+  /**
+   * The 64-byte context as the hardware defines it. A destroyed or never-created index is
+   * answered too (firmware.ts keeps a destroyed context's bytes for post-mortem queries), with
+   * `allocated` false. The bytes this model keeps in reserved fields (icm_mkey.ts: byte 3,
+   * bytes 36..47) read as zero, as reserved bytes do; the first byte offset at byte 8 is shown
+   * (a context field of this model, which the driver writes in the UMR mkey segment too).
+   */
+  private queryMkey(c: CmdInputs['QUERY_MKEY']): CmdOutputs['QUERY_MKEY'] {
+    const index = this.mkeyIndexOf(c.index);
+    const context = this.hca.mem.read(this.hca.icm.mkeyContextAddr(index), MKEY_CONTEXT_SIZE).slice();
+    const allocated = (context[ICM_BYTE3] & ICM_ALLOCATED) !== 0;
+    context[ICM_BYTE3] = 0;
+    context.fill(0, ICM_XLT_COUNT, ICM_XLT_ADDR + 8);
+    return { context, allocated };
+  }
+
+  private destroyMkey(c: CmdInputs['DESTROY_MKEY']): CmdOutputs['DESTROY_MKEY'] {
+    const index = this.mkeyIndexOf(c.index);
+    if (!readMkey(this.hca, index).allocated) this.fail('BAD_RESOURCE', 'mkey_not_allocated', `mkey index ${hex(index)} is not allocated`);
+    destroyMkey(this.hca, index);
+    this.mkeys.release(index);
+  }
+
+  private pageFaultResume(c: CmdInputs['PAGE_FAULT_RESUME']): CmdOutputs['PAGE_FAULT_RESUME'] {
+    const flagsQpn = this.uint('flags_qpn', c.flagsQpn, 32);
+    const flags = flagsQpn >>> 24;
+    const qp = this.qpOf(flagsQpn & 0xffffff);
+    if ((flags & ~RESUME_FLAGS) !== 0) {
+      this.fail('BAD_PARAM', 'resume_flags', `flags ${hex(flags)} has bits other than REQUESTOR, WRITE, RDMA, ERROR`);
+    }
+    qp.pageFaultResumes++;
+    qp.lastResumeFlags = flags;
+    this.onPageFaultResume?.(qp.qpn, flags);
+  }
+
+  private createEq(c: CmdInputs['CREATE_EQ']): CmdOutputs['CREATE_EQ'] {
+    const size = this.queueSize('eq_size', c.size, 2 ** this.caps.general.cur.logMaxEqSz);
+    const bufAddr = this.uint('buf_addr', c.bufAddr ?? 0, 64);
+    const eventMask = this.uint('event_mask', c.eventMask ?? 0, 32);
+    const eqn = this.eqns.alloc();
+    if (eqn < 0) this.fail('NO_RESOURCES', 'eq_exhausted', `all ${this.caps.general.cur.maxEq} EQs exist`);
+    this.eqs.set(eqn, Object.freeze({ eqn, size, bufAddr, eventMask }));
+    return { eqn };
+  }
+
+  private createCq(c: CmdInputs['CREATE_CQ']): CmdOutputs['CREATE_CQ'] {
+    const size = this.queueSize('cq_size', c.size, 2 ** this.caps.general.cur.logMaxCqSz);
+    const eqn = this.uint('eqn', c.eqn, 8);
+    if (!this.eqs.has(eqn)) this.fail('BAD_RESOURCE', 'eq_not_found', `eqn ${hex(eqn)} does not exist`);
+    const bufAddr = this.uint('buf_addr', c.bufAddr ?? 0, 64);
+    const dbrAddr = this.uint('dbr_addr', c.dbrAddr ?? 0, 64);
+    const cqn = this.cqns.alloc();
+    if (cqn < 0) this.fail('NO_RESOURCES', 'cq_exhausted', 'no free CQ number');
+    this.cqs.set(cqn, Object.freeze({ cqn, size, eqn, bufAddr, dbrAddr }));
+    return { cqn };
+  }
+
+  /**
+   * DESTROY_CQ. A CQ a QP still names is refused (RESOURCE_BUSY; assumed, as for DEALLOC_PD): a
+   * completion must never find its CQ gone. The CQ writer forgets its producer counter.
+   */
+  private destroyCq(c: CmdInputs['DESTROY_CQ']): CmdOutputs['DESTROY_CQ'] {
+    const cqn = this.cqnOf('cqn', c.cqn);
+    for (const qp of this.qps.values()) {
+      if (qp.sendCqn === cqn || qp.recvCqn === cqn) this.fail('RESOURCE_BUSY', 'cq_in_use', `cqn ${hex(cqn)} is used by qpn ${hex(qp.qpn)}`);
+    }
+    this.cqs.delete(cqn);
+    this.cqns.release(cqn);
+    for (const l of this.destroyListeners) l('CQ', cqn);
+  }
+
+  /**
+   * DESTROY_QP, from any state (mlx5_ib moves the QP to RESET first; one command here). The
+   * hardware forgets the QP at once: its doorbells are ignored, messages to it are dropped (the
+   * peer's requester times out), and work in flight completes nothing. Type-2 windows bound to
+   * it keep their qpn (IBTA leaves them bound; the driver and the reference model agree).
+   */
+  private destroyQp(c: CmdInputs['DESTROY_QP']): CmdOutputs['DESTROY_QP'] {
+    const qp = this.qpOf(c.qpn);
+    this.qps.delete(qp.qpn);
+    // the number is not handed out again (a modelling choice): a type-2 window still bound to
+    // this QP must never match a later QP, as the reference model compares QP objects
+    for (const l of this.destroyListeners) l('QP', qp.qpn);
+  }
+
+  private cqnOf(name: string, v: unknown): number {
+    const cqn = this.uint(name, v, 24);
+    if (!this.cqs.has(cqn)) this.fail('BAD_RESOURCE', 'cq_not_found', `${name} ${hex(cqn)} does not exist`);
+    return cqn;
+  }
+
+  private createQp(c: CmdInputs['CREATE_QP']): CmdOutputs['CREATE_QP'] {
+    const g = this.caps.general.cur;
+    const transport = c.transport ?? 'RC';
+    if (transport !== 'RC' && transport !== 'UC' && transport !== 'UD') {
+      this.fail('BAD_PARAM', 'transport', `transport ${String(transport)} is not RC, UC or UD`);
+    }
+    const pd = this.pdOf(c.pd);
+    const sendCqn = this.cqnOf('send_cqn', c.sendCqn);
+    const recvCqn = this.cqnOf('recv_cqn', c.recvCqn);
+    const sqSize = this.queueSize('sq_size', c.sqSize, g.maxQpWr);
+    const rqSize = c.rqSize === 0 ? 0 : this.queueSize('rq_size', c.rqSize, g.maxQpWr);
+    const maxSendSge = this.uint('max_send_sge', c.maxSendSge ?? 1, 32);
+    const maxRecvSge = this.uint('max_recv_sge', c.maxRecvSge ?? 1, 32);
+    if (maxSendSge > g.maxSge || maxRecvSge > g.maxSge) {
+      this.fail('EXCEED_LIM', 'max_sge', `max_send_sge ${maxSendSge} / max_recv_sge ${maxRecvSge} exceed max_sge ${g.maxSge}`);
+    }
+    const sqBufAddr = this.uint('sq_buf_addr', c.sqBufAddr ?? 0, 64);
+    const rqBufAddr = this.uint('rq_buf_addr', c.rqBufAddr ?? 0, 64);
+    const dbrAddr = this.uint('dbr_addr', c.dbrAddr ?? 0, 64);
+    const qpn = this.qpns.alloc();
+    if (qpn < 0) this.fail('NO_RESOURCES', 'qp_exhausted', `all ${g.maxQp} QPs exist`);
+    const cfg = this.hca.cfg;
+    this.qps.set(qpn, {
+      qpn,
+      transport,
+      pd,
+      sendCqn,
+      recvCqn,
+      sqSize,
+      rqSize,
+      maxSendSge,
+      maxRecvSge,
+      sqBufAddr,
+      rqBufAddr,
+      dbrAddr,
+      state: 'RESET',
+      accessFlags: 0,
+      port: 1,
+      pkeyIndex: 0,
+      remoteQpn: 0,
+      mtu: cfg.mtu,
+      rqPsn: 0,
+      sqPsn: 0,
+      timeout: cfg.ackTimeout,
+      retryCnt: cfg.retryCount,
+      rnrRetry: 7,
+      pageFaultResumes: 0,
+      lastResumeFlags: 0,
+      remoteHca: 0,
+    });
+    return { qpn };
+  }
+
+  /**
+   * The hardware moved a QP to ERR (a work request completed in error, or a remote access
+   * error hit its responder): at once, no command latency (IB: the QP enters the error state).
+   */
+  hwError(qpn: number): void {
+    const qp = this.qps.get(qpn);
+    if (qp) qp.state = 'ERR';
+  }
+
+  private modifyQp(c: CmdOf<'RST2INIT_QP'> | CmdOf<'INIT2RTR_QP'> | CmdOf<'RTR2RTS_QP'> | CmdOf<'2ERR_QP'>): { state: QpState } {
+    const qp = this.qpOf(c.qpn);
+    const t = QP_TRANSITIONS[c.op];
+    if (!t.from.includes(qp.state)) {
+      this.fail('BAD_RES_STATE', 'qp_state', `qpn ${hex(qp.qpn)} is in ${qp.state}; ${c.op} needs ${t.from.join(' or ')}`);
+    }
+    // check every attribute before changing any (a failed command leaves the QP as it was)
+    switch (c.op) {
+      case 'RST2INIT_QP': {
+        const accessFlags = this.uint('access_flags', c.accessFlags ?? 0, 32);
+        if ((accessFlags & ~IB_ACCESS_MASK) !== 0) this.fail('BAD_PARAM', 'qp_access_flags', `access flags ${hex(accessFlags)} are not IB access bits`);
+        const port = this.uint('port', c.port ?? 1, 8);
+        if (port !== 1) this.fail('BAD_PARAM', 'port', `port ${port} does not exist (one port, number 1)`);
+        qp.pkeyIndex = this.uint('pkey_index', c.pkeyIndex ?? 0, 16);
+        qp.accessFlags = accessFlags;
+        qp.port = port;
+        break;
+      }
+      case 'INIT2RTR_QP': {
+        const mtu = c.mtu ?? qp.mtu;
+        if (!MTUS.includes(mtu)) this.fail('BAD_PARAM', 'mtu', `mtu ${String(mtu)} is not an IB MTU (256..4096)`);
+        const remoteQpn = this.uint('remote_qpn', c.remoteQpn ?? 0, 24);
+        qp.rqPsn = this.uint('rq_psn', c.rqPsn ?? 0, 24);
+        qp.remoteQpn = remoteQpn;
+        qp.remoteHca = this.uint('remote_hca', c.remoteHca ?? 0, 8);
+        qp.mtu = mtu;
+        break;
+      }
+      case 'RTR2RTS_QP': {
+        const sqPsn = this.uint('sq_psn', c.sqPsn ?? 0, 24);
+        const timeout = this.uint('timeout', c.timeout ?? qp.timeout, 5);
+        const retryCnt = this.uint('retry_cnt', c.retryCnt ?? qp.retryCnt, 3);
+        qp.rnrRetry = this.uint('rnr_retry', c.rnrRetry ?? qp.rnrRetry, 3);
+        qp.sqPsn = sqPsn;
+        qp.timeout = timeout;
+        qp.retryCnt = retryCnt;
+        break;
+      }
+      case '2ERR_QP':
+        break;
+    }
+    qp.state = t.to;
+    return { state: qp.state };
+  }
+}

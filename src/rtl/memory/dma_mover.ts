@@ -1,0 +1,124 @@
+/**
+ * Moves bytes between host memory and an engine over its PCIe port: gathers a list of physical
+ * segments into one buffer (reads of at most 4 KiB, the largest PCIe max read request, with up
+ * to 16 in flight, landing straight in the buffer), or scatters a buffer over segments (posted
+ * writes of the caller's buffer, which must not change afterwards). Driven from its owner's
+ * tick: `step()` issues what it can; the owner routes read completions to `complete()`.
+ * Gathered bytes land in a pooled buffer (payload_pool.ts): the owner takes it (`takeBuf`) to
+ * send it on, or the next gather returns it to the pool.
+ */
+import type { DmaPort } from './pcie.ts';
+import type { PhysSegment } from '../translation/atu_types.ts';
+import { PayloadPool, type PooledBuf } from './payload_pool.ts';
+
+const MAX_READ = 4096;
+const MAX_INFLIGHT = 16;
+
+export class DmaMover {
+  private segs: PhysSegment[] = [];
+  private seg = 0;
+  private off = 0; // offset in the current segment
+  private bufOff = 0; // bytes issued so far
+  private buf: Uint8Array = new Uint8Array(0);
+  private inflight = 0;
+  private reading = false;
+  private chunkAt: number[] = []; // buffer offset of each tag
+  private held: PooledBuf | null = null; // the gather buffer, until taken
+  private writeBuf: PooledBuf | null = null; // what a scatter writes from, if pooled
+  /** Bytes moved by reads and writes. */
+  bytes = 0;
+
+  constructor(
+    private readonly port: DmaPort,
+    private readonly pool: PayloadPool = new PayloadPool(),
+  ) {}
+
+  /** Starts gathering `segs` into a buffer of their total length. */
+  gather(segs: PhysSegment[]): void {
+    if (this.held !== null) this.held.release(); // the last gather's bytes were not taken
+    this.held = this.pool.take(total(segs));
+    this.writeBuf = null;
+    this.start(segs, true, this.held.bytes);
+  }
+
+  /**
+   * Starts scattering `data` over `segs` (their total length must be data.length or more). When
+   * `data` is a pooled buffer's bytes, pass the buffer: each write holds it until it lands.
+   */
+  scatter(segs: PhysSegment[], data: Uint8Array, buf: PooledBuf | null = null): void {
+    this.writeBuf = buf;
+    this.start(segs, false, data);
+  }
+
+  /** The gathered bytes' buffer (after done), with its reference: the caller releases it. */
+  takeBuf(): PooledBuf | null {
+    const b = this.held;
+    this.held = null;
+    return b;
+  }
+
+  private start(segs: PhysSegment[], reading: boolean, buf: Uint8Array): void {
+    this.segs = segs;
+    this.seg = 0;
+    this.off = 0;
+    this.bufOff = 0;
+    this.buf = buf;
+    this.inflight = 0;
+    this.reading = reading;
+    this.chunkAt = [];
+  }
+
+  /** True when every byte was issued and (for reads) every completion has arrived. */
+  get done(): boolean {
+    return this.bufOff >= this.buf.length && this.inflight === 0;
+  }
+
+  /** Every request issued, only read completions outstanding: the owner may sleep. */
+  get waiting(): boolean {
+    return this.bufOff >= this.buf.length && this.inflight > 0;
+  }
+
+  /** The gathered bytes (after done). */
+  get data(): Uint8Array {
+    return this.buf;
+  }
+
+  /** Issues at most one request this cycle. */
+  step(): void {
+    if (this.bufOff >= this.buf.length || !this.port.req.canPush()) return;
+    if (this.reading && this.inflight >= MAX_INFLIGHT) return;
+    while (this.seg < this.segs.length && this.off >= this.segs[this.seg].length) {
+      this.seg++;
+      this.off = 0;
+    }
+    const s = this.segs[this.seg];
+    const n = Math.min(s.length - this.off, this.buf.length - this.bufOff, this.reading ? MAX_READ : 4096);
+    const addr = s.pa + this.off;
+    if (this.reading) {
+      const tag = this.chunkAt.length;
+      this.chunkAt.push(this.bufOff);
+      this.port.req.push({ kind: 'read', addr, length: n, tag, dst: this.buf, dstOff: this.bufOff });
+      this.inflight++;
+    } else {
+      const wb = this.writeBuf;
+      if (wb !== null) wb.retain(); // released when the write lands
+      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: this.buf.subarray(this.bufOff, this.bufOff + n), owned: true, landed: wb ?? undefined });
+    }
+    this.off += n;
+    this.bufOff += n;
+    this.bytes += n;
+  }
+
+  /** A read completion of this mover. */
+  complete(tag: number, data: Uint8Array): void {
+    if (data !== this.buf) this.buf.set(data, this.chunkAt[tag]);
+    this.inflight--;
+  }
+}
+
+/** Total bytes of a segment list. */
+export function total(segs: readonly PhysSegment[]): number {
+  let n = 0;
+  for (const s of segs) n += s.length;
+  return n;
+}

@@ -1,0 +1,286 @@
+/**
+ * Host physical memory: sparse, byte-addressed, with storage for a 4 KiB frame created on the
+ * first write to it (reads of untouched memory return zeros). Plus the physical frame
+ * allocator the host's page tables and the device's ICM draw from.
+ */
+import type { Rng } from '../../sim/rng.ts';
+
+/** Bytes per physical frame. */
+export const FRAME_SIZE = 4096;
+/** log2(FRAME_SIZE). */
+export const FRAME_SHIFT = 12;
+const FRAME_MASK = FRAME_SIZE - 1;
+const TWO_32 = 2 ** 32;
+/** Random probes before the allocator falls back to a scan (which only a nearly full memory needs). */
+const PROBES = 32;
+
+/** Options of `HostMem.allocFrames`. */
+export interface AllocFramesOptions {
+  /** One physically contiguous run of frames (default: scattered frames). */
+  contiguous?: boolean;
+  /**
+   * Alignment in bytes of the physical address of the run (contiguous) or of every frame
+   * (scattered): a power of two; at most 4096 means any frame (default 4096).
+   */
+  align?: number;
+}
+
+/** True for 1, 2, 4, ... (exact for any safe integer, unlike bit tricks past 2^31). */
+export function isPow2(v: number): boolean {
+  if (!Number.isSafeInteger(v) || v < 1) return false;
+  while (v % 2 === 0) v /= 2;
+  return v === 1;
+}
+
+function hex(v: number): string {
+  return `0x${v.toString(16)}`;
+}
+
+/**
+ * Sparse host physical memory of `size` bytes. All multi-byte helpers are big-endian (the
+ * byte order of every mlx5 structure). Frame 0 is never handed out, so physical address 0 is
+ * never a valid DMA address (it catches unset pointers).
+ *
+ * The frame allocator is deterministic: frames are picked with the seeded `Rng`, so consecutive
+ * virtual pages land on scattered physical frames (as on a real host, and what makes MTTs
+ * meaningful) while the same seed gives the same addresses.
+ */
+export class HostMem {
+  /** Bytes of physical memory. */
+  readonly size: number;
+  /** Frames of physical memory. */
+  readonly frameCount: number;
+  private readonly store = new Map<number, Uint8Array>();
+  private readonly used = new Set<number>();
+
+  constructor(size: number, private readonly rng: Rng) {
+    if (!Number.isSafeInteger(size) || size < 2 * FRAME_SIZE || size % FRAME_SIZE !== 0 || size > 2 ** 44) {
+      throw new RangeError(`HostMem: size must be a multiple of 4096 in 8 KiB..16 TiB, got ${size}`);
+    }
+    this.size = size;
+    this.frameCount = size / FRAME_SIZE;
+  }
+
+  /** Frames handed out by allocFrames and not freed. */
+  get framesInUse(): number {
+    return this.used.size;
+  }
+
+  /** Frames with storage (written at least once since allocation): the simulator's memory use. */
+  get framesBacked(): number {
+    return this.store.size;
+  }
+
+  // --- bytes -----------------------------------------------------------------------------------
+
+  /** A copy of `len` bytes at physical address `pa`. */
+  read(pa: number, len: number): Uint8Array {
+    this.check('read', pa, len);
+    const out = new Uint8Array(len);
+    this.copyOut(pa, out, 0, len);
+    return out;
+  }
+
+  /** Copies `len` bytes at `pa` into `dst` from `dstOff` (no allocation). */
+  readInto(pa: number, dst: Uint8Array, dstOff: number, len: number): void {
+    this.check('readInto', pa, len);
+    if (!Number.isSafeInteger(dstOff) || dstOff < 0 || dstOff + len > dst.length) {
+      throw new RangeError(`host_mem.readInto: dstOff ${dstOff} + len ${len} exceeds dst (${dst.length} bytes)`);
+    }
+    this.copyOut(pa, dst, dstOff, len);
+  }
+
+  /** Writes `bytes` at `pa`. */
+  write(pa: number, bytes: Uint8Array): void {
+    const len = bytes.length;
+    this.check('write', pa, len);
+    let done = 0;
+    while (done < len) {
+      const a = pa + done;
+      const off = a & FRAME_MASK;
+      const n = Math.min(len - done, FRAME_SIZE - off);
+      this.frameForWrite(Math.floor(a / FRAME_SIZE)).set(bytes.subarray(done, done + n), off);
+      done += n;
+    }
+  }
+
+  /** Sets `len` bytes at `pa` to `byte`. Zeros over untouched frames cost nothing. */
+  fill(pa: number, len: number, byte: number): void {
+    this.check('fill', pa, len);
+    if (!Number.isInteger(byte) || byte < 0 || byte > 255) throw new RangeError(`host_mem.fill: byte must be 0..255, got ${byte}`);
+    let done = 0;
+    while (done < len) {
+      const a = pa + done;
+      const off = a & FRAME_MASK;
+      const n = Math.min(len - done, FRAME_SIZE - off);
+      const fn = Math.floor(a / FRAME_SIZE);
+      const f = byte === 0 ? this.store.get(fn) : this.frameForWrite(fn);
+      if (f !== undefined) f.fill(byte, off, off + n);
+      done += n;
+    }
+  }
+
+  /** The big-endian u32 at `pa`. */
+  readU32BE(pa: number): number {
+    this.check('readU32BE', pa, 4);
+    const off = pa & FRAME_MASK;
+    if (off <= FRAME_SIZE - 4) {
+      const f = this.store.get(Math.floor(pa / FRAME_SIZE));
+      if (f === undefined) return 0;
+      return ((f[off] << 24) | (f[off + 1] << 16) | (f[off + 2] << 8) | f[off + 3]) >>> 0;
+    }
+    let v = 0;
+    for (let i = 0; i < 4; i++) v = v * 256 + this.byteAt(pa + i);
+    return v;
+  }
+
+  /** Writes `v` (a u32) big-endian at `pa`. */
+  writeU32BE(pa: number, v: number): void {
+    if (!Number.isInteger(v) || v < 0 || v >= TWO_32) throw new RangeError(`host_mem.writeU32BE: value ${v} does not fit 32 bits`);
+    this.check('writeU32BE', pa, 4);
+    for (let i = 3; i >= 0; i--) {
+      const a = pa + i;
+      this.frameForWrite(Math.floor(a / FRAME_SIZE))[a & FRAME_MASK] = v & 0xff;
+      v >>>= 8;
+    }
+  }
+
+  /** The big-endian u64 at `pa`; throws a RangeError if it is 2^53 or more (numbers, not bigint). */
+  readU64BE(pa: number): number {
+    this.check('readU64BE', pa, 8);
+    const hi = this.readU32BE(pa);
+    if (hi >= 2 ** 21) throw new RangeError(`host_mem.readU64BE: the u64 at ${hex(pa)} is 2^53 or more (hi word ${hex(hi)})`);
+    return hi * TWO_32 + this.readU32BE(pa + 4);
+  }
+
+  /** Writes `v` (an integer below 2^53) big-endian at `pa` as a u64. */
+  writeU64BE(pa: number, v: number): void {
+    if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`host_mem.writeU64BE: value ${v} is not an integer in 0..2^53-1`);
+    this.check('writeU64BE', pa, 8);
+    this.writeU32BE(pa, Math.floor(v / TWO_32));
+    this.writeU32BE(pa + 4, v % TWO_32);
+  }
+
+  // --- frames ----------------------------------------------------------------------------------
+
+  /**
+   * Allocates `n` free frames and returns their physical addresses (in allocation order;
+   * ascending and consecutive when `contiguous`). The frames read as zeros. Throws when there
+   * is not enough free memory (ENOMEM).
+   */
+  allocFrames(n: number, opts: AllocFramesOptions = {}): number[] {
+    if (!Number.isSafeInteger(n) || n < 1) throw new RangeError(`host_mem.allocFrames: n must be a positive integer, got ${n}`);
+    const align = opts.align ?? FRAME_SIZE;
+    if (!isPow2(align) || align > this.size) {
+      throw new RangeError(`host_mem.allocFrames: align must be a power of two up to the memory size, got ${align}`);
+    }
+    const step = Math.max(1, align / FRAME_SIZE);
+    const free = this.frameCount - 1 - this.used.size;
+    if (n > free) {
+      throw new Error(`host_mem.allocFrames: ENOMEM: ${n} frames asked, ${free} free of ${this.frameCount}`);
+    }
+    const out: number[] = [];
+    if (opts.contiguous === true || n === 1) {
+      const start = this.findRun(n, step);
+      if (start < 0) throw new Error(`host_mem.allocFrames: ENOMEM: no ${n} contiguous free frames aligned to ${hex(align)}`);
+      for (let i = 0; i < n; i++) out.push(this.take(start + i));
+    } else {
+      for (let i = 0; i < n; i++) {
+        const f = this.findRun(1, step);
+        if (f < 0) {
+          for (const pa of out) this.release(pa / FRAME_SIZE);
+          throw new Error(`host_mem.allocFrames: ENOMEM: no free frame aligned to ${hex(align)}`);
+        }
+        out.push(this.take(f));
+      }
+    }
+    return out;
+  }
+
+  /** Returns frames (their physical addresses, as allocFrames gave them) to the free pool and drops their contents. */
+  freeFrames(addrs: readonly number[]): void {
+    for (const pa of addrs) {
+      if (!Number.isSafeInteger(pa) || pa % FRAME_SIZE !== 0 || pa < 0 || pa >= this.size) {
+        throw new RangeError(`host_mem.freeFrames: ${pa} is not a frame address`);
+      }
+      if (!this.used.has(pa / FRAME_SIZE)) throw new Error(`host_mem.freeFrames: frame ${hex(pa)} is not allocated (double free?)`);
+    }
+    for (const pa of addrs) this.release(pa / FRAME_SIZE);
+  }
+
+  /** True when the frame holding `pa` is allocated. */
+  isAllocated(pa: number): boolean {
+    return this.used.has(Math.floor(pa / FRAME_SIZE));
+  }
+
+  // --- internals -------------------------------------------------------------------------------
+
+  private check(op: string, pa: number, len: number): void {
+    if (!Number.isSafeInteger(pa) || pa < 0) throw new RangeError(`host_mem.${op}: pa must be a non-negative integer, got ${pa}`);
+    if (!Number.isSafeInteger(len) || len < 0) throw new RangeError(`host_mem.${op}: len must be a non-negative integer, got ${len}`);
+    if (pa + len > this.size) {
+      throw new RangeError(`host_mem.${op}: ${hex(pa)}+${len} is outside physical memory (${hex(this.size)} bytes)`);
+    }
+  }
+
+  private copyOut(pa: number, dst: Uint8Array, dstOff: number, len: number): void {
+    let done = 0;
+    while (done < len) {
+      const a = pa + done;
+      const off = a & FRAME_MASK;
+      const n = Math.min(len - done, FRAME_SIZE - off);
+      const f = this.store.get(Math.floor(a / FRAME_SIZE));
+      if (f === undefined) dst.fill(0, dstOff + done, dstOff + done + n);
+      else dst.set(f.subarray(off, off + n), dstOff + done);
+      done += n;
+    }
+  }
+
+  private byteAt(a: number): number {
+    const f = this.store.get(Math.floor(a / FRAME_SIZE));
+    return f === undefined ? 0 : f[a & FRAME_MASK];
+  }
+
+  private frameForWrite(fn: number): Uint8Array {
+    let f = this.store.get(fn);
+    if (f === undefined) {
+      f = new Uint8Array(FRAME_SIZE);
+      this.store.set(fn, f);
+    }
+    return f;
+  }
+
+  private take(fn: number): number {
+    this.used.add(fn);
+    this.store.delete(fn); // a fresh frame reads as zeros, whatever a stray DMA left there
+    return fn * FRAME_SIZE;
+  }
+
+  private release(fn: number): void {
+    this.used.delete(fn);
+    this.store.delete(fn);
+  }
+
+  private runFree(start: number, n: number): boolean {
+    if (start < 1 || start + n > this.frameCount) return false;
+    for (let i = 0; i < n; i++) if (this.used.has(start + i)) return false;
+    return true;
+  }
+
+  /** The first frame of a free run of `n` frames starting at a multiple of `step`, or -1. */
+  private findRun(n: number, step: number): number {
+    const slots = Math.floor((this.frameCount - n) / step) + 1; // aligned starts that fit
+    if (slots < 1) return -1;
+    for (let p = 0; p < PROBES; p++) {
+      const s = this.rng.int(0, slots - 1) * step;
+      if (this.runFree(s, n)) return s;
+    }
+    // nearly full (or fragmented): scan every aligned start once, from a random one
+    const first = this.rng.int(0, slots - 1);
+    for (let k = 0; k < slots; k++) {
+      const s = ((first + k) % slots) * step;
+      if (this.runFree(s, n)) return s;
+    }
+    return -1;
+  }
+}

@@ -1,0 +1,180 @@
+/**
+ * An mkey context as the HCA keeps it in ICM: the 64 bytes of spec/mlx5.md plus bookkeeping the
+ * real device keeps privately, which this model stores in reserved bytes of the same entry so
+ * one 64-byte PCIe read brings everything the ATU needs (a modelling choice, documented here):
+ * - byte 3 (reserved "version") bit 7: ALLOCATED: the index was created and not destroyed. An
+ *   index never created reads as not allocated: its key is invalid (not merely free).
+ * - byte 3 bit 0: PG_ACCESS: CREATE_MKEY's pg_access (the per-page RD/WR bits of MTT entries
+ *   are honoured, so a not-present page faults; spec/mlx5.md "mkey context").
+ * - bytes 36..39 (reserved): the exact number of translation entries (MTTs or KLMs): the
+ *   octoword size rounds MTT counts up to even.
+ * - bytes 40..47 (reserved): the physical address of the mkey's translation table in ICM.
+ * - byte 3 bit 4: ZERO_BASED: the registration was zero-based (regMr or REG_MR with
+ *   IB_ACCESS_ZERO_BASED); the UMR engine refuses to bind a window to such an MR (MW_BIND_ERR
+ *   for both window types, rxe's rule, as the reference model).
+ * - bytes 8..11 (the context's reserved dword, kernel struct mlx5_mkey_seg rsvd1[4]): FBO, a
+ *   model-private first byte offset. Real mlx5 has no such field (its kernel refuses zero-based
+ *   MRs whose address is not page aligned), but semantics.md says a zero-based MR starts at 0
+ *   whatever its address: FBO is the offset of the first registered byte within its page, and
+ *   an MTT entry index is ((va - start) + (start % page size) + FBO) >> log_page_size. It is 0
+ *   for every mkey that is not zero-based, so every other byte stays as spec/mlx5.md says. A
+ *   UMR mkey segment carries both in the same bytes (copied under the START_ADDR mask bit).
+ */
+import { decodeMkeyContext, encodeMkeyContext, type MkeyContext } from '../formats/mkey_context.ts';
+import { MkcAccessMode } from '../formats/constants.ts';
+
+
+export const ICM_BYTE3 = 3;
+export const ICM_ALLOCATED = 0x80;
+export const ICM_PG_ACCESS = 0x01;
+export const ICM_ZERO_BASED = 0x10;
+export const ICM_FBO = 8;
+export const ICM_XLT_COUNT = 36;
+export const ICM_XLT_ADDR = 40;
+
+/** ib_access_flags bits (API.md `Access`) the ATU checks against. */
+export const IB_LOCAL_WRITE = 1;
+export const IB_REMOTE_WRITE = 2;
+export const IB_REMOTE_READ = 4;
+export const IB_REMOTE_ATOMIC = 8;
+
+/** The decoded form the mkey cache holds and the ATU checks. */
+export interface MkeyEntry {
+  index: number;
+  allocated: boolean;
+  free: boolean;
+  tag: number;
+  /** MkcAccessMode value. */
+  accessMode: number;
+  /** Granted access as ib_access_flags bits (local read is always granted). */
+  access: number;
+  umrEn: boolean;
+  remoteInval: boolean;
+  pd: number;
+  qpn: number;
+  start: number;
+  len: number;
+  len64: boolean;
+  logPageSize: number;
+  pgAccess: boolean;
+  xltCount: number;
+  xltAddr: number;
+  /** The MR may have windows bound (IB_ACCESS_MW_BIND; see umr_types.ts). */
+  mwBind: boolean;
+  /** MKEY_KIND_MR, MKEY_KIND_MW1 or MKEY_KIND_MW2. */
+  kind: number;
+  /** Windows bound to this MR. */
+  mwCount: number;
+  /** The registration was zero-based (ICM_ZERO_BASED). */
+  zeroBased: boolean;
+  /** First byte offset of an MTT mkey (ICM_FBO; 0 unless zero-based). */
+  fbo: number;
+}
+
+/** ib_access bits of an mkey context's permission flags. */
+export function accessOfContext(c: MkeyContext): number {
+  return (
+    (c.localWrite ? IB_LOCAL_WRITE : 0) |
+    (c.remoteWrite ? IB_REMOTE_WRITE : 0) |
+    (c.remoteRead ? IB_REMOTE_READ : 0) |
+    (c.atomic ? IB_REMOTE_ATOMIC : 0)
+  );
+}
+
+/** Decodes an ICM mkey entry (64 bytes at `off`) of index `index`. */
+export function decodeIcmMkey(view: DataView, off: number, index: number): MkeyEntry {
+  const b3 = view.getUint8(off + ICM_BYTE3);
+  const c = decodeMkeyContext(view, off);
+  return {
+    index,
+    allocated: (b3 & ICM_ALLOCATED) !== 0,
+    free: c.free,
+    tag: c.tag,
+    accessMode: c.accessMode,
+    access: accessOfContext(c),
+    umrEn: c.umrEn,
+    remoteInval: c.remoteInval,
+    pd: c.pd,
+    qpn: c.qpn,
+    start: c.startAddr,
+    len: c.len,
+    len64: c.len64,
+    logPageSize: c.logPageSize,
+    pgAccess: (b3 & ICM_PG_ACCESS) !== 0,
+    xltCount: view.getUint32(off + ICM_XLT_COUNT),
+    xltAddr: view.getUint32(off + ICM_XLT_ADDR) * 2 ** 32 + view.getUint32(off + ICM_XLT_ADDR + 4),
+    mwBind: (b3 & ICM_MW_BIND) !== 0,
+    kind: (b3 & ICM_KIND_MASK) >>> ICM_KIND_SHIFT,
+    mwCount: view.getUint32(off + ICM_MW_COUNT),
+    zeroBased: (b3 & ICM_ZERO_BASED) !== 0,
+    fbo: view.getUint32(off + ICM_FBO),
+  };
+}
+
+/** The ICM-private part of an entry. */
+export interface IcmPrivate {
+  allocated: boolean;
+  pgAccess: boolean;
+  xltCount: number;
+  xltAddr: number;
+  mwBind?: boolean;
+  kind?: number;
+  mwCount?: number;
+  zeroBased?: boolean;
+  fbo?: number;
+}
+
+/** Writes a whole ICM entry: the context bytes, then the private fields into reserved bytes. */
+export function encodeIcmMkey(view: DataView, off: number, c: MkeyContext, p: IcmPrivate): void {
+  encodeMkeyContext(view, off, c);
+  writeIcmPrivate(view, off, p);
+}
+
+/** Rewrites only the private fields (a UMR that changes the context keeps them). */
+export function writeIcmPrivate(view: DataView, off: number, p: IcmPrivate): void {
+  view.setUint8(
+    off + ICM_BYTE3,
+    (p.allocated ? ICM_ALLOCATED : 0) | (p.pgAccess ? ICM_PG_ACCESS : 0) | (p.mwBind ? ICM_MW_BIND : 0) |
+      (p.zeroBased ? ICM_ZERO_BASED : 0) | (((p.kind ?? 0) << ICM_KIND_SHIFT) & ICM_KIND_MASK),
+  );
+  view.setUint32(off + ICM_FBO, (p.fbo ?? 0) >>> 0);
+  view.setUint32(off + ICM_MW_COUNT, (p.mwCount ?? 0) >>> 0);
+  view.setUint32(off + ICM_XLT_COUNT, p.xltCount >>> 0);
+  view.setUint32(off + ICM_XLT_ADDR, Math.floor(p.xltAddr / 2 ** 32));
+  view.setUint32(off + ICM_XLT_ADDR + 4, p.xltAddr >>> 0);
+}
+
+/** Reads the private fields of an entry. */
+export function readIcmPrivate(view: DataView, off: number): IcmPrivate {
+  const b3 = view.getUint8(off + ICM_BYTE3);
+  return {
+    allocated: (b3 & ICM_ALLOCATED) !== 0,
+    pgAccess: (b3 & ICM_PG_ACCESS) !== 0,
+    mwBind: (b3 & ICM_MW_BIND) !== 0,
+    kind: (b3 & ICM_KIND_MASK) >>> ICM_KIND_SHIFT,
+    mwCount: view.getUint32(off + ICM_MW_COUNT),
+    zeroBased: (b3 & ICM_ZERO_BASED) !== 0,
+    fbo: view.getUint32(off + ICM_FBO),
+    xltCount: view.getUint32(off + ICM_XLT_COUNT),
+    xltAddr: view.getUint32(off + ICM_XLT_ADDR) * 2 ** 32 + view.getUint32(off + ICM_XLT_ADDR + 4),
+  };
+}
+
+export { MkcAccessMode };
+
+/**
+ * ICM-private bookkeeping of this model beyond icm_mkey.ts (reserved bytes of the entry):
+ * - byte 3 bit 1: MW_BIND: an MR whose access includes IB_ACCESS_MW_BIND (mlx5 leaves C10-73 to
+ *   software; the model enforces it in hardware). A UMR mkey segment carries it in the same
+ *   reserved bit (byte 3 of the segment), set by this project's driver.
+ * - byte 3 bits 3:2: object kind: 0 MR, 1 memory window type 1, 2 memory window type 2.
+ * - bytes 48..51: windows currently bound to this MR (LOCAL_INV, remote invalidate and dereg
+ *   fail while it is not 0).
+ */
+export const ICM_MW_BIND = 0x02;
+export const ICM_KIND_SHIFT = 2;
+export const ICM_KIND_MASK = 0x0c;
+export const MKEY_KIND_MR = 0;
+export const MKEY_KIND_MW1 = 1;
+export const MKEY_KIND_MW2 = 2;
+export const ICM_MW_COUNT = 48;

@@ -1,0 +1,430 @@
+/**
+ * The address translation unit (`tb.hcaN.atu`): one request in (key, va, length, access, QP,
+ * PD), physical segments, an error, or a page fault out. It sequences the mkey cache, the
+ * checks of spec/semantics.md "Data path" 1-5, MTT translation and the KLM walker, recursing
+ * into the keys of KLM entries (a memory window is just a KLMS mkey with one entry, so windows
+ * need no path of their own). Several translation contexts run at once, each an FSM with a
+ * stack of frames (one per indirection level); responses return on the requesting port.
+ */
+import { EnumType, Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
+import type { MkeyCache, MkeyLookupResp } from './mkey_cache.ts';
+import type { Mtt, MttResp } from './mtt_cache.ts';
+import type { KlmWalker, KlmWalkResp } from './klm_walker.ts';
+import type { MkeyEntry } from '../memory/icm_mkey.ts';
+import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_WRITE } from '../memory/icm_mkey.ts';
+import { MkcAccessMode } from '../formats/constants.ts';
+import { MKEY_KIND_MR } from '../memory/icm_mkey.ts';
+import type { AtuError, AtuRequest, AtuResponse, AtuResult, PhysSegment } from './atu_types.ts';
+
+export const AtuCtxState = new EnumType('atu_ctx_state', ['IDLE', 'LOOKUP', 'MKEY_WAIT', 'MTT_REQ', 'MTT_WAIT', 'KLM_REQ', 'KLM_WAIT', 'RESPOND']);
+const IDLE = 0;
+const LOOKUP = 1;
+const MKEY_WAIT = 2;
+const MTT_REQ = 3;
+const MTT_WAIT = 4;
+const KLM_REQ = 5;
+const KLM_WAIT = 6;
+const RESPOND = 7;
+
+export const AtuResultKind = new EnumType('atu_result', ['OK', 'ERROR', 'FAULT']);
+export const AtuErrorCode = new EnumType('atu_error', ['NONE', 'INVALID_KEY', 'FREE', 'PD', 'QPN', 'ACCESS', 'BOUNDS', 'INDIRECTION']);
+
+const NOT_BOUND_QPN = 0xffffff;
+/** 2^n for page sizes (a table: `2 ** n` with a variable exponent is a slow path). */
+const POW2 = Array.from({ length: 64 }, (_, n) => 2 ** n);
+const WRITE_ACCESS = IB_LOCAL_WRITE | IB_REMOTE_WRITE | IB_REMOTE_ATOMIC;
+
+/** A client's connection to the ATU. */
+export interface AtuPort {
+  readonly name: string;
+  req: Fifo<AtuRequest>;
+  resp: Fifo<AtuResponse>;
+}
+
+/** One level of the walk: a key and the part of the range it maps. */
+interface Frame {
+  key: number;
+  top: boolean;
+  va: number;
+  length: number;
+  outerVa: number;
+  klmsAbove: number;
+  entry: MkeyEntry | null;
+  done: number;
+  // MTT piece in flight
+  pieceOff: number;
+  pieceLen: number;
+  // KLMS walk position
+  depth: number;
+  klmIdx: number;
+  klmOffset: number;
+  pending: number;
+}
+
+interface Ctx {
+  id: number;
+  state: number;
+  port: AtuPort | null;
+  req: AtuRequest | null;
+  needWrite: boolean;
+  segs: PhysSegment[];
+  committed: number;
+  frames: Frame[];
+  sp: number;
+  result: AtuResult | null;
+  started: number;
+  /** Reused request objects: a context has at most one lookup of each kind in flight. */
+  mkReq: { index: number; ctx: number };
+  mttReq: { ctx: number; addr: number };
+  rState: Reg;
+  rKey: Reg;
+}
+
+export interface AtuOptions {
+  contexts: number;
+  maxIndirection: number;
+  mkeyCache: MkeyCache;
+  mtt: Mtt;
+  klmWalker: KlmWalker;
+}
+
+export class Atu extends Module {
+  readonly ports: AtuPort[] = [];
+  readonly maxIndirection: number;
+  private readonly ctxs: Ctx[] = [];
+  private readonly mkc: MkeyCache;
+  private readonly mtt: Mtt;
+  private readonly walker: KlmWalker;
+  private rr = 0;
+  /** Contexts not IDLE (so an idle ATU skips the context loop). */
+  private nBusy = 0;
+  private readonly rReqValid: Reg;
+  private readonly rReqKey: Reg;
+  private readonly rReqVa: Reg;
+  private readonly rRespValid: Reg;
+  private readonly rRespKind: Reg;
+  private readonly rRespError: Reg;
+  private readonly rBusy: Reg;
+  private readonly sRequests;
+  private readonly sOk;
+  private readonly sErrors;
+  private readonly sFaults;
+  private readonly sLatency;
+  private readonly sSegments;
+
+  constructor(sim: Sim, parent: Module, name: string, opts: AtuOptions) {
+    super(sim, parent, name);
+    if (!(Number.isInteger(opts.contexts) && opts.contexts >= 1)) throw new RangeError(`${this.path}: contexts must be >= 1`);
+    this.maxIndirection = opts.maxIndirection;
+    this.mkc = opts.mkeyCache;
+    this.mtt = opts.mtt;
+    this.walker = opts.klmWalker;
+    this.rReqValid = this.probe('in_valid', 1);
+    this.rReqKey = this.probe('in_key', 32);
+    this.rReqVa = this.probe('in_va', 64);
+    this.rRespValid = this.probe('out_valid', 1);
+    this.rRespKind = this.probe('out_kind', AtuResultKind.width, { enum: AtuResultKind });
+    this.rRespError = this.probe('out_error', AtuErrorCode.width, { enum: AtuErrorCode });
+    this.rBusy = this.probe('busy_ctxs', Math.max(1, Math.ceil(Math.log2(opts.contexts + 1))));
+    for (let i = 0; i < opts.contexts; i++) {
+      const frames: Frame[] = [];
+      for (let d = 0; d <= opts.maxIndirection + 1; d++) frames.push(newFrame());
+      this.ctxs.push({
+        id: i,
+        state: IDLE,
+        port: null,
+        req: null,
+        needWrite: false,
+        segs: [],
+        committed: 0,
+        frames,
+        sp: 0,
+        result: null,
+        started: 0,
+        mkReq: { index: 0, ctx: i },
+        mttReq: { ctx: i, addr: 0 },
+        rState: this.probe(`ctx${i}_state`, AtuCtxState.width, { enum: AtuCtxState }),
+        rKey: this.probe(`ctx${i}_key`, 32),
+      });
+    }
+    this.mkc.resp.consumer = this;
+    this.mkc.req.producer = this;
+    this.mtt.resp.consumer = this;
+    this.mtt.req.producer = this;
+    this.walker.resp.consumer = this;
+    this.walker.req.producer = this;
+    this.sRequests = this.stats.counter('requests');
+    this.sOk = this.stats.counter('ok');
+    this.sErrors = this.stats.counter('errors');
+    this.sFaults = this.stats.counter('faults');
+    this.sSegments = this.stats.counter('segments');
+    this.sLatency = this.stats.histogram('latency_ps');
+  }
+
+  /** A new client port (declare before tracing starts). */
+  port(name: string, capacity = 4): AtuPort {
+    const p: AtuPort = {
+      name,
+      req: new Fifo<AtuRequest>(this, `${name}_req`, { capacity }),
+      resp: new Fifo<AtuResponse>(this, `${name}_resp`, { capacity }),
+    };
+    p.req.consumer = this;
+    p.resp.producer = this;
+    this.ports.push(p);
+    return p;
+  }
+
+  override tick(): void {
+    // 1. responses from the pipeline, routed to their contexts
+    while (this.mkc.resp.canPop()) this.onMkey(this.mkc.resp.pop());
+    while (this.mtt.resp.canPop()) this.onMtt(this.mtt.resp.pop());
+    while (this.walker.resp.canPop()) this.onKlm(this.walker.resp.pop());
+    // 2. each context issues what it needs
+    let respValid = 0;
+    let busy = 0;
+    let active = false;
+    for (let ci = 0; ci < this.ctxs.length && this.nBusy > 0; ci++) {
+      const c = this.ctxs[ci];
+      if (c.state === IDLE) continue;
+      if (c.state === RESPOND) {
+        if (c.port!.resp.canPush()) {
+          c.port!.resp.push({ tag: c.req!.tag, result: c.result! });
+          this.finish(c);
+          respValid = 1;
+        }
+      } else if (c.state === LOOKUP) {
+        if (this.mkc.req.canPush()) {
+          c.mkReq.index = c.frames[c.sp - 1].key >>> 8;
+          this.mkc.req.push(c.mkReq);
+          this.setState(c, MKEY_WAIT);
+        }
+      } else if (c.state === MTT_REQ) this.issueMtt(c);
+      else if (c.state === KLM_REQ) {
+        if (this.walker.req.canPush()) {
+          const f = c.frames[c.sp - 1];
+          const e = f.entry!;
+          this.walker.req.push({ ctx: c.id, xltAddr: e.xltAddr, count: e.xltCount, startIdx: f.klmIdx, offset: f.klmOffset });
+          this.setState(c, KLM_WAIT);
+        }
+      }
+      if (c.state !== IDLE) busy++;
+      if (c.state === LOOKUP || c.state === MTT_REQ || c.state === KLM_REQ || c.state === RESPOND) active = true;
+    }
+    // 3. accept one new request (round-robin over ports) into a free context
+    let reqValid = 0;
+    let free: Ctx | null = null;
+    for (let i = 0; i < this.ctxs.length; i++) {
+      if (this.ctxs[i].state === IDLE) {
+        free = this.ctxs[i];
+        break;
+      }
+    }
+    if (free !== null) {
+      for (let i = 0; i < this.ports.length; i++) {
+        const p = this.ports[(this.rr + i) % this.ports.length];
+        if (!p.req.canPop()) continue;
+        this.rr = (this.rr + i + 1) % this.ports.length;
+        this.accept(free, p, p.req.pop());
+        reqValid = 1;
+        busy++;
+        active = true;
+        break;
+      }
+    }
+    this.rReqValid.set(reqValid);
+    this.rRespValid.set(respValid);
+    this.rBusy.set(busy);
+    if (!active && !this.keepsPulse(reqValid | respValid)) {
+      let waiting = false;
+      for (let i = 0; i < this.ports.length; i++) if (this.ports[i].req.canPop()) waiting = true;
+      if (!(waiting && free !== null)) this.sleep();
+    }
+  }
+
+  private setState(c: Ctx, s: number): void {
+    c.state = s;
+    c.rState.set(s);
+  }
+
+  private accept(c: Ctx, port: AtuPort, req: AtuRequest): void {
+    this.sRequests.inc();
+    this.nBusy++;
+    c.port = port;
+    c.req = req;
+    c.needWrite = (req.access & WRITE_ACCESS) !== 0;
+    c.segs = [];
+    c.committed = 0;
+    c.sp = 0;
+    c.started = this.sim.now;
+    c.rKey.set(req.key >>> 0);
+    this.rReqKey.set(req.key >>> 0);
+    this.rReqVa.set(req.va);
+    // a zero-length access checks nothing (spec/semantics.md "Data path")
+    if (req.length === 0) return this.respond(c, { kind: 'ok', segments: [] });
+    this.push(c, req.key, true, req.va, req.length, req.va, 0);
+    // issue the lookup in this same cycle
+    if (this.mkc.req.canPush()) {
+      c.mkReq.index = req.key >>> 8;
+      this.mkc.req.push(c.mkReq);
+      this.setState(c, MKEY_WAIT);
+    }
+  }
+
+  private push(c: Ctx, key: number, top: boolean, va: number, length: number, outerVa: number, klmsAbove: number): void {
+    const f = c.frames[c.sp++];
+    f.key = key >>> 0;
+    f.top = top;
+    f.va = va;
+    f.length = length;
+    f.outerVa = outerVa;
+    f.klmsAbove = klmsAbove;
+    f.entry = null;
+    f.done = 0;
+    f.pending = 0;
+    c.rKey.set(f.key);
+    this.setState(c, LOOKUP);
+  }
+
+  /** The mkey context arrived: the checks of this level, then the mode's translation. */
+  private onMkey(r: MkeyLookupResp): void {
+    const c = this.ctxs[r.ctx];
+    const f = c.frames[c.sp - 1];
+    const e = r.entry;
+    f.entry = e;
+    // (1) the index holds an mkey and the full key matches
+    if (!e.allocated || e.tag !== (f.key & 0xff)) return this.fail(c, 'INVALID_KEY', f.key);
+    // (2) valid: not free, and not a window bound with length 0
+    if (e.free || (!e.len64 && e.len === 0)) return this.fail(c, 'FREE', f.key);
+    if (f.top) {
+      // an lkey must name an MR: a window's key gives remote access only (IBTA; rxe looks up MRs only)
+      if (c.req!.local === true && e.kind !== MKEY_KIND_MR) return this.fail(c, 'ACCESS', f.key);
+      // (3) PD, then the QP of a type-2 window; (4) access; nested keys get none of these
+      if (e.pd !== c.req!.pd) return this.fail(c, 'PD', f.key);
+      if (e.qpn !== NOT_BOUND_QPN && e.qpn !== c.req!.qpn) return this.fail(c, 'QPN', f.key);
+      if ((c.req!.access & ~e.access) !== 0) return this.fail(c, 'ACCESS', f.key);
+    }
+    // (5) bounds, unless LEN64
+    if (!e.len64 && !(f.va >= e.start && f.va + f.length <= e.start + e.len)) return this.fail(c, 'BOUNDS', f.key);
+    switch (e.accessMode) {
+      case MkcAccessMode.PA:
+        this.emit(c, f.va, f.length);
+        return this.frameDone(c);
+      case MkcAccessMode.MTT:
+        f.done = 0;
+        return this.setState(c, MTT_REQ);
+      case MkcAccessMode.KLMS: {
+        f.depth = f.klmsAbove + 1;
+        if (f.depth > this.maxIndirection) return this.fail(c, 'INDIRECTION', f.key);
+        const off = f.va - e.start;
+        if (off < 0) return this.fail(c, 'BOUNDS', f.key);
+        f.klmIdx = 0;
+        f.klmOffset = off;
+        f.done = 0;
+        return this.setState(c, KLM_REQ);
+      }
+      default:
+        return this.fail(c, 'INVALID_KEY', f.key); // KSM and other modes are not modelled
+    }
+  }
+
+  private issueMtt(c: Ctx): void {
+    const f = c.frames[c.sp - 1];
+    const e = f.entry!;
+    const P = POW2[e.logPageSize];
+    // integers below 2^53 and P a power of two: `>>> 0` keeps the low bits exactly
+    const small = e.logPageSize <= 30;
+    // entry index: the first page's offset within its page, plus a zero-based MR's first byte
+    // offset (FBO, model-private: icm_mkey.ts)
+    const rel = f.va + f.done - e.start + (small ? (e.start >>> 0) & (P - 1) : e.start % P) + e.fbo;
+    if (rel < 0) return this.fail(c, 'BOUNDS', f.key);
+    const index = Math.floor(rel / P);
+    if (index >= e.xltCount) return this.fail(c, 'BOUNDS', f.key);
+    if (!this.mtt.req.canPush()) return;
+    f.pieceOff = small ? (rel >>> 0) & (P - 1) : rel % P;
+    f.pieceLen = Math.min(f.length - f.done, P - f.pieceOff);
+    c.mttReq.addr = e.xltAddr + 8 * index;
+    this.mtt.req.push(c.mttReq);
+    this.setState(c, MTT_WAIT);
+  }
+
+  private onMtt(r: MttResp): void {
+    const c = this.ctxs[r.ctx];
+    const f = c.frames[c.sp - 1];
+    const e = f.entry!;
+    const low = r.value >>> 0; // the flag bits are the low bits of the entry
+    const read = (low & 1) !== 0;
+    const write = (low & 2) !== 0;
+    // ODP (pg_access): a page needs RD, and WR too for a write; else it is not present
+    if (e.pgAccess && !(read && (write || !c.needWrite))) {
+      return this.respond(c, { kind: 'fault', va: f.outerVa + f.done, bytesCommitted: c.committed, write: c.needWrite });
+    }
+    const page = r.value - (low & 4095);
+    this.emit(c, page + f.pieceOff, f.pieceLen);
+    f.done += f.pieceLen;
+    if (f.done === f.length) this.frameDone(c);
+    else this.setState(c, MTT_REQ);
+  }
+
+  private onKlm(r: KlmWalkResp): void {
+    const c = this.ctxs[r.ctx];
+    const f = c.frames[c.sp - 1];
+    if (!r.found) return this.fail(c, 'BOUNDS', f.key); // the list ended before the range
+    const piece = Math.min(f.length - f.done, r.avail);
+    f.klmIdx = r.idx + 1;
+    f.klmOffset = 0;
+    f.pending = piece;
+    this.push(c, r.key, false, r.va, piece, f.outerVa + f.done, f.depth);
+  }
+
+  /** The top frame is translated: pop it; a KLMS parent continues with its next entry. */
+  private frameDone(c: Ctx): void {
+    c.sp--;
+    if (c.sp === 0) return this.respond(c, { kind: 'ok', segments: c.segs });
+    const p = c.frames[c.sp - 1];
+    c.rKey.set(p.key);
+    p.done += p.pending;
+    p.pending = 0;
+    if (p.done === p.length) return this.frameDone(c);
+    this.setState(c, KLM_REQ);
+  }
+
+  private emit(c: Ctx, pa: number, length: number): void {
+    const n = c.segs.length;
+    if (n > 0 && c.segs[n - 1].pa + c.segs[n - 1].length === pa) c.segs[n - 1].length += length;
+    else c.segs.push({ pa, length });
+    c.committed += length;
+  }
+
+  private fail(c: Ctx, error: AtuError, key: number): void {
+    this.respond(c, { kind: 'error', error, key: key >>> 0 });
+  }
+
+  private respond(c: Ctx, result: AtuResult): void {
+    c.result = result;
+    this.rRespKind.set(result.kind === 'ok' ? 0 : result.kind === 'error' ? 1 : 2);
+    this.rRespError.set(result.kind === 'error' ? AtuErrorCode.valueOf(result.error) : 0);
+    if (result.kind === 'ok') {
+      this.sOk.inc();
+      this.sSegments.inc(result.segments.length);
+    } else if (result.kind === 'error') this.sErrors.inc();
+    else this.sFaults.inc();
+    this.setState(c, RESPOND);
+  }
+
+  private finish(c: Ctx): void {
+    this.nBusy--;
+    this.sLatency.add(this.sim.now - c.started);
+    c.req = null;
+    c.result = null;
+    c.port = null;
+    c.sp = 0;
+    this.setState(c, IDLE);
+  }
+}
+
+function newFrame(): Frame {
+  return {
+    key: 0, top: false, va: 0, length: 0, outerVa: 0, klmsAbove: 0, entry: null, done: 0,
+    pieceOff: 0, pieceLen: 0, depth: 0, klmIdx: 0, klmOffset: 0, pending: 0,
+  };
+}

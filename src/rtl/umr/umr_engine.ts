@@ -1,0 +1,512 @@
+/**
+ * The UMR engine (`tb.hcaN.umr_engine`): executes the UMR WQEs the send queue hands it (fast
+ * registration with MTTs or KLMs, local invalidate, memory-window bind and unbind, translation
+ * updates) against ICM, and answers each with a completion syndrome (spec/mlx5.md "Send WQE",
+ * "UMR control segment"; spec/semantics.md "Work requests (async outcomes)").
+ *
+ * One job at a time, an FSM traced as `umr_state`:
+ *
+ *   IDLE -> FETCH_MKEY/WAIT_MKEY   DMA read of the target's 64-byte context from ICM (and, for
+ *                                  a bind, the MR's context named by the inline KLM, in parallel)
+ *        -> FETCH_XLT/WAIT_XLT     a translation list given by pointer (REG_MR over 64 bytes), or
+ *                                  the KLM of a bound window that the UMR releases
+ *        -> FETCH_REF/WAIT_REF     the context of the MR that window counts on
+ *        -> CHECK                  the rules (one cycle); errors skip the writes
+ *        -> WRITE                  posted DMA writes, one per cycle: the bind's MR count, the
+ *                                  translations, the target context, the released MR's count
+ *        -> DONE                   the completion to `resp`
+ *
+ * Timing and function: each write request is pushed to the PCIe port with the exact bytes it
+ * writes, and its functional effect is applied through firmware.ts (`writeTranslations`,
+ * `updateMkey`) in the cycle it is issued, so the mkey cache (updated in place, in-flight fills
+ * cancelled) and the MTT/KLM line cache (lines invalidated) are coherent before any later
+ * lookup: no access after a UMR can see a stale context or translation. The posted write then
+ * lands the same bytes `pcieWritePs` later; PCIe ordering (a read never passes a posted write)
+ * makes every later DMA read of the engine or the caches see them. Translations are written
+ * before the context that makes them reachable, and a bind counts the window on its MR before
+ * the window becomes valid, so no lookup between two writes sees a half-done UMR.
+ *
+ * Errors never change ICM: every check runs before the first write.
+ *
+ * A second pair of queues, `rinv`, takes the responder's remote invalidations (SEND_WITH_INV):
+ * a LOCAL_INV WQE the responder builds, executed as kind REMOTE_INV under the "Remote
+ * invalidate" rules (REM_INV_REQ_ERR), so a remote invalidation costs what a LOCAL_INV costs
+ * (context read, check, posted write) and updates the mkey cache the same coherent way. The
+ * engine takes the two queues in turn when both wait.
+ */
+import { EnumType, Fifo, Module, type Counter, type Histogram, type Reg } from '../../sim/index.ts';
+import type { Hca } from '../hca.ts';
+import type { DmaPort, DmaReq, DmaResp } from '../memory/pcie.ts';
+import type { UmrDone, UmrJob } from './umr_types.ts';
+import { decodeIcmMkey, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
+import { updateMkey, writeTranslations } from '../firmware/icm_writer.ts';
+import type { MkeyContext } from '../formats/mkey_context.ts';
+import { decodeKlm, type Klm } from '../formats/klm.ts';
+import { CqeSyndrome, MKEY_QPN_NONE } from '../formats/constants.ts';
+import {
+  UMR_KIND_BIND_MW,
+  UMR_KIND_INVALID,
+  UMR_KIND_LOCAL_INV,
+  UMR_KIND_REG_MR,
+  UMR_KIND_REMOTE_INV,
+  UMR_KIND_UNBIND,
+  UMR_KIND_XLT_UPDATE,
+  UmrKind,
+  UmrSyndrome,
+  applyMask,
+  bindsSomething,
+  checkPointer,
+  checkTranslations,
+  checkUmr,
+  decodeUmrWqe,
+  entryBytes,
+  releasesWindow,
+  type UmrPolicy,
+  type UmrWqe,
+  type XltPlan,
+} from './umr_ops.ts';
+import { MKEY_KIND_MR, MKEY_KIND_MW1 } from '../memory/icm_mkey.ts';
+
+export { UmrKind, UmrSyndrome } from './umr_ops.ts';
+
+/** The engine's FSM states (trace enum `umr_state`). */
+export const UmrState = new EnumType('umr_state', [
+  'IDLE', 'FETCH_MKEY', 'WAIT_MKEY', 'FETCH_XLT', 'WAIT_XLT', 'FETCH_REF', 'WAIT_REF', 'CHECK', 'WRITE', 'DONE',
+]);
+const IDLE = 0;
+const FETCH_MKEY = 1;
+const WAIT_MKEY = 2;
+const FETCH_XLT = 3;
+const WAIT_XLT = 4;
+const FETCH_REF = 5;
+const WAIT_REF = 6;
+const CHECK = 7;
+const WRITE = 8;
+const DONE = 9;
+
+/** DMA read tags: what a completion carries. */
+const TAG_TARGET = 0;
+const TAG_MR = 1;
+const TAG_XLT = 2;
+const TAG_OLD_KLM = 3;
+const TAG_OLD_MR = 4;
+
+const CTX_BYTES = 64;
+/** translations_octword_size in an mkey context (spec/mlx5.md "mkey context"). */
+const CTX_XLT_OCT_SIZE = 52;
+
+/** Options of the engine. */
+export interface UmrEngineOptions {
+  /**
+   * What the builder's zero-length type-2 bind (mask FREE|KEY|QPN, CHECK_QPN, no KLM) does.
+   * 'bind_error' (default): MW_BIND_ERR, as spec/semantics.md (o10-37.2.40) and the reference
+   * model require. 'invalidate': real mlx5 with rdma-core, which posts exactly this WQE to
+   * invalidate a type-2 window: full key match and CHECK_QPN (else LOC_QP_OP_ERR), then FREE.
+   */
+  type2Unbind?: 'bind_error' | 'invalidate';
+  /** REG_MR fails (LOC_QP_OP_ERR) when the MR's PD is not the posting QP's (default true). */
+  regMrPdCheck?: boolean;
+  /** Capacity of `req` and `resp` (default 4). */
+  queueCapacity?: number;
+}
+
+/** A posted write of the plan: its address, and the functional update that yields its bytes. */
+interface PlannedWrite {
+  addr: number;
+  apply: () => Uint8Array;
+}
+
+/**
+ * The UMR engine of `hca`, named `umr_engine`, on the HCA's core clock (the constructor puts it
+ * there). It owns the PCIe port `umr`. Push `UmrJob`s into `req`; completions come out of
+ * `resp` in order.
+ */
+export class UmrEngine extends Module {
+  readonly req: Fifo<UmrJob>;
+  readonly resp: Fifo<UmrDone>;
+  /** Remote invalidations from the responder: LOCAL_INV WQEs run as REMOTE_INV; completions in order. */
+  readonly rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> };
+  readonly port: DmaPort;
+  readonly policy: Readonly<UmrPolicy>;
+  private readonly hca: Hca;
+
+  private readonly rState: Reg;
+  private readonly rKey: Reg;
+  private readonly rKind: Reg;
+  private readonly rSyndrome: Reg;
+  private readonly rQpn: Reg;
+  private readonly rBusy: Reg;
+
+  private readonly sJobs: Counter;
+  private readonly sByKind: Counter[] = [];
+  private readonly sErrors: Counter;
+  private readonly sErrQpOp: Counter;
+  private readonly sErrMwBind: Counter;
+  private readonly sErrProt: Counter;
+  private readonly sErrRemInv: Counter;
+  private readonly sErrOther: Counter;
+  private readonly sCtxReads: Counter;
+  private readonly sXltReads: Counter;
+  private readonly sWrites: Counter;
+  private readonly sXltEntries: Counter;
+  private readonly sLatency: Histogram;
+
+  // the job in progress
+  private job: UmrJob | null = null;
+  /** The job came from `rinv` (its completion goes back there). */
+  private remote = false;
+  /** When both queues wait, the remote one goes next (they alternate). */
+  private remoteTurn = false;
+  private w: UmrWqe | null = null;
+  private started = 0;
+  private syn = 0;
+  private target: MkeyEntry | null = null;
+  private targetOcto = 0;
+  private mr: MkeyEntry | null = null;
+  private list: Uint8Array | null = null;
+  private oldKlm: Klm | null = null;
+  private oldMr: MkeyEntry | null = null;
+  private reads: DmaReq[] = [];
+  private nIssued = 0;
+  private nPending = 0;
+  private writes: PlannedWrite[] = [];
+  private nWritten = 0;
+
+  constructor(hca: Hca, opts: UmrEngineOptions = {}) {
+    super(hca.sim, hca, 'umr_engine');
+    this.hca = hca;
+    this.policy = Object.freeze({ type2Unbind: opts.type2Unbind ?? 'bind_error', regMrPdCheck: opts.regMrPdCheck ?? true });
+    const cap = opts.queueCapacity ?? 4;
+    this.rState = this.stateReg('state', UmrState);
+    this.rKey = this.probe('key', 32);
+    this.rKind = this.probe('kind', UmrKind.width, { enum: UmrKind });
+    this.rSyndrome = this.probe('syndrome', 8, { enum: UmrSyndrome });
+    this.rQpn = this.probe('qpn', 24);
+    this.rBusy = this.probe('busy', 1);
+    this.req = new Fifo<UmrJob>(this, 'req', { capacity: cap });
+    this.resp = new Fifo<UmrDone>(this, 'resp', { capacity: cap });
+    this.req.consumer = this;
+    this.resp.producer = this;
+    this.rinv = { req: new Fifo<UmrJob>(this, 'rinv_req', { capacity: cap }), resp: new Fifo<UmrDone>(this, 'rinv_resp', { capacity: cap }) };
+    this.rinv.req.consumer = this;
+    this.rinv.resp.producer = this;
+    this.port = hca.pcie.port('umr');
+    this.port.req.producer = this;
+    this.port.resp.consumer = this;
+
+    this.sJobs = this.stats.counter('jobs');
+    for (const [v, n] of UmrKind.entries()) if (v !== 0) this.sByKind[v] = this.stats.counter(`jobs_${n.toLowerCase()}`);
+    this.sErrors = this.stats.counter('errors');
+    this.sErrQpOp = this.stats.counter('errors_loc_qp_op_err');
+    this.sErrMwBind = this.stats.counter('errors_mw_bind_err');
+    this.sErrProt = this.stats.counter('errors_loc_prot_err');
+    this.sErrRemInv = this.stats.counter('errors_rem_inv_req_err');
+    this.sErrOther = this.stats.counter('errors_other');
+    this.sCtxReads = this.stats.counter('ctx_reads');
+    this.sXltReads = this.stats.counter('xlt_reads');
+    this.sWrites = this.stats.counter('posted_writes');
+    this.sXltEntries = this.stats.counter('xlt_entries_written');
+    this.sLatency = this.stats.histogram('latency_ps');
+    this.clockedBy(hca.coreClock);
+  }
+
+  override tick(): void {
+    const s = this.rState.q;
+    switch (s) {
+      case IDLE: {
+        const local = this.req.canPop();
+        const remote = this.rinv.req.canPop();
+        if (!local && !remote) {
+          this.rBusy.set(0);
+          return this.sleep();
+        }
+        const takeRemote = remote && (!local || this.remoteTurn);
+        this.remoteTurn = !takeRemote;
+        return this.start(takeRemote ? this.rinv.req.pop() : this.req.pop(), takeRemote);
+      }
+      case FETCH_MKEY:
+      case FETCH_XLT:
+      case FETCH_REF:
+        // one read request per cycle; a full port puts the engine to sleep until the PCIe block pops
+        if (this.nIssued < this.reads.length) {
+          if (!this.port.req.canPush()) return this.sleep();
+          const r = this.reads[this.nIssued++];
+          this.port.req.push(r);
+          this.nPending++;
+          if (r.tag === TAG_XLT || r.tag === TAG_OLD_KLM) this.sXltReads.inc();
+          else this.sCtxReads.inc();
+        }
+        if (this.nIssued === this.reads.length) this.rState.set(s + 1); // the matching WAIT_*
+        return;
+      case WAIT_MKEY:
+      case WAIT_XLT:
+      case WAIT_REF:
+        while (this.port.resp.canPop()) this.onRead(this.port.resp.pop());
+        if (this.nPending > 0) return this.sleep(); // woken by the completion
+        if (s === WAIT_MKEY) return this.afterContexts();
+        if (s === WAIT_XLT) return this.afterXlt();
+        return this.rState.set(CHECK);
+      case CHECK:
+        return this.check();
+      case WRITE: {
+        if (this.nWritten < this.writes.length) {
+          if (!this.port.req.canPush()) return this.sleep();
+          const op = this.writes[this.nWritten++];
+          const data = op.apply(); // the functional effect, now: caches stay coherent
+          this.port.req.push({ kind: 'write', addr: op.addr, length: data.length, tag: 0, data });
+          this.sWrites.inc();
+        }
+        if (this.nWritten === this.writes.length) this.rState.set(DONE);
+        return;
+      }
+      case DONE:
+        if (!(this.remote ? this.rinv.resp : this.resp).canPush()) return this.sleep(); // woken when the consumer pops
+        return this.finish();
+    }
+  }
+
+  /** A job is popped: decode it and read the target's context (and a bind's MR context). */
+  private start(job: UmrJob, remote: boolean): void {
+    this.job = job;
+    this.remote = remote;
+    this.started = this.sim.now;
+    const w = decodeUmrWqe(job.wqe);
+    // a remote invalidation is a LOCAL_INV WQE checked by the remote rules (anything else is malformed)
+    if (remote) w.kind = w.kind === UMR_KIND_LOCAL_INV ? UMR_KIND_REMOTE_INV : UMR_KIND_INVALID;
+    this.w = w;
+    this.syn = 0;
+    this.target = null;
+    this.targetOcto = 0;
+    this.mr = null;
+    this.list = w.inlineXlt;
+    this.oldKlm = null;
+    this.oldMr = null;
+    this.writes = [];
+    this.nWritten = 0;
+    this.rKey.set(w.key);
+    this.rKind.set(w.kind);
+    this.rQpn.set(job.qpn & 0xffffff);
+    this.rSyndrome.set(0);
+    this.rBusy.set(1);
+    if (w.kind === UMR_KIND_INVALID) {
+      this.syn = CqeSyndrome.LOCAL_QP_OP_ERR; // a malformed WQE is a local QP operation error
+      return this.rState.set(CHECK);
+    }
+    const reads: DmaReq[] = [];
+    this.readCtx(reads, w.key >>> 8, TAG_TARGET);
+    if (w.kind === UMR_KIND_BIND_MW && w.bindKlm !== null) this.readCtx(reads, w.bindKlm.key >>> 8, TAG_MR);
+    this.beginReads(reads, FETCH_MKEY);
+    if (reads.length === 0) this.afterContexts();
+  }
+
+  /** Queues the read of a context, or records an index beyond the ICM table as never allocated (no read). */
+  private readCtx(reads: DmaReq[], index: number, tag: number): void {
+    if (index < this.hca.icm.mkeyEntries) {
+      reads.push({ kind: 'read', addr: this.hca.icm.mkeyContextAddr(index), length: CTX_BYTES, tag });
+      return;
+    }
+    const e = unallocated(index);
+    if (tag === TAG_TARGET) this.target = e;
+    else if (tag === TAG_MR) this.mr = e;
+    else this.oldMr = e;
+  }
+
+  private beginReads(reads: DmaReq[], fetchState: number): void {
+    this.reads = reads;
+    this.nIssued = 0;
+    this.nPending = 0;
+    this.rState.set(reads.length > 0 ? fetchState : CHECK);
+  }
+
+  private onRead(r: DmaResp): void {
+    this.nPending--;
+    const d = r.data!;
+    const view = new DataView(d.buffer, d.byteOffset, d.byteLength);
+    switch (r.tag) {
+      case TAG_TARGET:
+        this.target = decodeIcmMkey(view, 0, this.w!.key >>> 8);
+        this.targetOcto = view.getUint32(CTX_XLT_OCT_SIZE);
+        return;
+      case TAG_MR:
+        this.mr = decodeIcmMkey(view, 0, this.w!.bindKlm!.key >>> 8);
+        return;
+      case TAG_XLT:
+        this.list = d;
+        return;
+      case TAG_OLD_KLM:
+        try {
+          this.oldKlm = decodeKlm(view, 0);
+        } catch {
+          this.oldKlm = null; // not a KLM a bind wrote: nothing to release
+        }
+        return;
+      case TAG_OLD_MR:
+        this.oldMr = decodeIcmMkey(view, 0, this.oldKlm!.key >>> 8);
+        return;
+    }
+  }
+
+  /** The contexts are in: the rules that need only them, then the list or the released window's KLM. */
+  private afterContexts(): void {
+    const w = this.w!;
+    const t = this.target!;
+    const syn = checkUmr(w, this.job!, t, this.mr, this.policy);
+    if (syn !== 0) {
+      this.syn = syn;
+      return this.rState.set(CHECK);
+    }
+    const reads: DmaReq[] = [];
+    if (w.ptr !== null) {
+      // Non-inline translations: the data segment's address is the host physical (DMA) address
+      // of the driver's descriptor list; its lkey (the PD's local DMA lkey / reserved lkey) is
+      // taken to mean physical addressing and is not looked up.
+      const p = checkPointer(w, this.hca.mem.size);
+      if (p !== 0) {
+        this.syn = p;
+        return this.rState.set(CHECK);
+      }
+      reads.push({ kind: 'read', addr: w.ptr.addr, length: w.xltBytes, tag: TAG_XLT });
+    } else if (releasesWindow(w, t, this.policy) && t.xltCount >= 1 && t.xltAddr !== 0) {
+      // the window's one KLM names the MR it counts on
+      reads.push({ kind: 'read', addr: t.xltAddr, length: 16, tag: TAG_OLD_KLM });
+    }
+    this.beginReads(reads, FETCH_XLT);
+  }
+
+  /** After the list / KLM: read the released MR's context. */
+  private afterXlt(): void {
+    const reads: DmaReq[] = [];
+    if (this.oldKlm !== null) this.readCtx(reads, this.oldKlm.key >>> 8, TAG_OLD_MR);
+    this.beginReads(reads, FETCH_REF);
+  }
+
+  /** CHECK: the translation rules, then the plan of writes (none on error). */
+  private check(): void {
+    if (this.syn === 0) this.plan();
+    this.rSyndrome.set(this.syn);
+    this.rState.set(this.syn === 0 && this.writes.length > 0 ? WRITE : DONE);
+  }
+
+  private plan(): void {
+    const w = this.w!;
+    const t = this.target!;
+    const hca = this.hca;
+    const binds = bindsSomething(w, t);
+    let xlt: XltPlan | null = null;
+    if (this.list !== null && (w.kind === UMR_KIND_REG_MR || w.kind === UMR_KIND_XLT_UPDATE || binds)) {
+      const r = checkTranslations(w, t, this.targetOcto, hca.icm.xltSize(t.xltAddr), this.list);
+      if (typeof r === 'number') {
+        this.syn = r;
+        return;
+      }
+      xlt = r;
+    }
+    const writes = this.writes;
+    // 1. a bind counts the window on its MR first: a deregistration in between sees it bound
+    if (binds) writes.push(this.ctxWrite(this.mr!.index, (_c, p) => { p.mwCount = (p.mwCount ?? 0) + 1; }));
+    // 2. the translations, before the context that makes them reachable
+    if (xlt !== null && xlt.count > 0) writes.push(this.xltWrite(t, xlt));
+    // 3. the target's context
+    if (this.targetChanges(w, t, xlt)) {
+      const x = xlt;
+      const kind = w.kind;
+      writes.push(
+        this.ctxWrite(t.index, (c, p) => {
+          applyMask(c, p, w);
+          if (kind === UMR_KIND_BIND_MW && !binds) c.free = true; // a type-1 bind of length 0 unbinds
+          if (kind === UMR_KIND_REG_MR || binds) p.xltCount = x === null ? 0 : x.first + x.used;
+          else if (kind === UMR_KIND_XLT_UPDATE && x !== null) p.xltCount = Math.max(p.xltCount, x.first + x.used);
+        }),
+      );
+    }
+    // 4. the MR a released window counted on
+    const old = this.oldMr;
+    if (old !== null && old.allocated && releasesWindow(w, t, this.policy)) {
+      writes.push(this.ctxWrite(old.index, (_c, p) => { p.mwCount = Math.max(0, (p.mwCount ?? 0) - 1); }));
+    }
+  }
+
+  /** Whether the target's context is rewritten (an invalidation of a FREE target changes nothing). */
+  private targetChanges(w: UmrWqe, t: MkeyEntry, xlt: XltPlan | null): boolean {
+    switch (w.kind) {
+      case UMR_KIND_REG_MR:
+      case UMR_KIND_BIND_MW:
+        return true;
+      case UMR_KIND_XLT_UPDATE:
+        return w.mask !== 0 || xlt !== null;
+      case UMR_KIND_LOCAL_INV:
+      case UMR_KIND_REMOTE_INV:
+        return !t.free;
+      case UMR_KIND_UNBIND:
+        // a type-1 unbind, and an MR's retire (umr_ops.ts), always take the new tag
+        return t.kind === MKEY_KIND_MW1 || t.kind === MKEY_KIND_MR || !t.free;
+      default:
+        return false;
+    }
+  }
+
+  private ctxWrite(index: number, edit: (c: MkeyContext, p: IcmPrivate) => void): PlannedWrite {
+    const hca = this.hca;
+    const addr = hca.icm.mkeyContextAddr(index);
+    return {
+      addr,
+      apply: (): Uint8Array => {
+        // read-modify-write of the current entry (coherent cache update inside updateMkey)
+        updateMkey(hca, index, edit);
+        return hca.mem.read(addr, CTX_BYTES);
+      },
+    };
+  }
+
+  private xltWrite(t: MkeyEntry, x: XltPlan): PlannedWrite {
+    const hca = this.hca;
+    const eb = entryBytes(t.accessMode);
+    const addr = t.xltAddr + x.first * eb;
+    return {
+      addr,
+      apply: (): Uint8Array => {
+        // drops the MTT/KLM cache lines of the range
+        writeTranslations(hca, t.xltAddr, { accessMode: t.accessMode, mtt: x.mtt ?? undefined, klm: x.klm ?? undefined }, x.first);
+        this.sXltEntries.inc(x.count);
+        return hca.mem.read(addr, x.count * eb);
+      },
+    };
+  }
+
+  /** DONE: the completion, the statistics, and back to IDLE. */
+  private finish(): void {
+    const w = this.w!;
+    const syn = this.syn;
+    (this.remote ? this.rinv.resp : this.resp).push({ tag: this.job!.tag, syndrome: syn });
+    this.sJobs.inc();
+    this.sByKind[w.kind]?.inc();
+    if (syn !== 0) {
+      this.sErrors.inc();
+      if (syn === CqeSyndrome.LOCAL_QP_OP_ERR) this.sErrQpOp.inc();
+      else if (syn === CqeSyndrome.MW_BIND_ERR) this.sErrMwBind.inc();
+      else if (syn === CqeSyndrome.LOCAL_PROT_ERR) this.sErrProt.inc();
+      else if (syn === CqeSyndrome.REMOTE_INVAL_REQ_ERR) this.sErrRemInv.inc();
+      else this.sErrOther.inc();
+    }
+    this.sLatency.add(this.sim.now - this.started);
+    this.job = null;
+    this.w = null;
+    this.target = null;
+    this.mr = null;
+    this.list = null;
+    this.oldKlm = null;
+    this.oldMr = null;
+    this.reads = [];
+    this.writes = [];
+    this.rState.set(IDLE);
+  }
+}
+
+/** The entry of an index beyond the ICM table: never allocated (as the mkey cache answers). */
+function unallocated(index: number): MkeyEntry {
+  return {
+    index, allocated: false, free: true, tag: 0, accessMode: 0, access: 0, umrEn: false, remoteInval: false, pd: 0,
+    qpn: MKEY_QPN_NONE, start: 0, len: 0, len64: false, logPageSize: 0, pgAccess: false, xltCount: 0, xltAddr: 0,
+    mwBind: false, kind: 0, mwCount: 0, zeroBased: false, fbo: 0,
+  };
+}

@@ -1,0 +1,180 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { FRAME_SIZE, HostMem } from '../../../src/rtl/memory/host_mem.ts';
+import { HOST_VA_BASE, HUGE_PAGE_SIZE, HostError, HostSpace, PAGE_SIZE } from '../../../src/rtl/memory/host_space.ts';
+import { Rng } from '../../../src/sim/rng.ts';
+
+const MiB = 2 ** 20;
+const hex = (v: number): string => `0x${v.toString(16)}`;
+
+function space(size = 64 * MiB, seed = 1): HostSpace {
+  return new HostSpace(new HostMem(size, new Rng(seed)));
+}
+
+function caught(f: () => unknown): HostError {
+  try {
+    f();
+  } catch (e) {
+    if (e instanceof HostError) return e;
+    throw e;
+  }
+  throw new Error('expected a HostError');
+}
+
+describe('host_space', () => {
+  it('allocates aligned, zeroed, guarded buffers from 0x7f0000000000 up', () => {
+    const h = space();
+    const a = h.alloc(100);
+    expect(a).toEqual({ addr: HOST_VA_BASE, length: 100 });
+    expect(h.read(a.addr, PAGE_SIZE)).toEqual(new Uint8Array(PAGE_SIZE)); // the whole page is mapped and zero
+    const b = h.alloc(3 * PAGE_SIZE, { align: 65536 });
+    expect(b.addr % 65536).toBe(0);
+    expect(b.addr).toBeGreaterThan(a.addr + PAGE_SIZE); // a guard gap after `a`
+    expect(h.isMapped(a.addr + PAGE_SIZE, 1)).toBe(false);
+    const c = h.alloc(10, { align: 64 });
+    expect(c.addr % PAGE_SIZE).toBe(0); // buffers start on a page
+    expect(() => h.alloc(0)).toThrow(/length must be a positive integer/);
+    expect(() => h.alloc(10, { align: 3 })).toThrow(/align must be a power of two/);
+  });
+
+  it('writes, reads and fills across scattered pages, byte-exact', () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({ off: fc.integer({ min: 0, max: 5 * PAGE_SIZE }), len: fc.integer({ min: 0, max: 3 * PAGE_SIZE }), byte: fc.integer({ min: 0, max: 255 }), fill: fc.boolean() }),
+          { maxLength: 20 },
+        ),
+        (ops) => {
+          const h = space(8 * MiB);
+          const SIZE = 8 * PAGE_SIZE;
+          const buf = h.alloc(SIZE);
+          const ref = new Uint8Array(SIZE);
+          let seq = 0;
+          for (const o of ops) {
+            if (o.fill) {
+              h.fill(buf.addr + o.off, o.len, o.byte);
+              ref.fill(o.byte, o.off, o.off + o.len);
+            } else {
+              const bytes = Uint8Array.from({ length: o.len }, () => (seq++ * 31 + o.byte) & 0xff);
+              h.write(buf.addr + o.off, bytes);
+              ref.set(bytes, o.off);
+            }
+          }
+          expect(Buffer.from(h.read(buf.addr, SIZE)).equals(Buffer.from(ref))).toBe(true);
+          // the same bytes through the physical pages
+          for (let p = 0; p < SIZE; p += PAGE_SIZE) {
+            const pa = h.dmaAddress(buf.addr + p);
+            expect(Buffer.from(h.mem.read(pa, PAGE_SIZE)).equals(Buffer.from(ref.subarray(p, p + PAGE_SIZE)))).toBe(true);
+          }
+        },
+      ),
+      { numRuns: 50 },
+    );
+  });
+
+  it('maps every virtual page to its own scattered physical frame, keeping the page offset', () => {
+    const h = space(1024 * MiB, 9);
+    const buf = h.alloc(32 * PAGE_SIZE);
+    const pas = Array.from({ length: 32 }, (_, i) => h.dmaAddress(buf.addr + i * PAGE_SIZE));
+    expect(new Set(pas).size).toBe(32);
+    for (const pa of pas) expect(pa % PAGE_SIZE).toBe(0);
+    let consecutive = 0;
+    for (let i = 1; i < 32; i++) if (pas[i] === pas[i - 1] + PAGE_SIZE) consecutive++;
+    expect(consecutive).toBeLessThan(3);
+    expect(h.dmaAddress(buf.addr + 5 * PAGE_SIZE + 123)).toBe(pas[5] + 123);
+    expect(h.pageSizeAt(buf.addr)).toBe(PAGE_SIZE);
+    // deterministic: the same seed gives the same physical pages
+    const h2 = space(1024 * MiB, 9);
+    expect(h2.dmaAddress(h2.alloc(32 * PAGE_SIZE).addr + 7 * PAGE_SIZE)).toBe(pas[7]);
+  });
+
+  it('faults on never-allocated addresses with EFAULT naming the address', () => {
+    const h = space();
+    const a = h.alloc(PAGE_SIZE);
+    const e = caught(() => h.read(a.addr + PAGE_SIZE - 8, 16));
+    expect(e.errno).toBe('EFAULT');
+    expect(e.message).toBe(`host.read: ${hex(a.addr + PAGE_SIZE - 8)}+16 is not mapped (${hex(a.addr + PAGE_SIZE)} was never allocated)`);
+    expect(() => h.dmaAddress(0x1000)).toThrow(/host\.dmaAddress: 0x1000\+1 is not mapped/);
+    // a faulting write changes nothing
+    expect(() => h.write(a.addr + PAGE_SIZE - 2, Uint8Array.of(1, 2, 3, 4))).toThrow(HostError);
+    expect(h.read(a.addr + PAGE_SIZE - 2, 2)).toEqual(new Uint8Array(2));
+  });
+
+  it('madviseDontNeed drops pages: reads fault, frames are freed, listeners hear the range', () => {
+    const h = space();
+    const buf = h.alloc(4 * PAGE_SIZE);
+    h.fill(buf.addr, 4 * PAGE_SIZE, 0xab);
+    const heard: [number, number][] = [];
+    const off = h.onUnmap((addr, len) => heard.push([addr, len]));
+    const before = h.mem.framesInUse;
+    const pa1 = h.dmaAddress(buf.addr + PAGE_SIZE);
+    h.madviseDontNeed(buf.addr + PAGE_SIZE, PAGE_SIZE + 1); // rounds up to 2 pages
+    expect(heard).toEqual([[buf.addr + PAGE_SIZE, 2 * PAGE_SIZE]]);
+    expect(h.mem.framesInUse).toBe(before - 2);
+    expect(h.mem.isAllocated(pa1)).toBe(false);
+    expect(h.isMapped(buf.addr, PAGE_SIZE)).toBe(true);
+    expect(h.isMapped(buf.addr, PAGE_SIZE + 1)).toBe(false);
+    expect(h.isMapped(buf.addr + 3 * PAGE_SIZE, PAGE_SIZE)).toBe(true);
+    const e = caught(() => h.read(buf.addr + 2 * PAGE_SIZE, 16));
+    expect(e.errno).toBe('EFAULT');
+    expect(e.message).toMatch(/host\.read: 0x7f0000002000\+16 is not mapped \(page 0x7f0000002000 was dropped by madvise DONTNEED\)/);
+    expect(() => h.dmaAddress(buf.addr + PAGE_SIZE)).toThrow(/dropped by madvise DONTNEED/);
+    expect(caught(() => h.madviseDontNeed(buf.addr + 5, 10)).errno).toBe('EINVAL');
+    expect(caught(() => h.madviseDontNeed(buf.addr, 5 * PAGE_SIZE)).errno).toBe('ENOMEM'); // runs past the allocation
+    off();
+    h.madviseDontNeed(buf.addr, PAGE_SIZE);
+    expect(heard.length).toBe(1); // unsubscribed
+  });
+
+  it('faultIn repopulates dropped pages with new zeroed frames and returns them', () => {
+    const h = space();
+    const buf = h.alloc(4 * PAGE_SIZE);
+    h.fill(buf.addr, 4 * PAGE_SIZE, 0x5a);
+    h.madviseDontNeed(buf.addr + PAGE_SIZE, 2 * PAGE_SIZE);
+    expect(h.faultIn(buf.addr + 100, 4 * PAGE_SIZE - 200)).toEqual([buf.addr + PAGE_SIZE, buf.addr + 2 * PAGE_SIZE]);
+    expect(h.isMapped(buf.addr, 4 * PAGE_SIZE)).toBe(true);
+    const got = h.read(buf.addr, 4 * PAGE_SIZE);
+    expect(got.subarray(0, PAGE_SIZE).every((b) => b === 0x5a)).toBe(true);
+    expect(got.subarray(PAGE_SIZE, 3 * PAGE_SIZE).every((b) => b === 0)).toBe(true);
+    expect(got.subarray(3 * PAGE_SIZE).every((b) => b === 0x5a)).toBe(true);
+    expect(h.faultIn(buf.addr, 4 * PAGE_SIZE)).toEqual([]); // nothing left to fault
+    expect(caught(() => h.faultIn(buf.addr + 4 * PAGE_SIZE, 1)).errno).toBe('EFAULT');
+  });
+
+  it('backs hugePages allocations with 2 MiB physically contiguous, aligned pages', () => {
+    const h = space(256 * MiB, 4);
+    const buf = h.alloc(5 * MiB, { hugePages: true });
+    expect(buf.addr % HUGE_PAGE_SIZE).toBe(0);
+    expect(h.pageSizeAt(buf.addr)).toBe(HUGE_PAGE_SIZE);
+    for (let hp = 0; hp < 3; hp++) {
+      const base = h.dmaAddress(buf.addr + hp * HUGE_PAGE_SIZE);
+      expect(base % HUGE_PAGE_SIZE).toBe(0);
+      for (let off = 0; off < HUGE_PAGE_SIZE; off += 64 * FRAME_SIZE + 7) {
+        expect(h.dmaAddress(buf.addr + hp * HUGE_PAGE_SIZE + off)).toBe(base + off);
+      }
+    }
+    expect(h.mem.framesInUse).toBe(3 * 512);
+    // a write across a huge page boundary lands in two physical runs
+    const at = buf.addr + HUGE_PAGE_SIZE - 3;
+    h.write(at, Uint8Array.of(1, 2, 3, 4, 5, 6));
+    expect(h.read(at, 6)).toEqual(Uint8Array.of(1, 2, 3, 4, 5, 6));
+    expect(h.mem.read(h.dmaAddress(buf.addr + HUGE_PAGE_SIZE), 3)).toEqual(Uint8Array.of(4, 5, 6));
+    // hugetlb rules: drop whole 2 MiB pages only
+    expect(caught(() => h.madviseDontNeed(buf.addr + PAGE_SIZE, PAGE_SIZE)).errno).toBe('EINVAL');
+    h.madviseDontNeed(buf.addr + HUGE_PAGE_SIZE, 1);
+    expect(h.mem.framesInUse).toBe(2 * 512);
+    expect(h.isMapped(buf.addr + HUGE_PAGE_SIZE, 1)).toBe(false);
+    expect(h.faultIn(buf.addr, 5 * MiB)).toEqual([buf.addr + HUGE_PAGE_SIZE]);
+    expect(h.dmaAddress(buf.addr + HUGE_PAGE_SIZE) % HUGE_PAGE_SIZE).toBe(0);
+    expect(h.read(at, 6)).toEqual(Uint8Array.of(1, 2, 3, 0, 0, 0));
+  });
+
+  it('reports ENOMEM when host memory runs out, and leaves nothing half-done', () => {
+    const h = space(8 * MiB);
+    const before = h.mem.framesInUse;
+    expect(caught(() => h.alloc(9 * MiB)).errno).toBe('ENOMEM');
+    expect(h.mem.framesInUse).toBe(before);
+    expect(caught(() => h.alloc(8 * MiB, { hugePages: true })).errno).toBe('ENOMEM'); // frame 0 is reserved
+    expect(h.mem.framesInUse).toBe(before);
+  });
+});
