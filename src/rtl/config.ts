@@ -77,6 +77,12 @@ export interface HcaConfig {
   hostMemBytes: number;
   /** mkey indices reachable in the ICM mkey context table (the index field is 24 bits). */
   icmMkeyEntries: number;
+  /** Send queue engine: WQEs in flight at most (fetched, executing or awaiting their CQE), all QPs. */
+  sqWqeSlots: number;
+  /** Requester: messages in flight at most (contexts), all QPs. */
+  requesterContexts: number;
+  /** Responder: messages served at once at most (contexts), all QPs. */
+  responderContexts: number;
 }
 
 /** The defaults: spec/timing.md "Suggested defaults", with the anchors they reproduce. */
@@ -122,6 +128,11 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   readWithInvalidate: false, // API.md: mlx5 rejects RDMA_READ_WITH_INV unless this is on
   hostMemBytes: 64 * 2 ** 30, // 64 GiB of host physical memory (assumed)
   icmMkeyEntries: 2 ** 16, // mkey indices reachable (assumed; the index field is 24 bits)
+  // No public figure for these on-chip tables: assumed, sized so that the initiator depth of 16
+  // QPs x 16 READs fits and PCIe's 64 outstanding reads, not a table, limit a deep READ workload.
+  sqWqeSlots: 512,
+  requesterContexts: 256,
+  responderContexts: 128,
 } satisfies HcaConfig);
 
 /** Returns a requirement text when `v` breaks the rule, or null when it is fine. */
@@ -184,6 +195,10 @@ const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
       ? null
       : 'must be a multiple of 2 MiB in 4 MiB..16 TiB',
   icmMkeyEntries: intIn(1, 2 ** 24, 'must be an integer in 1..2^24 (24-bit mkey index)'),
+  sqWqeSlots: intIn(1, 65536),
+  // DMA tags of the engines' movers tell up to 256 contexts apart (memory/dma_mover.ts)
+  requesterContexts: intIn(1, 256),
+  responderContexts: intIn(1, 256),
 };
 
 function show(v: unknown): string {

@@ -20,6 +20,7 @@ import { Sq } from './transport/sq.ts';
 import { Requester } from './transport/requester.ts';
 import { Responder } from './transport/responder.ts';
 import { UmrEngine, type UmrEngineOptions } from './umr/umr_engine.ts';
+import type { QpTable } from './transport/qp_table.ts';
 
 /** Options of an adapter beyond its configuration: firmware (cmdif) and UMR engine choices. */
 export interface HcaOptions extends CmdifOptions {
@@ -84,19 +85,43 @@ export class Hca extends Module {
       klmWalker: this.klmWalker,
     }).clockedBy(this.coreClock);
     this.cmdif = new Cmdif(this, opts);
-    // the work queues and the RC data path (the link between adapters is the testbed's)
-    this.sq = new Sq(this).clockedBy(this.coreClock);
-    this.requester = new Requester(this).clockedBy(this.coreClock);
-    this.responder = new Responder(this).clockedBy(this.coreClock);
     this.cqWriter = new CqWriter(this).clockedBy(this.coreClock);
     // REG_MR has no PD check (the mlx5 UMR mask leaves the PD alone); a zero-length type-2 bind
     // is MW_BIND_ERR (o10-37.2.40), as the reference model has it
     this.umrEngine = new UmrEngine(this, { regMrPdCheck: false, type2Unbind: 'bind_error', ...opts.umr });
     this.umrEngine.waveRank = 15;
-    this.sq.connect({ cqWriter: this.cqWriter.req, requester: this.requester, umr: this.umrEngine, flush: this.responder.flushReq });
-    this.responder.cqWriter = this.cqWriter.req;
-    // SEND_WITH_INV invalidates through the UMR engine, timed and cache-coherent like LOCAL_INV
-    this.responder.connectUmr(this.umrEngine.rinv);
+    // the work queues and the RC data path (the link between adapters is the testbed's); each
+    // engine gets its ports and the QP table, nothing else of the adapter
+    const qps: QpTable = this.cmdif;
+    this.requester = new Requester(this, 'requester', {
+      contexts: cfg.requesterContexts,
+      hcaIndex: Number(name.slice(3)),
+      rnrTimerCode: cfg.rnrTimerCode,
+      atu: this.atu.port('requester', 8),
+      port: this.pcie.port('requester', { reqCapacity: 8, respCapacity: 16 }),
+      payloads: this.payloads,
+      qps,
+    }).clockedBy(this.coreClock);
+    this.responder = new Responder(this, 'responder', {
+      contexts: cfg.responderContexts,
+      atu: this.atu.port('responder', 8),
+      port: this.pcie.port('responder', { reqCapacity: 8, respCapacity: 16 }),
+      payloads: this.payloads,
+      qps,
+      cqWriter: this.cqWriter.req,
+      // SEND_WITH_INV invalidates through the UMR engine, timed and cache-coherent like LOCAL_INV
+      rinv: this.umrEngine.rinv,
+    }).clockedBy(this.coreClock);
+    this.sq = new Sq(this, 'sq', {
+      slots: cfg.sqWqeSlots,
+      readWithInvalidate: cfg.readWithInvalidate,
+      port: this.pcie.port('sq', { reqCapacity: 4, respCapacity: 16 }),
+      qps,
+      cqWriter: this.cqWriter.req,
+      requester: this.requester,
+      umr: this.umrEngine,
+      flush: this.responder.flushReq,
+    }).clockedBy(this.coreClock);
     // DESTROY_QP / DESTROY_CQ: the engines forget the object's queue state at once
     this.cmdif.destroyListeners.push((what, num) => {
       if (what === 'CQ') return this.cqWriter.forgetCq(num);

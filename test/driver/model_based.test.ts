@@ -71,7 +71,7 @@ import {
  * Until the HCA wires it into its send queue engine (`hca.sq.umr`), every UMR WQE completes
  * LOC_QP_OP_ERR in the cycle model, so these commands are generated only when it is there.
  */
-const UMR_WIRED: boolean = new Testbed({ hcas: 1 }).hca(0).sq.umr !== null;
+const UMR_WIRED: boolean = new Testbed({ hcas: 1 }).hca(0).umrEngine !== null;
 const UMR_COMMANDS = UMR_WIRED;
 
 /**

@@ -167,6 +167,11 @@ export interface QpContext {
   readonly timeout: number;
   readonly retryCnt: number;
   readonly rnrRetry: number;
+  /**
+   * RTR2RTS: RDMA READs and atomics this QP may have outstanding as initiator (2^log_sra_max;
+   * log_sra_max is a 3-bit field of the QPC in mlx5_ifc.h, so 1..128). Default 16.
+   */
+  readonly maxRdAtomic: number;
   /** PAGE_FAULT_RESUME commands executed for this QP, and the flags of the last one. */
   readonly pageFaultResumes: number;
   readonly lastResumeFlags: number;
@@ -255,7 +260,7 @@ export interface CmdInputs {
   RST2INIT_QP: { qpn: number; accessFlags?: number; port?: number; pkeyIndex?: number };
   /** `remoteHca`: the peer adapter's index in the testbed (what an address vector names). */
   INIT2RTR_QP: { qpn: number; remoteQpn?: number; remoteHca?: number; mtu?: Mtu; rqPsn?: number };
-  RTR2RTS_QP: { qpn: number; sqPsn?: number; timeout?: number; retryCnt?: number; rnrRetry?: number };
+  RTR2RTS_QP: { qpn: number; sqPsn?: number; timeout?: number; retryCnt?: number; rnrRetry?: number; maxRdAtomic?: number };
   '2ERR_QP': { qpn: number };
 }
 

@@ -561,6 +561,7 @@ export class Cmdif extends Module {
       timeout: cfg.ackTimeout,
       retryCnt: cfg.retryCount,
       rnrRetry: 7,
+      maxRdAtomic: 16,
       pageFaultResumes: 0,
       lastResumeFlags: 0,
       remoteHca: 0,
@@ -609,7 +610,13 @@ export class Cmdif extends Module {
         const sqPsn = this.uint('sq_psn', c.sqPsn ?? 0, 24);
         const timeout = this.uint('timeout', c.timeout ?? qp.timeout, 5);
         const retryCnt = this.uint('retry_cnt', c.retryCnt ?? qp.retryCnt, 3);
+        const maxRdAtomic = this.uint('log_sra_max', c.maxRdAtomic ?? qp.maxRdAtomic, 8);
+        // log_sra_max is 3 bits (mlx5_ifc.h qpc): a power of two, 1..128
+        if ((maxRdAtomic & (maxRdAtomic - 1)) !== 0 || maxRdAtomic < 1 || maxRdAtomic > 128) {
+          this.fail('BAD_PARAM', 'log_sra_max', `max_rd_atomic ${maxRdAtomic} is not a power of two in 1..128`);
+        }
         qp.rnrRetry = this.uint('rnr_retry', c.rnrRetry ?? qp.rnrRetry, 3);
+        qp.maxRdAtomic = maxRdAtomic;
         qp.sqPsn = sqPsn;
         qp.timeout = timeout;
         qp.retryCnt = retryCnt;

@@ -12,6 +12,8 @@ import type { PhysSegment } from '../translation/atu_types.ts';
 import { PayloadPool, type PooledBuf } from './payload_pool.ts';
 
 const MAX_READ = 4096;
+/** Movers sharing a port: at most this many, told apart by `tag % MOVER_TAG_SPAN`. */
+export const MOVER_TAG_SPAN = 256;
 const MAX_INFLIGHT = 16;
 
 export class DmaMover {
@@ -28,9 +30,14 @@ export class DmaMover {
   /** Bytes moved by reads and writes. */
   bytes = 0;
 
+  /**
+   * `ctx`: when several movers share one port, each tags its reads `chunk * MOVER_TAG_SPAN + ctx`
+   * (ctx < MOVER_TAG_SPAN), so the owner routes a completion by `tag % MOVER_TAG_SPAN`.
+   */
   constructor(
     private readonly port: DmaPort,
     private readonly pool: PayloadPool = new PayloadPool(),
+    private readonly ctx = 0,
   ) {}
 
   /** Starts gathering `segs` into a buffer of their total length. */
@@ -95,7 +102,7 @@ export class DmaMover {
     const n = Math.min(s.length - this.off, this.buf.length - this.bufOff, this.reading ? MAX_READ : 4096);
     const addr = s.pa + this.off;
     if (this.reading) {
-      const tag = this.chunkAt.length;
+      const tag = this.chunkAt.length * MOVER_TAG_SPAN + this.ctx;
       this.chunkAt.push(this.bufOff);
       this.port.req.push({ kind: 'read', addr, length: n, tag, dst: this.buf, dstOff: this.bufOff });
       this.inflight++;
@@ -111,7 +118,7 @@ export class DmaMover {
 
   /** A read completion of this mover. */
   complete(tag: number, data: Uint8Array): void {
-    if (data !== this.buf) this.buf.set(data, this.chunkAt[tag]);
+    if (data !== this.buf) this.buf.set(data, this.chunkAt[Math.floor(tag / MOVER_TAG_SPAN)]);
     this.inflight--;
   }
 }

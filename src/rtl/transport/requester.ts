@@ -1,29 +1,38 @@
 /**
- * The RC requester (`tb.hcaN.requester`): executes one data work request at a time for the send
- * queue engine: translates the local SGEs through the ATU (LOCAL_WRITE where the HCA writes:
- * READ and atomic destinations), gathers the payload by DMA, sends the message over the link,
- * waits for the answer (retrying after an RNR NAK or an ACK timeout), places READ and atomic
- * results, and reports the completion syndrome (spec/semantics.md "Data path"). When the job's
- * QP is destroyed (DESTROY_QP), the job stops at its next safe point (translations answered,
- * gathered data read, or while waiting for an answer) and reports WR_FLUSH_ERR, which the send
- * queue engine drops: nothing more is sent for a destroyed QP.
+ * The RC requester (`tb.hcaN.requester`): executes the send queue engine's data work requests,
+ * many at once. Each message takes a requester context (`config.requesterContexts`) for its
+ * whole life: translate the local SGEs through the ATU (LOCAL_WRITE where the HCA writes: READ
+ * and atomic destinations), gather the payload by DMA, send it, wait for the answer, place READ
+ * and atomic results, report the completion syndrome (spec/semantics.md "Data path").
+ *
+ * Per QP the hardware keeps RC's rules, and only those serialize messages:
+ * - messages go on the wire in WQE order, each with the QP's next PSN (translations and gathers
+ *   of several messages of a QP overlap; a message waits to be sent until those before it are);
+ * - at most the QP's `maxRdAtomic` (initiator depth, log_sra_max) READs and atomics are
+ *   outstanding; the rest wait (counted in `rd_atomic_stalls`);
+ * - answers come back in PSN order (the responder answers in order); an RNR NAK or an ACK
+ *   timeout of a message sends it and every later sent message again (go-back-N), after the RNR
+ *   timer or at once, and the retry counts are per message as in IB;
+ * - a message that fails (local protection error, NAK, retries exhausted) flushes every later
+ *   message of its QP: none of them is sent or placed again (WR_FLUSH_ERR).
+ * A destroyed QP (DESTROY_QP) flushes its messages at their next safe point (translations
+ * answered, gathered data read, or while waiting for an answer); the send queue engine drops
+ * those completions.
  */
-import type { PooledBuf } from '../memory/payload_pool.ts';
 import { EnumType, Fifo, Module, type EventTarget, type Reg, type Signal } from '../../sim/index.ts';
-import type { Hca } from '../hca.ts';
+import type { PayloadPool, PooledBuf } from '../memory/payload_pool.ts';
 import type { DmaPort } from '../memory/pcie.ts';
+import { DmaMover, MOVER_TAG_SPAN } from '../memory/dma_mover.ts';
 import type { AtuPort } from '../translation/atu.ts';
 import type { AtuResponse, PhysSegment } from '../translation/atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcOp, RcRequest, RcResponse } from './rc_types.ts';
-import type { DmaMover } from '../memory/dma_mover.ts';
-import { enginePorts } from './engine_ports.ts';
+import type { QpTable, QpView } from './qp_table.ts';
 import { CqeSyndrome, WqeOpcode } from '../formats/constants.ts';
 import { dataSegLength } from '../formats/data_seg.ts';
 import type { ParsedWqe } from '../formats/wqe_parse.ts';
 import { ackTimeoutPs, rnrTimerPs } from '../config.ts';
 import { IB_LOCAL_WRITE } from '../memory/icm_mkey.ts';
-import type { QpContext } from '../firmware/cmd_types.ts';
 
 /** A data WQE to execute. */
 export interface ReqJob {
@@ -38,11 +47,13 @@ export interface ReqDone {
   byteLen: number;
 }
 
+/** What a context is doing; the `state` trace shows the stage of the last context that moved. */
 export const RequesterState = new EnumType('requester_state', ['IDLE', 'XLATE', 'GATHER', 'SEND', 'WAIT_RESP', 'SCATTER', 'DONE']);
 const IDLE = 0;
 const XLATE = 1;
 const GATHER = 2;
-const SEND = 3;
+/** Translated and gathered: waits for its turn on the wire (SEND in the waves when it goes). */
+const READY = 3;
 const WAIT_RESP = 4;
 const SCATTER = 5;
 const DONE = 6;
@@ -58,6 +69,68 @@ const OP_OF: Record<number, RcOp> = {
   [WqeOpcode.ATOMIC_FA]: 'FETCH_ADD',
 };
 
+/** ATU tags: context index * ATU_TAG_SPAN + SGE index (a WQE has at most 63 data segments). */
+const ATU_TAG_SPAN = 64;
+
+/** Options of the requester (wired in hca.ts). */
+export interface RequesterOptions {
+  /** Messages in flight at most, across all QPs (contexts). */
+  contexts: number;
+  /** This adapter's index on the link. */
+  hcaIndex: number;
+  rnrTimerCode: number;
+  atu: AtuPort;
+  port: DmaPort;
+  payloads: PayloadPool;
+  qps: QpTable;
+}
+
+interface Ctx {
+  readonly idx: number;
+  readonly mover: DmaMover;
+  stage: number;
+  job: ReqJob | null;
+  q: ReqQp | null;
+  op: RcOp;
+  /** READ or atomic: counts against the QP's initiator depth while waiting for its answer. */
+  rdAtomic: boolean;
+  ptrs: { lkey: number; addr: number; length: number }[];
+  results: (AtuResponse | null)[];
+  issued: number;
+  answersDue: number;
+  local: PhysSegment[];
+  length: number;
+  payload: Uint8Array | null;
+  payloadBuf: PooledBuf | null;
+  readBuf: PooledBuf | null;
+  /** The newest try was answered: the payload's buffer may be recycled. */
+  answered: boolean;
+  psn: number;
+  tries: number;
+  rnrTries: number;
+  timeoutAt: number;
+  /** Flush at the next safe point (an earlier message failed, or the QP was destroyed). */
+  abort: boolean;
+  syndrome: number;
+  started: number;
+}
+
+interface ReqQp {
+  readonly qpn: number;
+  readonly qp: QpView;
+  /** Unfinished messages in WQE (and PSN) order. */
+  readonly list: Ctx[];
+  /** Index in `list` of the next message to send. */
+  sendNext: number;
+  nextPsn: number;
+  /** READs and atomics sent and not answered. */
+  rdOut: number;
+  /** After an RNR NAK: nothing is sent before this time (-1: no wait). */
+  resendAt: number;
+  /** A message failed: later messages are flushed. */
+  flushing: boolean;
+}
+
 export class Requester extends Module implements EventTarget {
   readonly req: Fifo<ReqJob>;
   readonly resp: Fifo<ReqDone>;
@@ -66,76 +139,103 @@ export class Requester extends Module implements EventTarget {
   link: Link<RcRequest> | null = null;
   private readonly atu: AtuPort;
   private readonly port: DmaPort;
-  private readonly mover: DmaMover;
-  /** FSM state: changes at once (several steps may run in one edge), traced when it changes. */
+  private readonly table: QpTable;
+  private readonly hcaIndex: number;
+  private readonly rnrTimerCode: number;
+  private readonly ctxs: Ctx[] = [];
+  private readonly free: Ctx[] = [];
+  private readonly qps = new Map<number, ReqQp>();
+  /** Contexts whose SGE translations are not all issued, in order. */
+  private readonly xlateQ: Ctx[] = [];
+  /** Contexts whose mover has requests to issue. */
+  private stepping: Ctx[] = [];
+  private spare: Ctx[] = [];
+  /** Finished contexts whose completion is not yet handed to the send queue engine. */
+  private readonly doneQ: Ctx[] = [];
+  private doneHead = 0;
+  /** QPs that may send now (an answer freed initiator depth, a message became ready). */
+  private readonly pumpQ: ReqQp[] = [];
+  private timerDue = false;
+  /** Time of the one pending timer event, or -1: one event at a time, re-armed lazily. */
+  private timerAt = -1;
   private readonly state: Signal;
+  private readonly rInflight: Reg;
   private readonly rQpn: Reg;
   private readonly rOp: Reg;
   private readonly rLen: Reg;
   private readonly rSyndrome: Reg;
-  // the job in progress
-  private job: ReqJob | null = null;
-  /** The job's QP context, taken at start (the firmware forgets it on DESTROY_QP). */
-  private qp: Readonly<QpContext> | null = null;
-  private op: RcOp = 'SEND';
-  private ptrs: { lkey: number; addr: number; length: number }[] = [];
-  private results: (AtuResponse | null)[] = [];
-  private waiting = 0;
-  private local: PhysSegment[] = [];
-  private payload: Uint8Array | null = null;
-  /** The pooled buffer behind `payload` (held until the message is answered), and READ data's. */
-  private payloadBuf: PooledBuf | null = null;
-  /** The newest try of the message was answered (ACK, NAK, data). */
-  private answered = false;
-  private readBuf: PooledBuf | null = null;
-  private length = 0;
-  private seq = 0;
-  private tries = 0;
-  private rnrTries = 0;
-  private resendAt = -1;
-  private timeoutAt = -1;
-  private answer: RcResponse | null = null;
-  private syndrome = 0;
   private readonly sMessages;
   private readonly sBytes;
   private readonly sRetries;
   private readonly sErrors;
   private readonly sLatency;
-  private started = 0;
+  private readonly sPeak;
+  private readonly sCtxStalls;
+  private readonly sRdAtomicStalls;
 
-  constructor(private readonly hca: Hca) {
-    super(hca.sim, hca, 'requester');
+  constructor(parent: Module, name: string, o: RequesterOptions) {
+    super(parent.sim, parent, name);
+    if (!Number.isInteger(o.contexts) || o.contexts < 1 || o.contexts > MOVER_TAG_SPAN) {
+      throw new RangeError(`${this.path}: contexts ${o.contexts} must be an integer in 1..${MOVER_TAG_SPAN}`);
+    }
+    this.atu = o.atu;
+    this.port = o.port;
+    this.table = o.qps;
+    this.hcaIndex = o.hcaIndex;
+    this.rnrTimerCode = o.rnrTimerCode;
     this.state = this.signal('state', RequesterState.width, { enum: RequesterState });
+    this.rInflight = this.probe('inflight', 9);
     this.rQpn = this.probe('qpn', 24);
     this.rOp = this.probe('wqe_opcode', 8);
     this.rLen = this.probe('length', 32);
     this.rSyndrome = this.probe('syndrome', 8);
-    this.req = new Fifo<ReqJob>(this, 'req', { capacity: 1 });
-    this.resp = new Fifo<ReqDone>(this, 'resp', { capacity: 1 });
-    this.inbox = new Fifo<RcResponse>(this, 'inbox', { capacity: 16 });
+    this.req = new Fifo<ReqJob>(this, 'req', { capacity: 4 });
+    this.resp = new Fifo<ReqDone>(this, 'resp', { capacity: 16 });
+    this.inbox = new Fifo<RcResponse>(this, 'inbox', { capacity: 1024 });
     this.req.consumer = this;
     this.inbox.consumer = this;
     this.resp.producer = this;
-    ({ atu: this.atu, port: this.port, mover: this.mover } = enginePorts(this, hca, 'requester'));
+    this.atu.resp.consumer = this;
+    this.atu.req.producer = this;
+    this.port.resp.consumer = this;
+    this.port.req.producer = this;
+    for (let i = 0; i < o.contexts; i++) {
+      const c: Ctx = {
+        idx: i, mover: new DmaMover(o.port, o.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
+        ptrs: [], results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null,
+        answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0,
+      };
+      this.ctxs.push(c);
+    }
+    for (let i = o.contexts - 1; i >= 0; i--) this.free.push(this.ctxs[i]);
     this.sMessages = this.stats.counter('messages');
     this.sBytes = this.stats.counter('bytes');
     this.sRetries = this.stats.counter('retries');
     this.sErrors = this.stats.counter('errors');
     this.sLatency = this.stats.histogram('latency_ps');
+    this.sPeak = this.stats.counter('contexts_peak');
+    this.sCtxStalls = this.stats.counter('context_full_stalls');
+    this.sRdAtomicStalls = this.stats.counter('rd_atomic_stalls');
   }
 
-  /** DESTROY_QP executed: a job of that QP stops at its next safe point (woken to see it). */
+  /** Contexts in use (messages in flight). */
+  get inFlight(): number {
+    return this.ctxs.length - this.free.length;
+  }
+
+  /** Work in flight: a message in a context or waiting to be taken. */
+  busy(): boolean {
+    return this.inFlight > 0 || this.req.canPop() || this.inbox.canPop();
+  }
+
+  /** DESTROY_QP executed: the QP's messages are flushed at their next safe point. */
   forgetQp(qpn: number): void {
-    if (this.job !== null && this.job.qpn === qpn) this.wake();
+    const q = this.qps.get(qpn);
+    if (q === undefined) return;
+    this.qps.delete(qpn);
+    for (let i = q.list.length - 1; i >= 0; i--) this.abortCtx(q.list[i]);
+    this.wake();
   }
-
-  /** The job's QP was destroyed since the job started. */
-  private gone(): boolean {
-    return this.hca.cmdif.getQp(this.job!.qpn) !== this.qp;
-  }
-
-  /** Time of the one pending timer event, or -1: one event at a time, re-armed lazily. */
-  private timerAt = -1;
 
   /** Arms the timer for `t` (an earlier pending event re-arms itself when it fires). */
   private armTimer(t: number): void {
@@ -145,242 +245,388 @@ export class Requester extends Module implements EventTarget {
     }
   }
 
-  /** @internal A retry timer (RNR or ACK timeout) fired: wake if a deadline is due, else re-arm. */
+  /** @internal A retry timer (RNR or ACK timeout) fired: the next edge looks at the deadlines. */
   fire(): void {
     if (this.sim.now !== this.timerAt) return; // superseded by an earlier arming
     this.timerAt = -1;
-    const due = Math.min(this.timeoutAt, this.resendAt < 0 ? Infinity : this.resendAt);
-    if (due <= this.sim.now) this.wake();
-    else if (due !== Infinity) this.armTimer(due);
+    this.timerDue = true;
+    this.wake();
   }
 
   override tick(): void {
+    let act = -1;
+    while (this.inbox.canPop()) this.onAnswer(this.inbox.pop());
     while (this.port.resp.canPop()) {
       const r = this.port.resp.pop();
-      this.mover.complete(r.tag, r.data!);
-    }
-    this.stepFsm(this.state);
-  }
-
-  protected override fsmStep(): void {
-    switch (this.state.q) {
-      case IDLE:
-        if (!this.req.canPop()) return this.sleep();
-        this.start(this.req.pop());
-        return;
-      case XLATE:
-        return this.xlate();
-      case GATHER:
-        this.mover.step();
-        if (this.mover.done) {
-          this.payload = this.mover.data;
-          this.payloadBuf = this.mover.takeBuf();
-          this.state.setNow(SEND);
-        } else if (this.mover.waiting) this.sleep(); // woken by read completions
-        return;
-      case SEND:
-        return this.send();
-      case WAIT_RESP:
-        return this.waitResp();
-      case SCATTER:
-        this.mover.step();
-        if (this.mover.done) {
-          // every write of the READ data is issued (each holds the buffer): drop the responder's reference
-          if (this.readBuf !== null) this.readBuf.release();
-          this.readBuf = null;
-          this.finish(0);
-        }
-        return;
-      case DONE:
-        if (!this.resp.canPush()) return this.sleep();
-        this.resp.push({ tag: this.job!.tag, syndrome: this.syndrome, byteLen: this.length });
-        if (this.syndrome !== 0) this.sErrors.inc();
-        this.sLatency.add(this.sim.now - this.started);
-        this.job = null;
-        this.qp = null;
-        // The payload's buffer goes back to the pool only if the newest try was answered: the
-        // responder works in order, so every earlier copy was processed too. Ended without an
-        // answer (retries exhausted, QP destroyed) a copy may still be on the wire and be
-        // written from later: the buffer is dropped instead (the garbage collector takes it).
-        if (this.payloadBuf !== null && this.answered) this.payloadBuf.release();
-        this.payloadBuf = null;
-        this.state.setNow(IDLE);
-        return;
-    }
-  }
-
-  private start(job: ReqJob): void {
-    this.job = job;
-    this.qp = this.hca.cmdif.getQp(job.qpn) ?? null;
-    this.answered = false;
-    this.started = this.sim.now;
-    this.op = OP_OF[job.wqe.ctrl.opcode];
-    this.ptrs = [];
-    let inline: Uint8Array[] = [];
-    for (const d of job.wqe.data) {
-      if (d.kind === 'inline') inline.push(d.data);
-      else this.ptrs.push({ lkey: d.seg.lkey, addr: d.seg.addr, length: dataSegLength(d.seg.byteCount) });
-    }
-    this.length = this.ptrs.reduce((a, p) => a + p.length, 0) + inline.reduce((a, b) => a + b.length, 0);
-    this.payload = null;
-    if (inline.length > 0) {
-      const buf = new Uint8Array(this.length);
-      let o = 0;
-      for (const b of inline) { buf.set(b, o); o += b.length; }
-      this.payload = buf;
-      inline = [];
-    }
-    this.results = this.ptrs.map(() => null);
-    this.waiting = 0;
-    this.local = [];
-    this.tries = 0;
-    this.rnrTries = 0;
-    this.syndrome = 0;
-    this.rQpn.set(job.qpn);
-    this.rOp.set(job.wqe.ctrl.opcode);
-    this.rLen.set(Math.min(this.length, 0xffffffff));
-    // destroyed between the send queue engine's push and this pop: nothing to do for it
-    if (this.qp === null) return this.finish(CqeSyndrome.WR_FLUSH_ERR);
-    this.state.setNow(this.ptrs.length > 0 ? XLATE : SEND);
-  }
-
-  /** Issue the SGE translations, then collect them (one per SGE, in order). */
-  private xlate(): void {
-    const qp = this.qp!;
-    const writes = this.op === 'READ' || this.op === 'CMP_SWAP' || this.op === 'FETCH_ADD';
-    while (this.waiting < this.ptrs.length && this.atu.req.canPush()) {
-      const p = this.ptrs[this.waiting];
-      this.atu.req.push({ key: p.lkey, va: p.addr, length: p.length, access: writes ? IB_LOCAL_WRITE : 0, pd: qp.pd, qpn: qp.qpn, tag: this.waiting, local: true });
-      this.waiting++;
+      const c = this.ctxs[r.tag % MOVER_TAG_SPAN];
+      c.mover.complete(r.tag, r.data!);
+      if (c.stage === GATHER && c.mover.done) this.gathered(c);
     }
     while (this.atu.resp.canPop()) {
       const r = this.atu.resp.pop();
-      this.results[r.tag] = r;
+      const c = this.ctxs[Math.floor(r.tag / ATU_TAG_SPAN)];
+      c.results[r.tag % ATU_TAG_SPAN] = r;
+      if (--c.answersDue === 0 && c.issued === c.ptrs.length) this.translated(c);
     }
-    if (this.results.some((r) => r === null)) {
-      if (this.waiting === this.ptrs.length) this.sleep(); // woken by the ATU's answers
-      return;
+    if (this.timerDue) {
+      this.timerDue = false;
+      this.deadlines();
     }
-    if (this.gone()) return this.finish(CqeSyndrome.WR_FLUSH_ERR);
-    for (const r of this.results) {
-      if (r!.result.kind !== 'ok') return this.finish(CqeSyndrome.LOCAL_PROT_ERR);
-      for (const s of (r!.result as { segments: PhysSegment[] }).segments) this.local.push(s);
+    // new work requests, while contexts are free
+    while (this.req.canPop()) {
+      if (this.free.length === 0) {
+        this.sCtxStalls.inc();
+        break;
+      }
+      this.start(this.req.pop());
+      act = XLATE;
     }
-    if (writes) this.state.setNow(SEND);
-    else {
-      this.mover.gather(this.local);
-      this.state.setNow(GATHER);
+    // translations, in order, as the ATU port takes them
+    while (this.xlateQ.length > 0 && this.atu.req.canPush()) {
+      const c = this.xlateQ[0];
+      const qp = c.q!.qp;
+      const p = c.ptrs[c.issued];
+      this.atu.req.push({ key: p.lkey, va: p.addr, length: p.length, access: c.rdAtomic ? IB_LOCAL_WRITE : 0, pd: qp.pd, qpn: qp.qpn, tag: c.idx * ATU_TAG_SPAN + c.issued, local: true });
+      c.issued++;
+      c.answersDue++;
+      if (c.issued === c.ptrs.length) this.xlateQ.shift();
+    }
+    // DMA: each mover issues at most one request an edge
+    if (this.stepping.length > 0) {
+      const list = this.stepping;
+      const keep = this.spare;
+      keep.length = 0;
+      for (let i = 0; i < list.length; i++) {
+        const c = list[i];
+        c.mover.step();
+        if (c.stage === SCATTER) {
+          act = SCATTER;
+          if (c.mover.done) this.scattered(c);
+          else keep.push(c);
+        } else if (c.stage === GATHER) {
+          act = GATHER;
+          if (c.mover.done) this.gathered(c);
+          else if (!c.mover.waiting) keep.push(c);
+        }
+      }
+      this.spare = list;
+      this.stepping = keep;
+    }
+    while (this.pumpQ.length > 0) {
+      if (this.pump(this.pumpQ.pop()!)) act = READY;
+    }
+    // completions to the send queue engine, in the order they finished
+    while (this.doneHead < this.doneQ.length && this.resp.canPush()) {
+      const c = this.doneQ[this.doneHead++];
+      this.resp.push({ tag: c.job!.tag, syndrome: c.syndrome, byteLen: c.length });
+      this.release(c);
+      act = DONE;
+    }
+    if (this.doneHead === this.doneQ.length) {
+      this.doneQ.length = 0;
+      this.doneHead = 0;
+    }
+    const busy = this.inFlight;
+    this.rInflight.set(busy);
+    if (busy > this.sPeak.value) this.sPeak.value = busy;
+    if (act >= 0) this.state.setNow(act);
+    else if (busy === 0) this.state.setNow(IDLE);
+    else if (this.stepping.length === 0 && this.xlateQ.length === 0) this.state.setNow(WAIT_RESP);
+    // asleep until an input arrives: answers, DMA and ATU results, jobs, room, the timer
+    const more = this.stepping.length > 0 || (this.xlateQ.length > 0 && this.atu.req.canPush()) || (this.req.canPop() && this.free.length > 0);
+    if (!more) this.sleep();
+  }
+
+  private start(job: ReqJob): void {
+    const c = this.free.pop()!;
+    c.job = job;
+    c.started = this.sim.now;
+    c.op = OP_OF[job.wqe.ctrl.opcode];
+    c.rdAtomic = c.op === 'READ' || c.op === 'CMP_SWAP' || c.op === 'FETCH_ADD';
+    c.ptrs = [];
+    c.results.length = 0;
+    c.issued = 0;
+    c.answersDue = 0;
+    c.local = [];
+    c.payload = null;
+    c.payloadBuf = null;
+    c.readBuf = null;
+    c.answered = false;
+    c.psn = -1;
+    c.tries = 0;
+    c.rnrTries = 0;
+    c.timeoutAt = Infinity;
+    c.abort = false;
+    c.syndrome = 0;
+    let inline: Uint8Array[] | null = null;
+    let length = 0;
+    for (const d of job.wqe.data) {
+      if (d.kind === 'inline') (inline ??= []).push(d.data);
+      else c.ptrs.push({ lkey: d.seg.lkey, addr: d.seg.addr, length: dataSegLength(d.seg.byteCount) });
+    }
+    for (const p of c.ptrs) length += p.length;
+    if (inline !== null) {
+      for (const b of inline) length += b.length;
+      const buf = new Uint8Array(length);
+      let o = 0;
+      for (const b of inline) { buf.set(b, o); o += b.length; }
+      c.payload = buf;
+    }
+    c.length = length;
+    for (let i = 0; i < c.ptrs.length; i++) c.results.push(null);
+    this.rQpn.set(job.qpn);
+    this.rOp.set(job.wqe.ctrl.opcode);
+    this.rLen.set(Math.min(length, 0xffffffff));
+    const q = this.qpOf(job.qpn);
+    c.q = q;
+    // destroyed between the send queue engine's push and this pop, or behind a failed message
+    if (q === null || q.flushing) return this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
+    q.list.push(c);
+    if (c.ptrs.length > 0) {
+      c.stage = XLATE;
+      this.xlateQ.push(c);
+    } else {
+      c.stage = READY;
+      this.pumpQ.push(q);
     }
   }
 
-  private send(): void {
-    const job = this.job!;
-    const qp = this.qp!;
-    if (this.gone()) return this.finish(CqeSyndrome.WR_FLUSH_ERR);
-    const w = job.wqe;
-    const isAtomic = w.kind === 'atomic';
-    let compare: Uint8Array | null = null;
-    let swapAdd: Uint8Array | null = null;
-    if (isAtomic) {
-      compare = le64(w.atomic.compare);
-      swapAdd = le64(w.atomic.swapAdd);
+  private qpOf(qpn: number): ReqQp | null {
+    let q = this.qps.get(qpn);
+    if (q === undefined) {
+      const qp = this.table.getQp(qpn);
+      if (qp === undefined) return null;
+      q = { qpn, qp, list: [], sendNext: 0, nextPsn: 0, rdOut: 0, resendAt: -1, flushing: false };
+      this.qps.set(qpn, q);
     }
+    return q;
+  }
+
+  /** Every SGE translation answered. */
+  private translated(c: Ctx): void {
+    if (c.abort) return this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
+    for (const r of c.results) {
+      if (r!.result.kind !== 'ok') return this.finish(c, CqeSyndrome.LOCAL_PROT_ERR);
+      for (const s of (r!.result as { segments: PhysSegment[] }).segments) c.local.push(s);
+    }
+    if (c.rdAtomic) {
+      c.stage = READY;
+      this.pumpQ.push(c.q!);
+    } else {
+      c.mover.gather(c.local);
+      c.stage = GATHER;
+      this.stepping.push(c);
+    }
+  }
+
+  /** The payload is read from host memory. */
+  private gathered(c: Ctx): void {
+    c.payload = c.mover.data;
+    c.payloadBuf = c.mover.takeBuf();
+    if (c.abort) return this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
+    c.stage = READY;
+    this.pumpQ.push(c.q!);
+  }
+
+  /** Sends the QP's ready messages in order, as far as its RNR wait and initiator depth allow. */
+  private pump(q: ReqQp): boolean {
+    if (this.qps.get(q.qpn) !== q) return false;
+    if (q.resendAt >= 0) {
+      if (this.sim.now < q.resendAt) return false;
+      q.resendAt = -1;
+    }
+    let sent = false;
+    while (q.sendNext < q.list.length) {
+      const c = q.list[q.sendNext];
+      if (c.stage !== READY) break;
+      if (c.rdAtomic && q.rdOut >= q.qp.maxRdAtomic) {
+        this.sRdAtomicStalls.inc();
+        break;
+      }
+      this.transmit(q, c);
+      q.sendNext++;
+      sent = true;
+    }
+    return sent;
+  }
+
+  private transmit(q: ReqQp, c: Ctx): void {
+    const w = c.job!.wqe;
+    const qp = q.qp;
+    if (c.psn < 0) c.psn = q.nextPsn++;
+    const isAtomic = w.kind === 'atomic';
+    const carries = !(c.op === 'READ' || isAtomic);
     const m: RcRequest = {
-      op: this.op,
-      srcHca: this.hcaIndex(),
+      op: c.op,
+      srcHca: this.hcaIndex,
       srcQpn: qp.qpn,
       dstQpn: qp.remoteQpn,
-      seq: ++this.seq,
+      seq: c.psn,
       raddr: w.kind === 'send' ? 0 : w.raddr.raddr,
       rkey: w.kind === 'send' ? 0 : w.raddr.rkey,
-      length: isAtomic ? 8 : this.length,
-      payload: this.op === 'READ' || isAtomic ? null : (this.payload ?? EMPTY),
-      payloadBuf: this.op === 'READ' || isAtomic ? null : this.payloadBuf,
+      length: isAtomic ? 8 : c.length,
+      payload: carries ? (c.payload ?? EMPTY) : null,
+      payloadBuf: carries ? c.payloadBuf : null,
       imm: w.ctrl.imm,
       invRkey: w.ctrl.imm,
       se: w.ctrl.se,
-      compare,
-      swapAdd,
+      compare: isAtomic ? le64(w.atomic.compare) : null,
+      swapAdd: isAtomic ? le64(w.atomic.swapAdd) : null,
     };
     const bytes = m.payload ? m.payload.length : 0;
     this.link!.send({ to: qp.remoteHca, payloadBytes: bytes + (isAtomic ? 28 : 0), mtu: qp.mtu, body: m });
     this.sMessages.inc();
     this.sBytes.inc(bytes);
-    this.answer = null;
-    this.answered = false;
-    // the ACK timeout (IBTA: 4.096 us x 2^timeout), armed per try
-    this.timeoutAt = this.sim.now + ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout);
-    this.armTimer(this.timeoutAt);
-    this.state.setNow(WAIT_RESP);
+    c.stage = WAIT_RESP;
+    c.answered = false;
+    if (c.rdAtomic) q.rdOut++;
+    // the ACK timeout (IBTA: 4.096 us x 2^timeout), per try
+    c.timeoutAt = this.sim.now + ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout);
+    this.armTimer(c.timeoutAt);
   }
 
-  private waitResp(): void {
-    const qp = this.qp!;
-    while (this.inbox.canPop()) {
-      const a = this.inbox.pop();
-      if (a.seq === this.seq && a.dstQpn === qp.qpn) this.answer = a; // stale answers of earlier tries are dropped
+  /** A message stops waiting for its answer. */
+  private leaveWait(c: Ctx): void {
+    if (c.stage === WAIT_RESP && c.rdAtomic) c.q!.rdOut--;
+    c.timeoutAt = Infinity;
+  }
+
+  private onAnswer(a: RcResponse): void {
+    const q = this.qps.get(a.dstQpn);
+    let c: Ctx | null = null;
+    if (q !== undefined) {
+      for (let i = 0; i < q.sendNext; i++) {
+        const x = q.list[i];
+        if (x.psn === a.seq && x.stage === WAIT_RESP) {
+          c = x;
+          break;
+        }
+      }
     }
-    if (this.gone()) {
-      this.answer?.dataBuf?.release(); // READ data never scattered: its pooled buffer goes back
-      this.answer = null;
-      return this.finish(CqeSyndrome.WR_FLUSH_ERR);
-    }
-    if (this.resendAt >= 0) {
-      if (this.sim.now < this.resendAt) return this.sleep();
-      this.resendAt = -1;
-      this.state.setNow(SEND);
+    if (c === null) {
+      a.dataBuf?.release(); // an answer to an earlier try, or to a flushed message: dropped
       return;
     }
-    const a = this.answer;
-    this.answered = a !== null;
-    if (a === null) {
-      if (this.sim.now >= this.timeoutAt) {
-        // no answer: retry up to retry_cnt times, then give up
-        if (this.tries++ >= qp.retryCnt) return this.finish(CqeSyndrome.TRANSPORT_RETRY_EXC_ERR);
-        this.sRetries.inc();
-        this.state.setNow(SEND);
-        return;
-      }
-      return this.sleep(); // woken by the inbox or the timer
-    }
-    this.timeoutAt = Infinity;
+    c.answered = true;
+    this.pumpQ.push(q!);
     if (a.kind === 'NAK') {
       switch (a.nak) {
-        case 'RNR':
-          // receiver not ready: wait the RNR timer and resend (rnr_retry 7 means forever)
-          if (qp.rnrRetry !== 7 && this.rnrTries++ >= qp.rnrRetry) return this.finish(CqeSyndrome.RNR_RETRY_EXC_ERR);
+        case 'RNR': {
+          // receiver not ready: wait the RNR timer, then send it and the later ones again
+          const qp = q!.qp;
+          if (qp.rnrRetry !== 7 && c.rnrTries++ >= qp.rnrRetry) return this.finish(c, CqeSyndrome.RNR_RETRY_EXC_ERR);
           this.sRetries.inc();
-          this.resendAt = this.sim.now + rnrTimerPs(this.hca.cfg.rnrTimerCode);
-          this.armTimer(this.resendAt);
-          this.answer = null;
+          this.goBack(q!, c);
+          q!.resendAt = this.sim.now + rnrTimerPs(this.rnrTimerCode);
+          this.armTimer(q!.resendAt);
           return;
+        }
         case 'ACCESS':
-          return this.finish(CqeSyndrome.REMOTE_ACCESS_ERR);
+          return this.finish(c, CqeSyndrome.REMOTE_ACCESS_ERR);
         case 'INV_REQ':
-          return this.finish(CqeSyndrome.REMOTE_INVAL_REQ_ERR);
+          return this.finish(c, CqeSyndrome.REMOTE_INVAL_REQ_ERR);
         default:
-          return this.finish(CqeSyndrome.REMOTE_OP_ERR);
+          return this.finish(c, CqeSyndrome.REMOTE_OP_ERR);
       }
     }
     if (a.kind === 'READ_DATA' || a.kind === 'ATOMIC_DATA') {
-      this.readBuf = a.dataBuf ?? null;
-      this.mover.scatter(this.local, a.data!, this.readBuf);
-      this.state.setNow(SCATTER);
+      this.leaveWait(c);
+      c.readBuf = a.dataBuf ?? null;
+      c.mover.scatter(c.local, a.data!, c.readBuf);
+      c.stage = SCATTER;
+      this.stepping.push(c);
       return;
     }
-    this.finish(0);
+    this.finish(c, 0);
   }
 
-  private finish(syndrome: number): void {
-    this.syndrome = syndrome;
+  /** Go-back-N: `c` and every later message already sent will be sent again, in order. */
+  private goBack(q: ReqQp, c: Ctx): void {
+    const from = q.list.indexOf(c);
+    for (let i = from; i < q.sendNext; i++) {
+      const x = q.list[i];
+      this.leaveWait(x);
+      x.stage = READY;
+    }
+    q.sendNext = from;
+  }
+
+  /** The retry timer fired: RNR waits that are over, and ACK timeouts. */
+  private deadlines(): void {
+    const now = this.sim.now;
+    let next = Infinity;
+    for (const q of this.qps.values()) {
+      if (q.resendAt >= 0) {
+        if (q.resendAt <= now) this.pumpQ.push(q);
+        else next = Math.min(next, q.resendAt);
+      }
+      // the oldest message waiting for its answer times out first
+      for (let i = 0; i < q.sendNext; i++) {
+        const c = q.list[i];
+        if (c.stage !== WAIT_RESP) continue;
+        if (c.timeoutAt <= now) {
+          // no answer: send again up to retry_cnt times, then give up
+          if (c.tries++ >= q.qp.retryCnt) this.finish(c, CqeSyndrome.TRANSPORT_RETRY_EXC_ERR);
+          else {
+            this.sRetries.inc();
+            this.goBack(q, c);
+            this.pumpQ.push(q);
+          }
+        } else next = Math.min(next, c.timeoutAt);
+        break;
+      }
+    }
+    if (next !== Infinity) this.armTimer(next);
+  }
+
+  /** READ or atomic data placed. */
+  private scattered(c: Ctx): void {
+    // every write of the data is issued (each holds the buffer): drop the responder's reference
+    if (c.readBuf !== null) c.readBuf.release();
+    c.readBuf = null;
+    this.finish(c, c.abort ? CqeSyndrome.WR_FLUSH_ERR : 0);
+  }
+
+  /** Flushes a message at its next safe point (at once if it has no DMA or translation under way). */
+  private abortCtx(c: Ctx): void {
+    if (c.stage === READY || c.stage === WAIT_RESP) this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
+    else c.abort = true;
+  }
+
+  /** The message is over: out of its QP's order, later messages flushed after an error. */
+  private finish(c: Ctx, syndrome: number): void {
+    const q = c.q;
+    this.leaveWait(c);
+    c.syndrome = syndrome;
     this.rSyndrome.set(syndrome);
-    this.timeoutAt = Infinity;
-    this.resendAt = -1;
-    this.state.setNow(DONE);
+    if (syndrome !== 0) this.sErrors.inc();
+    this.sLatency.add(this.sim.now - c.started);
+    c.stage = DONE;
+    this.doneQ.push(c);
+    if (q === null) return;
+    const i = q.list.indexOf(c);
+    if (i < 0) return;
+    q.list.splice(i, 1);
+    if (i < q.sendNext) q.sendNext--;
+    if (syndrome !== 0 && syndrome !== CqeSyndrome.WR_FLUSH_ERR) {
+      q.flushing = true;
+      for (let j = q.list.length - 1; j >= i; j--) this.abortCtx(q.list[j]);
+    }
   }
 
-  private hcaIndex(): number {
-    return Number(this.hca.name.slice(3));
+  /** A completion was handed over: the context is free again. */
+  private release(c: Ctx): void {
+    // The payload's buffer goes back to the pool only if the newest try was answered: the
+    // responder works in order, so every earlier copy was processed too. Ended without an
+    // answer (retries exhausted, QP destroyed, flushed) a copy may still be on the wire and be
+    // written from later: the buffer is dropped instead (the garbage collector takes it).
+    if (c.payloadBuf !== null && (c.answered || c.psn < 0)) c.payloadBuf.release();
+    c.payloadBuf = null;
+    c.payload = null;
+    c.job = null;
+    c.q = null;
+    c.stage = IDLE;
+    this.free.push(c);
   }
 }
 
@@ -394,4 +640,3 @@ function le64(v: number): Uint8Array {
   dv.setUint32(4, Math.floor(v / 2 ** 32), true);
   return b;
 }
-

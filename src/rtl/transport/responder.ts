@@ -1,33 +1,43 @@
 /**
- * The RC responder (`tb.hcaN.responder`): takes one incoming message at a time, checks it
- * (spec/semantics.md "Data path: remote access", "local access" of receive buffers, "Remote
- * invalidate"), moves the bytes by DMA, writes the receive completion, and answers the
- * requester (ACK, NAK, or READ / atomic data). A QP that is not ready to receive drops the
- * message (the requester times out), as does a destroyed QP (DESTROY_QP): the firmware forgets
- * it, and a message of it in progress writes no completion and sends no answer. Receive WQEs are fetched from the QP's receive queue
- * (`rq` doorbells), each a list of 16-byte data segments ended by the invalid lkey 0x100.
+ * The RC responder (`tb.hcaN.responder`): serves incoming messages of many QPs at once, each in
+ * a responder context (`config.responderContexts`). Per message: check it (spec/semantics.md
+ * "Data path: remote access", "local access" of receive buffers, "Remote invalidate"), move
+ * the bytes by DMA, write the receive completion, answer the requester (ACK, NAK, or READ /
+ * atomic data).
  *
- * SEND_WITH_INV's invalidation (state INVALIDATE, after the data is placed and before the
+ * Order within a QP (RC): a message is taken only with the QP's expected PSN (others are
+ * dropped: after an RNR NAK the requester sends it and the later ones again); answers leave in
+ * PSN order. A plain RDMA READ or WRITE may start while the message before it is in flight once
+ * that one, also a plain READ or WRITE, has passed its checks and issued all its DMA (so memory
+ * sees the QP's accesses in order, and nothing after a failing message touches memory); every
+ * other operation (SEND*, WRITE with immediate, atomics) waits for the messages before it to
+ * finish, and those after it wait for it. Messages of different QPs never wait for each other,
+ * only for contexts, the ATU and PCIe.
+ *
+ * A QP that is not ready to receive drops the message (the requester times out), as does a
+ * destroyed QP (DESTROY_QP): a message of it in progress writes no completion and sends no
+ * answer. Receive WQEs are fetched from the QP's receive queue (`rq` doorbells), each a list of
+ * 16-byte data segments ended by the invalid lkey 0x100.
+ *
+ * SEND_WITH_INV's invalidation (stage INVALIDATE, after the data is placed and before the
  * receive CQE) goes through the UMR engine's `rinv` queues as a LOCAL_INV WQE run under the
- * remote rules: it takes a UMR's time (the context read from ICM, the check, the posted write)
- * and updates the mkey cache coherently, as LOCAL_INV does.
+ * remote rules: it takes a UMR's time and updates the mkey cache coherently, as LOCAL_INV does.
  */
 import { EnumType, Fifo, Module, type Reg, type Signal } from '../../sim/index.ts';
-import type { Hca } from '../hca.ts';
+import type { PayloadPool } from '../memory/payload_pool.ts';
 import type { DmaPort } from '../memory/pcie.ts';
+import { DmaMover, MOVER_TAG_SPAN } from '../memory/dma_mover.ts';
 import type { AtuPort } from '../translation/atu.ts';
 import type { AtuResponse, PhysSegment } from '../translation/atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcNak, RcRequest, RcResponse } from './rc_types.ts';
+import type { QpTable, QpView } from './qp_table.ts';
 import type { CqeJob } from '../completion/cq_writer.ts';
-import type { DmaMover } from '../memory/dma_mover.ts';
 import type { UmrDone, UmrJob } from '../umr/umr_types.ts';
-import { enginePorts } from './engine_ports.ts';
 import { CqeOpcode, CqeSyndrome, MLX5_INVALID_LKEY } from '../formats/constants.ts';
 import { decodeDataSeg, dataSegLength } from '../formats/data_seg.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_READ, IB_REMOTE_WRITE } from '../memory/icm_mkey.ts';
 import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from '../umr/umr_ops.ts';
-import type { QpContext } from '../firmware/cmd_types.ts';
 
 /** A receive queue doorbell: the driver posted receive WQEs up to counter `pi`. */
 export interface RqDoorbell {
@@ -39,8 +49,9 @@ export interface RqDoorbell {
 const RC_OPS = ['SEND', 'SEND_IMM', 'SEND_INV', 'WRITE', 'WRITE_IMM', 'READ', 'CMP_SWAP', 'FETCH_ADD'];
 const RcOpEnum = new EnumType('rc_op', ['NONE', ...RC_OPS]);
 
+/** What a context is doing; the `state` trace shows the stage of the last context that moved. */
 export const ResponderState = new EnumType('responder_state', [
-  'IDLE', 'XLATE', 'FETCH_RWQE', 'XLATE_RECV', 'WRITE_DATA', 'READ_DATA', 'ATOMIC', 'INVALIDATE', 'CQE', 'ANSWER', 'FLUSH',
+  'IDLE', 'XLATE', 'FETCH_RWQE', 'XLATE_RECV', 'WRITE_DATA', 'READ_DATA', 'ATOMIC', 'INVALIDATE', 'CQE', 'ANSWER', 'FLUSH', 'WAIT_TURN',
 ]);
 const IDLE = 0;
 const XLATE = 1;
@@ -53,10 +64,64 @@ const INVALIDATE = 7;
 const CQE = 8;
 const ANSWER = 9;
 const FLUSH = 10;
+/** Admitted, waiting for the messages before it in its QP (the order rules above). */
+const WAIT_TURN = 11;
 
-interface RqState {
+/** ATU tags: context * ATU_TAG_SPAN + receive SGE index; RKEY_TAG for the message's rkey. */
+const ATU_TAG_SPAN = 64;
+const RKEY_TAG = 63;
+/** The receive WQE read's DMA chunk number (movers count chunks from 0). */
+const RWQE_CHUNK = 0x7fffff;
+
+/** Options of the responder (wired in hca.ts). */
+export interface ResponderOptions {
+  /** Messages served at once, across all QPs (contexts). */
+  contexts: number;
+  atu: AtuPort;
+  port: DmaPort;
+  payloads: PayloadPool;
+  qps: QpTable;
+  cqWriter: Fifo<CqeJob>;
+  /** The UMR engine's remote-invalidation queues (SEND_WITH_INV). */
+  rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> } | null;
+}
+
+interface RespQp {
+  readonly qpn: number;
+  /** Receive queue: posted (doorbell) and consumed WQEs. */
   pi: number;
   ci: number;
+  /** The PSN of the next message to take. */
+  ePsn: number;
+  /** Admitted messages, in PSN order. */
+  readonly list: Ctx[];
+}
+
+interface Ctx {
+  readonly idx: number;
+  readonly mover: DmaMover;
+  stage: number;
+  m: RcRequest | null;
+  qp: QpView | null;
+  rq: RespQp | null;
+  /** Passed its checks and issued all its DMA: a plain READ / WRITE after it may start. */
+  committed: boolean;
+  segs: PhysSegment[];
+  pending: AtuResponse | null;
+  issued: boolean;
+  answer: RcResponse | null;
+  cqes: CqeJob[];
+  recvSges: { lkey: number; addr: number; length: number }[];
+  recvResults: (AtuResponse | null)[];
+  recvIssued: number;
+  rwqeAsked: boolean;
+  rwqeData: Uint8Array | null;
+  atomicPhase: number;
+  invIssued: boolean;
+  invDone: UmrDone | null;
+  invStarted: number;
+  readonly invWqe: Uint8Array;
+  active: boolean;
 }
 
 export class Responder extends Module {
@@ -67,75 +132,85 @@ export class Responder extends Module {
   /** QPs the send side moved to ERR: their posted receives are flushed. */
   readonly flushReq: Fifo<number>;
   link: Link<RcResponse> | null = null;
-  cqWriter: Fifo<CqeJob> | null = null;
-  /** The UMR engine's remote-invalidation queues (connectUmr). */
-  private rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> } | null = null;
-  /** The LOCAL_INV WQE of the invalidation in flight (one at a time: reused). */
-  private readonly invWqe = new Uint8Array(LOCAL_INV_WQE_BYTES);
-  private invIssued = false;
-  private invStarted = 0;
+  private readonly cqWriter: Fifo<CqeJob>;
+  private readonly rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> } | null;
+  /** Contexts waiting for the UMR engine's remote invalidations, in the order they were pushed. */
+  private readonly rinvWaiting: Ctx[] = [];
   private readonly atu: AtuPort;
   private readonly port: DmaPort;
-  /** The receive WQE read is issued (FETCH_RWQE waits for the port otherwise). */
-  private rwqeAsked = false;
-  private readonly mover: DmaMover;
-  private readonly rqs = new Map<number, RqState>();
-  /** FSM state: changes at once (several steps may run in one edge), traced when it changes. */
+  private readonly table: QpTable;
+  private readonly ctxs: Ctx[] = [];
+  private readonly free: Ctx[] = [];
+  private readonly rqs = new Map<number, RespQp>();
+  private active: Ctx[] = [];
+  private spare: Ctx[] = [];
+  /** QPs whose posted receives are to be flushed, once no message of theirs is in flight. */
+  private readonly flushQ: number[] = [];
   private readonly state: Signal;
+  private readonly rInflight: Reg;
   private readonly rQpn: Reg;
   private readonly rOp: Reg;
   private readonly rKey: Reg;
   private readonly rNak: Reg;
-  // the message in progress
-  private m: RcRequest | null = null;
-  private qpn = 0;
-  /** The message's QP context and receive queue, taken when it begins (DESTROY_QP forgets both). */
-  private qp: Readonly<QpContext> | null = null;
-  private cur: RqState = { pi: 0, ci: 0 };
-  private segs: PhysSegment[] = [];
-  private pending: AtuResponse | null = null;
-  private issued = false;
-  private answer: RcResponse | null = null;
-  private cqes: CqeJob[] = [];
-  private recvSges: { lkey: number; addr: number; length: number }[] = [];
-  private recvResults: (AtuResponse | null)[] = [];
-  private recvIssued = 0;
-  private atomicPhase = 0;
-  private flushQpn = -1;
   private readonly sMessages;
   private readonly sNaks;
   private readonly sDrops;
+  private readonly sOutOfSeq;
   private readonly sRnr;
   private readonly sInvalidations;
   private readonly sInvLatency;
+  private readonly sPeak;
+  private readonly sCtxStalls;
 
-  constructor(private readonly hca: Hca) {
-    super(hca.sim, hca, 'responder');
+  constructor(parent: Module, name: string, o: ResponderOptions) {
+    super(parent.sim, parent, name);
+    if (!Number.isInteger(o.contexts) || o.contexts < 1 || o.contexts > MOVER_TAG_SPAN) {
+      throw new RangeError(`${this.path}: contexts ${o.contexts} must be an integer in 1..${MOVER_TAG_SPAN}`);
+    }
+    this.atu = o.atu;
+    this.port = o.port;
+    this.table = o.qps;
+    this.cqWriter = o.cqWriter;
+    this.rinv = o.rinv;
     this.state = this.signal('state', ResponderState.width, { enum: ResponderState });
+    this.rInflight = this.probe('inflight', 8);
     this.rQpn = this.probe('qpn', 24);
     this.rOp = this.probe('op', 4, { enum: RcOpEnum });
     this.rKey = this.probe('rkey', 32);
     this.rNak = this.probe('nak', 3);
-    this.inbox = new Fifo<RcRequest>(this, 'inbox', { capacity: 16 });
+    this.inbox = new Fifo<RcRequest>(this, 'inbox', { capacity: 1024 });
     this.rqDoorbell = new Fifo<RqDoorbell>(this, 'rq_doorbell', { capacity: 16 });
     this.flushReq = new Fifo<number>(this, 'flush_req', { capacity: 16 });
     this.inbox.consumer = this;
     this.rqDoorbell.consumer = this;
     this.flushReq.consumer = this;
-    ({ atu: this.atu, port: this.port, mover: this.mover } = enginePorts(this, hca, 'responder'));
+    this.atu.resp.consumer = this;
+    this.atu.req.producer = this;
+    this.port.resp.consumer = this;
+    this.port.req.producer = this;
+    this.cqWriter.producer = this;
+    if (this.rinv) {
+      this.rinv.req.producer = this;
+      this.rinv.resp.consumer = this;
+    }
+    for (let i = 0; i < o.contexts; i++) {
+      this.ctxs.push({
+        idx: i, mover: new DmaMover(o.port, o.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false,
+        segs: [], pending: null, issued: false, answer: null, cqes: [], recvSges: [], recvResults: [], recvIssued: 0,
+        rwqeAsked: false, rwqeData: null, atomicPhase: 0, invIssued: false, invDone: null, invStarted: 0,
+        invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), active: false,
+      });
+    }
+    for (let i = o.contexts - 1; i >= 0; i--) this.free.push(this.ctxs[i]);
     this.sMessages = this.stats.counter('messages');
     this.sNaks = this.stats.counter('naks');
     this.sDrops = this.stats.counter('drops');
+    this.sOutOfSeq = this.stats.counter('out_of_sequence');
     this.sRnr = this.stats.counter('rnr_naks');
     this.sInvalidations = this.stats.counter('remote_invalidations');
     this.sInvLatency = this.stats.histogram('remote_inv_latency_ps');
-  }
-
-  /** Wires the UMR engine's remote-invalidation queues (SEND_WITH_INV). */
-  connectUmr(rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> }): void {
-    this.rinv = rinv;
-    rinv.req.producer = this;
-    rinv.resp.consumer = this;
+    this.sPeak = this.stats.counter('contexts_peak');
+    this.sCtxStalls = this.stats.counter('context_full_stalls');
   }
 
   /** Receive WQEs of a QP consumed (or flushed) so far. */
@@ -143,362 +218,540 @@ export class Responder extends Module {
     return this.rqs.get(qpn)?.ci ?? 0;
   }
 
-  /** DESTROY_QP executed: forget the QP's receive queue (its number may be handed out again). */
+  /** Contexts in use (messages being served). */
+  get inFlight(): number {
+    return this.ctxs.length - this.free.length;
+  }
+
+  /** Work in flight: a message in a context or waiting, a flush to do. */
+  busy(): boolean {
+    return this.inFlight > 0 || this.inbox.canPop() || this.flushQ.length > 0 || this.flushReq.canPop() || this.rqDoorbell.canPop();
+  }
+
+  /** DESTROY_QP executed: forget the QP's receive queue (its messages in flight finish silently). */
   forgetQp(qpn: number): void {
     this.rqs.delete(qpn);
   }
 
-  /** The message's QP was destroyed since it began. */
-  private gone(): boolean {
-    return this.hca.cmdif.getQp(this.qpn) !== this.qp;
+  private rqOf(qpn: number): RespQp {
+    let r = this.rqs.get(qpn);
+    if (!r) this.rqs.set(qpn, (r = { qpn, pi: 0, ci: 0, ePsn: 0, list: [] }));
+    return r;
   }
 
-  private rq(qpn: number): RqState {
-    let r = this.rqs.get(qpn);
-    if (!r) this.rqs.set(qpn, (r = { pi: 0, ci: 0 }));
-    return r;
+  /** The context's QP was destroyed since its message was taken. */
+  private gone(c: Ctx): boolean {
+    return this.table.getQp(c.m!.dstQpn) !== c.qp || this.rqs.get(c.m!.dstQpn) !== c.rq;
+  }
+
+  private activate(c: Ctx): void {
+    if (!c.active) {
+      c.active = true;
+      this.active.push(c);
+    }
   }
 
   override tick(): void {
     while (this.rqDoorbell.canPop()) {
       const d = this.rqDoorbell.pop();
-      const qp = this.hca.cmdif.getQp(d.qpn);
+      const qp = this.table.getQp(d.qpn);
       if (qp === undefined) continue; // a destroyed QP's doorbell is ignored
-      this.rq(d.qpn).pi = d.pi;
-      if (qp.state === 'ERR' && this.flushReq.canPush()) this.flushReq.push(d.qpn);
+      this.rqOf(d.qpn).pi = d.pi;
+      if (qp.state === 'ERR') this.flushQ.push(d.qpn);
     }
+    while (this.flushReq.canPop()) this.flushQ.push(this.flushReq.pop());
     while (this.port.resp.canPop()) {
       const r = this.port.resp.pop();
-      if (r.tag === 0x7fffffff) this.onRwqe(r.data!);
-      else this.mover.complete(r.tag, r.data!);
+      const c = this.ctxs[r.tag % MOVER_TAG_SPAN];
+      if (Math.floor(r.tag / MOVER_TAG_SPAN) === RWQE_CHUNK) c.rwqeData = r.data!;
+      else c.mover.complete(r.tag, r.data!);
+      this.activate(c);
     }
     while (this.atu.resp.canPop()) {
       const r = this.atu.resp.pop();
-      if (this.state.q === XLATE_RECV) this.recvResults[r.tag] = r;
-      else this.pending = r;
+      const c = this.ctxs[Math.floor(r.tag / ATU_TAG_SPAN)];
+      const t = r.tag % ATU_TAG_SPAN;
+      if (t === RKEY_TAG) c.pending = r;
+      else c.recvResults[t] = r;
+      this.activate(c);
     }
-    this.stepFsm(this.state);
+    if (this.rinv) {
+      while (this.rinv.resp.canPop() && this.rinvWaiting.length > 0) {
+        const c = this.rinvWaiting.shift()!;
+        c.invDone = this.rinv.resp.pop();
+        this.activate(c);
+      }
+    }
+    // take messages while contexts are free
+    while (this.inbox.canPop()) {
+      if (this.free.length === 0) {
+        this.sCtxStalls.inc();
+        break;
+      }
+      this.admit(this.inbox.pop());
+    }
+    let act = -1;
+    if (this.active.length > 0) {
+      const list = this.active;
+      const keep = this.spare;
+      keep.length = 0;
+      this.active = keep;
+      for (let i = 0; i < list.length; i++) {
+        const c = list[i];
+        c.active = false;
+        if (this.stepCtx(c)) this.activate(c);
+        act = c.stage;
+      }
+      list.length = 0;
+      this.spare = list;
+    }
+    if (this.flushQ.length > 0 && this.flush()) act = FLUSH;
+    const busy = this.inFlight;
+    this.rInflight.set(busy);
+    if (busy > this.sPeak.value) this.sPeak.value = busy;
+    if (act >= 0 && act !== WAIT_TURN) this.state.setNow(act);
+    else if (busy === 0) this.state.setNow(IDLE);
+    if (this.active.length === 0 && this.flushQ.length === 0 && !(this.inbox.canPop() && this.free.length > 0)) this.sleep();
   }
 
-  protected override fsmStep(): void {
-    switch (this.state.q) {
-      case IDLE:
-        if (this.flushReq.canPop()) {
-          this.flushQpn = this.flushReq.pop();
-          this.state.setNow(FLUSH);
-          return;
-        }
-        if (!this.inbox.canPop()) return this.sleep();
-        return this.begin(this.inbox.pop());
-      case FLUSH:
-        return this.flush();
-      case XLATE:
-        return this.xlate();
-      case FETCH_RWQE:
-        if (!this.rwqeAsked) return this.askRwqe();
-        return this.sleep(); // woken by the read data
-      case XLATE_RECV:
-        return this.xlateRecv();
-      case WRITE_DATA:
-        this.mover.step();
-        if (this.mover.done) this.afterWrite();
-        return;
-      case READ_DATA:
-        this.mover.step();
-        if (this.mover.done) this.ack({ kind: 'READ_DATA', data: this.mover.data, dataBuf: this.mover.takeBuf() });
-        else if (this.mover.waiting) this.sleep();
-        return;
-      case ATOMIC:
-        return this.atomic();
-      case INVALIDATE:
-        return this.invalidate();
-      case CQE:
-        while (this.cqes.length > 0 && this.cqWriter!.canPush()) this.cqWriter!.push(this.cqes.shift()!);
-        if (this.cqes.length === 0) this.state.setNow(this.answer ? ANSWER : IDLE);
-        return;
-      case ANSWER:
-        if (this.gone()) {
-          // the QP was destroyed while the message was in progress: it answers nothing
-          this.sDrops.inc();
-          this.answer = null;
-          this.m = null;
-          this.state.setNow(IDLE);
-          return;
-        }
-        this.link!.send({ to: this.answer!.dstHca, payloadBytes: this.answer!.data?.length ?? 0, mtu: 4096, body: this.answer! });
-        this.answer = null;
-        this.m = null;
-        this.state.setNow(IDLE);
-        return;
-    }
-  }
-
-  private begin(m: RcRequest): void {
-    this.m = m;
-    this.qpn = m.dstQpn;
+  /** A message from the link: taken in PSN order per QP, or dropped. */
+  private admit(m: RcRequest): void {
     this.sMessages.inc();
-    this.rQpn.set(m.dstQpn);
-    this.rOp.set(RC_OPS.indexOf(m.op) + 1);
-    this.rKey.set(m.rkey >>> 0);
-    this.cqes = [];
-    this.answer = null;
-    this.pending = null;
-    this.issued = false;
-    this.invIssued = false;
-    const qp = this.hca.cmdif.getQp(m.dstQpn);
+    const qp = this.table.getQp(m.dstQpn);
     // a QP that cannot receive drops the message; the requester's ACK timer runs out
     if (!qp || (qp.state !== 'RTR' && qp.state !== 'RTS') || qp.remoteQpn !== m.srcQpn) {
       this.sDrops.inc();
-      this.m = null;
       return;
     }
-    this.qp = qp;
-    this.cur = this.rq(m.dstQpn);
-    const needsRecv = m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'SEND_INV' || m.op === 'WRITE_IMM';
-    const rq = this.cur;
+    const rq = this.rqOf(m.dstQpn);
+    if (m.seq !== rq.ePsn) {
+      // a copy of an earlier message, or one sent after a message this QP refused (RNR): the
+      // requester sends it again in order
+      this.sOutOfSeq.inc();
+      return;
+    }
+    rq.ePsn++;
+    const c = this.free.pop()!;
+    c.m = m;
+    c.qp = qp;
+    c.rq = rq;
+    c.committed = false;
+    c.stage = WAIT_TURN;
+    rq.list.push(c);
+    if (this.mayStart(c)) this.activate(c);
+  }
+
+  /** A plain READ or WRITE: may overlap the one before it (see the order rules above). */
+  private static pipelined(c: Ctx): boolean {
+    const op = c.m!.op;
+    return op === 'READ' || op === 'WRITE';
+  }
+
+  private mayStart(c: Ctx): boolean {
+    const list = c.rq!.list;
+    const i = list.indexOf(c);
+    if (i === 0) return true;
+    const prev = list[i - 1];
+    return Responder.pipelined(c) && Responder.pipelined(prev) && prev.committed && prev.stage !== WAIT_TURN;
+  }
+
+  /** The message passed its checks and issued its DMA: a pipelined successor may start. */
+  private commit(c: Ctx): void {
+    if (c.committed) return;
+    c.committed = true;
+    const list = c.rq!.list;
+    const i = list.indexOf(c);
+    const next = list[i + 1];
+    if (next !== undefined && next.stage === WAIT_TURN && this.mayStart(next)) this.activate(next);
+  }
+
+  /** Steps one context as far as it goes this edge; true: step it again next edge. */
+  private stepCtx(c: Ctx): boolean {
+    for (let i = 0; i < 8; i++) {
+      const before = c.stage;
+      const again = this.step(c);
+      if (c.stage === IDLE) return false;
+      if (c.stage === before) return again;
+    }
+    return true;
+  }
+
+  /** One step of a context's FSM; true: it has more to do without a new input. */
+  private step(c: Ctx): boolean {
+    switch (c.stage) {
+      case WAIT_TURN:
+        if (!this.mayStart(c)) return false;
+        this.begin(c);
+        return true;
+      case XLATE:
+        return this.xlate(c);
+      case FETCH_RWQE:
+        if (c.rwqeData !== null) {
+          this.onRwqe(c, c.rwqeData);
+          c.rwqeData = null;
+          return true;
+        }
+        if (!c.rwqeAsked) return this.askRwqe(c);
+        return false; // woken by the read data
+      case XLATE_RECV:
+        return this.xlateRecv(c);
+      case WRITE_DATA:
+        c.mover.step();
+        if (c.mover.done) {
+          this.commit(c);
+          this.afterWrite(c);
+          return true;
+        }
+        return true;
+      case READ_DATA:
+        c.mover.step();
+        if (c.mover.waiting) this.commit(c);
+        if (c.mover.done) {
+          this.commit(c);
+          this.ack(c, { kind: 'READ_DATA', data: c.mover.data, dataBuf: c.mover.takeBuf() });
+          return true;
+        }
+        return !c.mover.waiting;
+      case ATOMIC:
+        return this.atomic(c);
+      case INVALIDATE:
+        return this.invalidate(c);
+      case CQE:
+        while (c.cqes.length > 0 && this.cqWriter.canPush()) this.cqWriter.push(c.cqes.shift()!);
+        if (c.cqes.length > 0) return true; // the CQ writer is full: try again next edge
+        c.stage = c.answer ? ANSWER : IDLE;
+        if (c.stage === IDLE) this.done(c);
+        return true;
+      case ANSWER:
+        return this.sendAnswer(c);
+    }
+    return false;
+  }
+
+  private begin(c: Ctx): void {
+    const m = c.m!;
+    this.rQpn.set(m.dstQpn);
+    this.rOp.set(RC_OPS.indexOf(m.op) + 1);
+    this.rKey.set(m.rkey >>> 0);
+    c.cqes = [];
+    c.answer = null;
+    c.pending = null;
+    c.issued = false;
+    c.invIssued = false;
+    c.invDone = null;
+    c.rwqeData = null;
+    // the QP moved to ERR (an earlier message failed) or was destroyed since the message came
+    if (this.gone(c) || (c.qp!.state !== 'RTR' && c.qp!.state !== 'RTS')) {
+      this.sDrops.inc();
+      return this.done(c);
+    }
+    const rq = c.rq!;
     if (m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'SEND_INV') {
-      if (rq.ci >= rq.pi) return this.nak('RNR');
-      return this.fetchRwqe();
+      if (rq.ci >= rq.pi) return this.nak(c, 'RNR');
+      return this.fetchRwqe(c);
     }
     // RDMA: the remote key, unless zero length (which checks nothing)
     if (m.length === 0 && m.op !== 'CMP_SWAP' && m.op !== 'FETCH_ADD') {
-      if (needsRecv && rq.ci >= rq.pi) return this.nak('RNR');
-      return this.afterWrite();
+      if (m.op === 'WRITE_IMM' && rq.ci >= rq.pi) return this.nak(c, 'RNR');
+      c.committed = true;
+      return this.afterWrite(c);
     }
-    this.state.setNow(XLATE);
+    c.stage = XLATE;
   }
 
-  private xlate(): void {
-    const m = this.m!;
-    const qp = this.qp!;
-    if (!this.issued) {
-      if (!this.atu.req.canPush()) return;
+  private xlate(c: Ctx): boolean {
+    const m = c.m!;
+    const qp = c.qp!;
+    if (!c.issued) {
+      if (!this.atu.req.canPush()) return true; // the ATU port is full: try again next edge
       const access = m.op === 'READ' ? IB_REMOTE_READ : m.op === 'WRITE' || m.op === 'WRITE_IMM' ? IB_REMOTE_WRITE : IB_REMOTE_ATOMIC;
-      this.atu.req.push({ key: m.rkey, va: m.raddr, length: m.length, access, pd: qp.pd, qpn: qp.qpn, tag: 0 });
-      this.issued = true;
-      return;
+      this.atu.req.push({ key: m.rkey, va: m.raddr, length: m.length, access, pd: qp.pd, qpn: qp.qpn, tag: c.idx * ATU_TAG_SPAN + RKEY_TAG });
+      c.issued = true;
+      return false;
     }
-    if (this.pending === null) return this.sleep(); // woken by the ATU's answer
-    const r = this.pending.result;
-    this.pending = null;
-    if (r.kind !== 'ok') return this.fatal('ACCESS', null);
-    this.segs = r.segments;
+    if (c.pending === null) return false; // woken by the ATU's answer
+    const r = c.pending.result;
+    c.pending = null;
+    if (r.kind !== 'ok') {
+      this.fatal(c, 'ACCESS', null);
+      return true;
+    }
+    c.segs = r.segments;
     if (m.op === 'CMP_SWAP' || m.op === 'FETCH_ADD') {
       // (6) atomics must be 8-byte aligned, after the access checks
-      if (m.raddr % 8 !== 0) return this.fatal('INV_REQ', null);
-      this.atomicPhase = 0;
-      this.state.setNow(ATOMIC);
-      return;
+      if (m.raddr % 8 !== 0) {
+        this.fatal(c, 'INV_REQ', null);
+        return true;
+      }
+      c.atomicPhase = 0;
+      c.stage = ATOMIC;
+      return true;
     }
     if (m.op === 'READ') {
-      this.mover.gather(this.segs);
-      this.state.setNow(READ_DATA);
-      return;
+      c.mover.gather(c.segs);
+      c.stage = READ_DATA;
+      return true;
     }
-    const rq = this.cur;
-    if (m.op === 'WRITE_IMM' && rq.ci >= rq.pi) return this.nak('RNR');
-    this.mover.scatter(this.segs, m.payload!, m.payloadBuf ?? null);
-    this.state.setNow(WRITE_DATA);
+    const rq = c.rq!;
+    if (m.op === 'WRITE_IMM' && rq.ci >= rq.pi) {
+      this.nak(c, 'RNR');
+      return true;
+    }
+    c.mover.scatter(c.segs, m.payload!, m.payloadBuf ?? null);
+    c.stage = WRITE_DATA;
+    return true;
   }
 
   /** Reads the next receive WQE of the QP. */
-  private fetchRwqe(): void {
-    this.rwqeAsked = false;
-    this.state.setNow(FETCH_RWQE);
-    this.askRwqe();
+  private fetchRwqe(c: Ctx): void {
+    c.rwqeAsked = false;
+    c.stage = FETCH_RWQE;
   }
 
-  /** Issues the receive WQE read once the PCIe port takes it (woken when it pops, if full). */
-  private askRwqe(): void {
-    if (!this.port.req.canPush()) return this.sleep();
-    const qp = this.qp!;
-    const rq = this.cur;
+  /** Issues the receive WQE read once the PCIe port takes it. */
+  private askRwqe(c: Ctx): boolean {
+    if (!this.port.req.canPush()) return true; // the port is full: try again next edge
+    const qp = c.qp!;
+    const rq = c.rq!;
     const stride = rqStride(qp.maxRecvSge);
-    this.port.req.push({ kind: 'read', addr: qp.rqBufAddr + (rq.ci & (qp.rqSize - 1)) * stride, length: stride, tag: 0x7fffffff });
-    this.rwqeAsked = true;
+    this.port.req.push({ kind: 'read', addr: qp.rqBufAddr + (rq.ci & (qp.rqSize - 1)) * stride, length: stride, tag: RWQE_CHUNK * MOVER_TAG_SPAN + c.idx });
+    c.rwqeAsked = true;
+    return false;
   }
 
-  private onRwqe(data: Uint8Array): void {
+  private onRwqe(c: Ctx, data: Uint8Array): void {
     const v = new DataView(data.buffer, data.byteOffset, data.length);
-    this.recvSges = [];
+    c.recvSges = [];
     for (let off = 0; off + 16 <= data.length; off += 16) {
       const d = decodeDataSeg(v, off);
       if (d.lkey === MLX5_INVALID_LKEY) break;
-      this.recvSges.push({ lkey: d.lkey, addr: d.addr, length: dataSegLength(d.byteCount) });
+      c.recvSges.push({ lkey: d.lkey, addr: d.addr, length: dataSegLength(d.byteCount) });
     }
-    this.recvResults = [];
-    this.recvIssued = 0;
-    this.segs = [];
-    this.state.setNow(XLATE_RECV);
+    c.recvResults = [];
+    c.recvIssued = 0;
+    c.segs = [];
+    c.stage = XLATE_RECV;
   }
 
   /** The receive SGEs that the message's bytes need, translated for LOCAL_WRITE in order. */
-  private xlateRecv(): void {
-    const m = this.m!;
-    const qp = this.qp!;
+  private xlateRecv(c: Ctx): boolean {
+    const m = c.m!;
+    const qp = c.qp!;
     const len = m.op === 'WRITE_IMM' ? 0 : m.length;
     // how many SGEs the bytes take (later ones are not looked at)
     let need = 0;
     let cap = 0;
-    while (cap < len && need < this.recvSges.length) cap += this.recvSges[need++].length;
-    while (this.recvIssued < need && this.atu.req.canPush()) {
-      const s = this.recvSges[this.recvIssued];
-      const take = Math.min(s.length, len - sumLen(this.recvSges, this.recvIssued));
-      this.atu.req.push({ key: s.lkey, va: s.addr, length: take, access: IB_LOCAL_WRITE, pd: qp.pd, qpn: qp.qpn, tag: this.recvIssued, local: true });
-      this.recvIssued++;
+    while (cap < len && need < c.recvSges.length) cap += c.recvSges[need++].length;
+    while (c.recvIssued < need && this.atu.req.canPush()) {
+      const s = c.recvSges[c.recvIssued];
+      const take = Math.min(s.length, len - sumLen(c.recvSges, c.recvIssued));
+      this.atu.req.push({ key: s.lkey, va: s.addr, length: take, access: IB_LOCAL_WRITE, pd: qp.pd, qpn: qp.qpn, tag: c.idx * ATU_TAG_SPAN + c.recvIssued, local: true });
+      c.recvIssued++;
     }
+    if (c.recvIssued < need) return true; // the ATU port is full: issue the rest next edge
+    for (let i = 0; i < need; i++) if (!c.recvResults[i]) return false; // woken by the ATU's answers
     for (let i = 0; i < need; i++) {
-      if (!this.recvResults[i]) {
-        if (this.recvIssued === need) this.sleep();
-        return;
-      }
-    }
-    for (let i = 0; i < need; i++) {
-      const r = this.recvResults[i]!.result;
+      const r = c.recvResults[i]!.result;
       // a bad SGE met before the message ends: the receiver's protection error, the sender's remote op error
-      if (r.kind !== 'ok') return this.fatal('REM_OP', CqeSyndrome.LOCAL_PROT_ERR);
-      for (const s of r.segments) this.segs.push(s);
+      if (r.kind !== 'ok') {
+        this.fatal(c, 'REM_OP', CqeSyndrome.LOCAL_PROT_ERR);
+        return true;
+      }
+      for (const s of r.segments) c.segs.push(s);
     }
-    if (cap < len) return this.fatal('INV_REQ', CqeSyndrome.LOCAL_LENGTH_ERR);
-    this.mover.scatter(this.segs, m.payload ?? EMPTY, m.payloadBuf ?? null);
-    this.state.setNow(WRITE_DATA);
+    if (cap < len) {
+      this.fatal(c, 'INV_REQ', CqeSyndrome.LOCAL_LENGTH_ERR);
+      return true;
+    }
+    c.mover.scatter(c.segs, m.payload ?? EMPTY, m.payloadBuf ?? null);
+    c.stage = WRITE_DATA;
+    return true;
   }
 
   /** After the data is placed: invalidate (SEND_INV), the receive completion, the ACK. */
-  private afterWrite(): void {
-    const m = this.m!;
+  private afterWrite(c: Ctx): void {
+    const m = c.m!;
     if (m.op === 'SEND_INV') {
-      this.state.setNow(INVALIDATE);
+      c.stage = INVALIDATE;
       return;
     }
     if (m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'WRITE_IMM') {
       const op = m.op === 'SEND' ? CqeOpcode.RESP_SEND : m.op === 'SEND_IMM' ? CqeOpcode.RESP_SEND_IMM : CqeOpcode.RESP_WR_IMM;
-      this.recvCqe(op, 0, m.length, m.op === 'SEND' ? 0 : m.imm, m.se);
+      this.recvCqe(c, op, 0, m.length, m.op === 'SEND' ? 0 : m.imm, m.se);
     }
-    this.ack({ kind: 'ACK' });
+    this.ack(c, { kind: 'ACK' });
   }
 
   /**
    * Remote invalidate (spec/semantics.md "Remote invalidate"), by the UMR engine (umr_ops.ts
    * checkRemoteInv has the rules): on failure the key stays valid.
    */
-  private invalidate(): void {
-    const m = this.m!;
+  private invalidate(c: Ctx): boolean {
+    const m = c.m!;
     const u = this.rinv;
-    if (u === null) throw new Error(`${this.path}: SEND_WITH_INV needs the UMR engine (connectUmr)`);
+    if (u === null) throw new Error(`${this.path}: SEND_WITH_INV needs the UMR engine's rinv queues`);
     const key = m.invRkey >>> 0;
-    if (!this.invIssued) {
-      if (!u.req.canPush()) return this.sleep(); // woken when the engine pops
-      const qp = this.qp!;
-      encodeLocalInvWqe(this.invWqe, key, qp.qpn, this.cur.ci & 0xffff);
-      u.req.push({ tag: qp.qpn, qpn: qp.qpn, pd: qp.pd, wqe: this.invWqe });
-      this.invIssued = true;
-      this.invStarted = this.sim.now;
-      return;
+    if (!c.invIssued) {
+      if (!u.req.canPush()) return true; // the engine's queue is full: try again next edge
+      const qp = c.qp!;
+      encodeLocalInvWqe(c.invWqe, key, qp.qpn, c.rq!.ci & 0xffff);
+      u.req.push({ tag: qp.qpn, qpn: qp.qpn, pd: qp.pd, wqe: c.invWqe });
+      this.rinvWaiting.push(c);
+      c.invIssued = true;
+      c.invStarted = this.sim.now;
+      return false;
     }
-    if (!u.resp.canPop()) return this.sleep(); // woken by the engine's completion
-    const d = u.resp.pop();
-    this.invIssued = false;
-    this.sInvLatency.add(this.sim.now - this.invStarted);
+    if (c.invDone === null) return false; // woken by the engine's completion
+    const d = c.invDone;
+    c.invDone = null;
+    c.invIssued = false;
+    this.sInvLatency.add(this.sim.now - c.invStarted);
     if (d.syndrome !== 0) {
-      this.recvCqe(CqeOpcode.RESP_ERR, CqeSyndrome.REMOTE_INVAL_REQ_ERR, 0, 0, false);
-      this.hca.cmdif.hwError(this.qpn);
-      this.queueFlush(this.qpn);
-      this.ack({ kind: 'ACK' }); // the sender's SEND succeeded
-      return;
+      this.recvCqe(c, CqeOpcode.RESP_ERR, CqeSyndrome.REMOTE_INVAL_REQ_ERR, 0, 0, false);
+      this.table.hwError(c.qp!.qpn);
+      this.flushQ.push(c.qp!.qpn);
+      this.ack(c, { kind: 'ACK' }); // the sender's SEND succeeded
+      return true;
     }
     this.sInvalidations.inc();
-    this.recvCqe(CqeOpcode.RESP_SEND_INV, 0, m.length, key, m.se);
-    this.ack({ kind: 'ACK' });
+    this.recvCqe(c, CqeOpcode.RESP_SEND_INV, 0, m.length, key, m.se);
+    this.ack(c, { kind: 'ACK' });
+    return true;
   }
 
-  private atomic(): void {
-    const m = this.m!;
-    if (this.atomicPhase === 0) {
-      this.mover.gather(this.segs);
-      this.atomicPhase = 1;
+  private atomic(c: Ctx): boolean {
+    const m = c.m!;
+    if (c.atomicPhase === 0) {
+      c.mover.gather(c.segs);
+      c.atomicPhase = 1;
     }
-    if (this.atomicPhase === 1) {
-      this.mover.step();
-      if (!this.mover.done) {
-        if (this.mover.waiting) this.sleep();
-        return;
-      }
-      const orig = this.mover.data.slice();
+    if (c.atomicPhase === 1) {
+      c.mover.step();
+      if (!c.mover.done) return !c.mover.waiting;
+      const orig = c.mover.data.slice();
       const v = new DataView(orig.buffer);
       const cur = v.getBigUint64(0, true);
       const swapAdd = new DataView(m.swapAdd!.buffer).getBigUint64(0, true);
       let next: bigint | null = null;
       if (m.op === 'FETCH_ADD') next = (cur + swapAdd) & 0xffffffffffffffffn;
       else if (cur === new DataView(m.compare!.buffer).getBigUint64(0, true)) next = swapAdd;
-      this.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, kind: 'ATOMIC_DATA', data: orig };
+      c.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, kind: 'ATOMIC_DATA', data: orig };
       if (next !== null) {
         const out = new Uint8Array(8);
         new DataView(out.buffer).setBigUint64(0, next, true);
-        this.mover.scatter(this.segs, out);
-        this.atomicPhase = 2;
-        return;
+        c.mover.scatter(c.segs, out);
+        c.atomicPhase = 2;
+        return true;
       }
-      this.state.setNow(ANSWER);
-      return;
+      c.stage = ANSWER;
+      return true;
     }
-    this.mover.step();
-    if (this.mover.done) this.state.setNow(ANSWER);
+    c.mover.step();
+    if (c.mover.done) c.stage = ANSWER;
+    return true;
   }
 
   /** A receive completion; `se`: the message was sent solicited (spec/mlx5.md CQE op_own bit 1). */
-  private recvCqe(opcode: number, syndrome: number, byteCnt: number, imm: number, se: boolean): void {
-    const qp = this.qp!;
-    const rq = this.cur;
+  private recvCqe(c: Ctx, opcode: number, syndrome: number, byteCnt: number, imm: number, se: boolean): void {
+    const qp = c.qp!;
+    const rq = c.rq!;
     const counter = rq.ci++;
-    if (this.gone()) return; // a destroyed QP completes nothing
-    this.cqes.push({
+    if (this.gone(c)) return; // a destroyed QP completes nothing
+    c.cqes.push({
       cqn: qp.recvCqn, opcode, qpn: qp.qpn, wqeOpcode: 0, wqeCounter: counter & 0xffff,
       byteCnt: syndrome ? 0 : byteCnt, immInvalPkey: imm >>> 0, syndrome, se: se && syndrome === 0,
     });
   }
 
-  private ack(a: Pick<RcResponse, 'kind' | 'data' | 'dataBuf'>): void {
-    const m = this.m!;
-    this.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, ...a };
-    this.state.setNow(this.cqes.length > 0 ? CQE : ANSWER);
+  private ack(c: Ctx, a: Pick<RcResponse, 'kind' | 'data' | 'dataBuf'>): void {
+    const m = c.m!;
+    c.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, ...a };
+    c.stage = c.cqes.length > 0 ? CQE : ANSWER;
   }
 
-  private nak(k: RcNak): void {
-    const m = this.m!;
+  private nak(c: Ctx, k: RcNak): void {
+    const m = c.m!;
     this.rNak.set(['ACCESS', 'INV_REQ', 'REM_OP', 'RNR'].indexOf(k) + 1);
-    if (k === 'RNR') this.sRnr.inc();
-    else this.sNaks.inc();
-    this.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, kind: 'NAK', nak: k };
-    this.state.setNow(this.cqes.length > 0 ? CQE : ANSWER);
+    if (k === 'RNR') {
+      this.sRnr.inc();
+      // the requester sends this message and the later ones again: expect it, drop what came after
+      const rq = c.rq!;
+      rq.ePsn = m.seq;
+      const list = rq.list;
+      for (let i = list.length - 1; i > 0 && list[i] !== c; i--) {
+        const x = list[i];
+        if (x.stage !== WAIT_TURN) break;
+        list.pop();
+        this.sOutOfSeq.inc();
+        this.recycle(x);
+      }
+    } else this.sNaks.inc();
+    c.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, kind: 'NAK', nak: k };
+    c.stage = c.cqes.length > 0 ? CQE : ANSWER;
   }
 
   /** An error that moves the responder's QP to ERR: a receive completion if any, then the NAK. */
-  private fatal(k: RcNak, recvSyndrome: number | null): void {
-    if (recvSyndrome !== null) this.recvCqe(CqeOpcode.RESP_ERR, recvSyndrome, 0, 0, false);
-    this.hca.cmdif.hwError(this.qpn);
-    this.queueFlush(this.qpn);
-    this.nak(k);
+  private fatal(c: Ctx, k: RcNak, recvSyndrome: number | null): void {
+    if (recvSyndrome !== null) this.recvCqe(c, CqeOpcode.RESP_ERR, recvSyndrome, 0, 0, false);
+    this.table.hwError(c.qp!.qpn);
+    this.flushQ.push(c.qp!.qpn);
+    this.nak(c, k);
   }
 
-  private queueFlush(qpn: number): void {
-    if (this.flushReq.canPush()) this.flushReq.push(qpn);
-  }
-
-  /** Posted receives of a QP in ERR complete WR_FLUSH_ERR. */
-  private flush(): void {
-    const qp = this.hca.cmdif.getQp(this.flushQpn);
-    const rq = qp ? this.rq(this.flushQpn) : null;
-    if (!qp || !rq || rq.ci >= rq.pi) {
-      this.state.setNow(IDLE);
-      return;
+  /** Answers in PSN order: the message's answer leaves once those before it have left. */
+  private sendAnswer(c: Ctx): boolean {
+    if (c.rq!.list[0] !== c) return false; // woken when the message before it is done
+    if (this.gone(c)) {
+      // the QP was destroyed while the message was in progress: it answers nothing
+      this.sDrops.inc();
+      c.answer?.dataBuf?.release();
+    } else {
+      this.link!.send({ to: c.answer!.dstHca, payloadBytes: c.answer!.data?.length ?? 0, mtu: 4096, body: c.answer! });
     }
-    if (!this.cqWriter!.canPush()) return;
-    this.cqWriter!.push({
+    c.answer = null;
+    this.done(c);
+    return false;
+  }
+
+  /** The message is over: its context is free and the next message of its QP may go on. */
+  private done(c: Ctx): void {
+    const list = c.rq!.list;
+    const i = list.indexOf(c);
+    if (i >= 0) list.splice(i, 1);
+    this.recycle(c);
+    const next = list[0];
+    if (next !== undefined && (next.stage === ANSWER || (next.stage === WAIT_TURN && this.mayStart(next)))) this.activate(next);
+    // a pipelined successor may be waiting for this one to have committed (it is gone now)
+    const second = list[1];
+    if (second !== undefined && second.stage === WAIT_TURN && this.mayStart(second)) this.activate(second);
+  }
+
+  private recycle(c: Ctx): void {
+    c.stage = IDLE;
+    c.m = null;
+    c.qp = null;
+    c.rq = null;
+    c.segs = [];
+    c.cqes = [];
+    this.free.push(c);
+  }
+
+  /** Posted receives of a QP in ERR complete WR_FLUSH_ERR, once no message of the QP is in flight. */
+  private flush(): boolean {
+    const qpn = this.flushQ[0];
+    const qp = this.table.getQp(qpn);
+    const rq = qp ? this.rqs.get(qpn) : undefined;
+    if (!qp || !rq || rq.ci >= rq.pi) {
+      this.flushQ.shift();
+      return false;
+    }
+    if (rq.list.length > 0 || !this.cqWriter.canPush()) return false;
+    this.cqWriter.push({
       cqn: qp.recvCqn, opcode: CqeOpcode.RESP_ERR, qpn: qp.qpn, wqeOpcode: 0, wqeCounter: rq.ci & 0xffff,
       byteCnt: 0, immInvalPkey: 0, syndrome: CqeSyndrome.WR_FLUSH_ERR, se: false,
     });
     rq.ci++;
+    return true;
   }
 }
 

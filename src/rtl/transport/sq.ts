@@ -1,12 +1,25 @@
 /**
  * The send queue engine (`tb.hcaN.sq`): takes doorbells, fetches WQEs from the send queue
- * buffers in host memory by DMA (a WQEBB at a time, so a WQE may wrap the ring), parses them
- * and hands them to the UMR engine or the requester, one WQE at a time in order (so a REG_MR,
- * LOCAL_INV or BIND_MW is complete before any later WQE uses the key: the small fence holds).
- * It writes the requester's completions: always for errors, for successes when signaled. A QP
- * in ERR flushes: every WQE completes WR_FLUSH_ERR without touching memory. A destroyed QP
- * (DESTROY_QP) is forgotten: its doorbells are ignored, and a WQE of it in progress finishes its
- * current step (DMA reads, the engine's job) and is then dropped without a completion.
+ * buffers in host memory by DMA, parses them and hands them to the UMR engine or the requester,
+ * for every QP with work at once, and writes the requester's completions in each QP's order:
+ * always for errors, for successes when signaled.
+ *
+ * Fetch: per QP, a doorbell lets the engine read the posted WQEBBs in bursts (up to
+ * FETCH_BURST_BBS WQEBBs a read, two reads in flight per QP) into a per-QP prefetch buffer of
+ * PREFETCH_BBS WQEBBs; WQEs are parsed out of it in order into WQE slots (`config.sqWqeSlots`,
+ * shared by all QPs). A QP's slots are its WQEs in flight, oldest first.
+ *
+ * Dispatch (the arbiter): every QP with a parsed WQE is served round robin, one WQE per QP an
+ * edge, as far as the engines take them. Within a QP, WQEs start in order, and
+ * - a UMR WQE (REG_MR, LOCAL_INV, BIND_MW), an RDMA_READ_WITH_INV, or any WQE with a fence
+ *   waits until every earlier WQE of the QP has completed, and later WQEs wait until it has
+ *   (so a registration or invalidation is complete before any later WQE uses the key: the
+ *   small fence holds, and a fence waits);
+ * - data WQEs otherwise flow to the requester back to back (it keeps their order on the wire).
+ * Completion: a WQE in error moves its QP to ERR at once; every later WQE then completes
+ * WR_FLUSH_ERR without touching memory (those already at the requester are flushed there).
+ * CQEs are written in WQE order per QP. A destroyed QP (DESTROY_QP) is forgotten: its doorbells
+ * are ignored, and its WQEs in progress are dropped without a completion.
  *
  * RDMA_READ_WITH_INV (model-private encoding, formats/constants.ts WQE_OPMOD_READ_WITH_INV; only
  * with config.readWithInvalidate): the requester completes the read, then the engine hands the
@@ -15,13 +28,12 @@
  * LOC_QP_OP_ERR when the LOCAL_INV rules fail (spec/semantics.md "Work requests").
  */
 import { EnumType, Fifo, Module, type Reg, type Signal } from '../../sim/index.ts';
-import type { Hca } from '../hca.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import type { CqeJob } from '../completion/cq_writer.ts';
-import type { QpContext } from '../firmware/cmd_types.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
+import type { QpTable, QpView } from './qp_table.ts';
 import type { UmrDone, UmrJob } from '../umr/umr_types.ts';
-import { parseWqe } from '../formats/wqe_parse.ts';
+import { parseWqe, type ParsedWqe } from '../formats/wqe_parse.ts';
 import { CeMode, CqeOpcode, CqeSyndrome, WQE_OPMOD_READ_WITH_INV, WqeOpcode } from '../formats/constants.ts';
 import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from '../umr/umr_ops.ts';
 
@@ -31,6 +43,7 @@ export interface SqDoorbell {
   pi: number;
 }
 
+/** What the engine did on the last edge it worked (FETCH: a read issued; EXEC: a WQE dispatched; ...). */
 export const SqState = new EnumType('sq_state', ['IDLE', 'FETCH', 'WAIT_WQE', 'EXEC', 'WAIT_DONE', 'CQE', 'INVALIDATE']);
 const IDLE = 0;
 const FETCH = 1;
@@ -38,69 +51,162 @@ const WAIT_WQE = 2;
 const EXEC = 3;
 const WAIT_DONE = 4;
 const CQE = 5;
-/** RDMA_READ_WITH_INV: the read is done, the UMR engine invalidates the local key. */
 const INVALIDATE = 6;
 
+/** WQEBBs prefetched per QP at most (a WQE is at most 16). */
+const PREFETCH_BBS = 64;
+/** WQEBBs per fetch read at most (512 B), and reads in flight per QP. */
+const FETCH_BURST_BBS = 8;
+const FETCH_READS_PER_QP = 2;
+/** The largest WQE: ds is 6 bits, 63 x 16 B = 16 WQEBBs. */
+const MAX_WQE_BBS = 16;
+
+// slot states
+const S_FREE = 0;
+const S_PARSED = 1;
+const S_EXEC = 2;
+/** RDMA_READ_WITH_INV: the read is done; the LOCAL_INV waits to be pushed, then for its answer. */
+const S_INV_PUSH = 3;
+const S_INV_WAIT = 4;
+const S_DONE = 5;
+
+/** Options of the send queue engine (wired in hca.ts). */
+export interface SqOptions {
+  /** WQEs in flight at most, across all QPs. */
+  slots: number;
+  readWithInvalidate: boolean;
+  port: DmaPort;
+  qps: QpTable;
+  cqWriter: Fifo<CqeJob>;
+  requester: { req: Fifo<ReqJob>; resp: Fifo<ReqDone> };
+  umr: { req: Fifo<UmrJob>; resp: Fifo<UmrDone> } | null;
+  /** Where QPs moved to ERR are told (the responder flushes their receives). */
+  flush: Fifo<number>;
+}
+
+interface Chunk {
+  start: number;
+  n: number;
+  arrived: boolean;
+}
+
 interface SqQp {
-  qpn: number;
-  /** The QP's firmware context (a live view), taken at its first doorbell. */
-  ctx: Readonly<QpContext>;
+  readonly qpn: number;
+  readonly ctx: QpView;
   pi: number;
-  ci: number;
+  /** WQEBB counters: next to read, read so far (contiguous), next WQE to parse. */
+  fetchPtr: number;
+  arrived: number;
+  parsePtr: number;
+  readonly prefetch: Uint8Array;
+  /** Reads in flight, oldest first. */
+  readonly chunks: Chunk[];
+  /** WQEs in flight (parsed, executing, done but not completed), oldest first. */
+  readonly slots: Slot[];
+  /** Slots dispatched and not done. */
+  executing: number;
+  /** A dispatched WQE that later ones wait for (UMR, READ_WITH_INV, fence), or null. */
+  barrier: Slot | null;
   /** WQEs completed (executed or flushed). */
   done: number;
+  active: boolean;
+  /** A WQE of this QP completed in error. */
+  errSeen: boolean;
+}
+
+interface Slot {
+  readonly idx: number;
+  readonly bytes: Uint8Array;
+  readonly views: (DataView | undefined)[];
+  readonly invWqe: Uint8Array;
+  state: number;
+  q: SqQp | null;
+  bbs: number;
+  w: ParsedWqe | null;
+  /** Waits for every earlier WQE, and later ones wait for it. */
+  drains: boolean;
+  invKey: number;
+  syndrome: number;
+  byteLen: number;
+  opcode: number;
+  wqeIndex: number;
+  signaled: boolean;
 }
 
 export class Sq extends Module {
   readonly doorbell: Fifo<SqDoorbell>;
-  cqWriter: Fifo<CqeJob> | null = null;
-  requester: { req: Fifo<ReqJob>; resp: Fifo<ReqDone> } | null = null;
-  umr: { req: Fifo<UmrJob>; resp: Fifo<UmrDone> } | null = null;
-  /** Where QPs moved to ERR are told (the responder flushes their receives). */
-  flush: Fifo<number> | null = null;
+  private readonly cqWriter: Fifo<CqeJob>;
+  private readonly requester: { req: Fifo<ReqJob>; resp: Fifo<ReqDone> };
+  private readonly umr: { req: Fifo<UmrJob>; resp: Fifo<UmrDone> } | null;
+  private readonly flush: Fifo<number>;
   private readonly port: DmaPort;
+  private readonly table: QpTable;
+  private readonly readWithInvalidate: boolean;
   private readonly qps = new Map<number, SqQp>();
-  private readonly ready: number[] = [];
-  /** FSM state: changes at once (several steps may run in one edge), traced when it changes. */
+  private readonly slots: Slot[] = [];
+  private readonly freeSlots: Slot[] = [];
+  /** Reads in flight by DMA tag. */
+  private readonly reads: ({ q: SqQp; c: Chunk } | null)[] = [];
+  private readonly freeTags: number[] = [];
+  /** QPs with something to do, served round robin. */
+  private active: SqQp[] = [];
+  private spare: SqQp[] = [];
   private readonly state: Signal;
+  private readonly rInflight: Reg;
   private readonly rQpn: Reg;
   private readonly rWqeIndex: Reg;
   private readonly rOpcode: Reg;
   private readonly rSyndrome: Reg;
-  // the WQE in progress
-  private cur: SqQp | null = null;
-  /** The WQE being fetched (reused: the largest WQE is 16 WQEBBs). */
-  private readonly bytes = new Uint8Array(64 * 16);
-  private readonly views: (DataView | undefined)[] = new Array<DataView | undefined>(17).fill(undefined);
-  private bbs = 0; // WQEBBs of the WQE
-  private got = 0; // WQEBBs received
-  private asked = 0;
-  private cqe: CqeJob | null = null;
-  /** RDMA_READ_WITH_INV in progress: the key to invalidate once the read is done, or -1. */
-  private invKey = -1;
-  /** Bytes the read placed (the CQE's byte_cnt after the invalidation). */
-  private readLen = 0;
-  /** The LOCAL_INV WQE of that invalidation (one at a time: reused). */
-  private readonly invWqe = new Uint8Array(LOCAL_INV_WQE_BYTES);
   private readonly sWqes;
   private readonly sFlushed;
   private readonly sErrors;
+  private readonly sFetches;
+  private readonly sPeak;
+  private readonly sSlotStalls;
+  private readonly sEngineStalls;
 
-  constructor(private readonly hca: Hca) {
-    super(hca.sim, hca, 'sq');
+  constructor(parent: Module, name: string, o: SqOptions) {
+    super(parent.sim, parent, name);
+    if (!Number.isInteger(o.slots) || o.slots < 1) throw new RangeError(`${this.path}: slots ${o.slots} must be a positive integer`);
+    this.port = o.port;
+    this.table = o.qps;
+    this.cqWriter = o.cqWriter;
+    this.requester = o.requester;
+    this.umr = o.umr;
+    this.flush = o.flush;
+    this.readWithInvalidate = o.readWithInvalidate;
     this.state = this.signal('state', SqState.width, { enum: SqState });
+    this.rInflight = this.probe('inflight', 16);
     this.rQpn = this.probe('qpn', 24);
     this.rWqeIndex = this.probe('wqe_index', 16);
     this.rOpcode = this.probe('opcode', 8);
     this.rSyndrome = this.probe('syndrome', 8);
     this.doorbell = new Fifo<SqDoorbell>(this, 'doorbell', { capacity: 16 });
     this.doorbell.consumer = this;
-    this.port = hca.pcie.port('sq', { reqCapacity: 4, respCapacity: 16 });
     this.port.resp.consumer = this;
     this.port.req.producer = this;
+    this.requester.resp.consumer = this;
+    this.requester.req.producer = this;
+    if (this.umr) {
+      this.umr.resp.consumer = this;
+      this.umr.req.producer = this;
+    }
+    this.cqWriter.producer = this;
+    for (let i = 0; i < o.slots; i++) {
+      this.slots.push({
+        idx: i, bytes: new Uint8Array(64 * MAX_WQE_BBS), views: new Array<DataView | undefined>(MAX_WQE_BBS + 1).fill(undefined),
+        invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), state: S_FREE, q: null, bbs: 0, w: null, drains: false, invKey: -1,
+        syndrome: 0, byteLen: 0, opcode: 0, wqeIndex: 0, signaled: false,
+      });
+    }
+    for (let i = o.slots - 1; i >= 0; i--) this.freeSlots.push(this.slots[i]);
     this.sWqes = this.stats.counter('wqes');
     this.sFlushed = this.stats.counter('flushed');
     this.sErrors = this.stats.counter('errors');
+    this.sFetches = this.stats.counter('fetch_reads');
+    this.sPeak = this.stats.counter('slots_peak');
+    this.sSlotStalls = this.stats.counter('slot_full_stalls');
+    this.sEngineStalls = this.stats.counter('engine_full_stalls');
   }
 
   /** Work requests of a QP the engine has completed (what a driver learns from its CQ and doorbell record). */
@@ -108,235 +214,346 @@ export class Sq extends Module {
     return this.qps.get(qpn)?.done ?? 0;
   }
 
-  /**
-   * DESTROY_QP executed: forget the QP (its number may be handed out again). A WQE of it in
-   * progress is dropped when its current step is done (`gone`).
-   */
-  forgetQp(qpn: number): void {
-    this.qps.delete(qpn);
-    const i = this.ready.indexOf(qpn);
-    if (i >= 0) this.ready.splice(i, 1);
+  /** WQE slots in use. */
+  get inFlight(): number {
+    return this.slots.length - this.freeSlots.length;
   }
 
-  /** The QP of `q` was destroyed since `q` was made. */
+  /** Work in flight: WQEs posted and not completed. */
+  busy(): boolean {
+    if (this.doorbell.canPop() || this.inFlight > 0) return true;
+    for (const q of this.qps.values()) if (q.parsePtr < q.pi) return true;
+    return false;
+  }
+
+  /**
+   * DESTROY_QP executed: forget the QP (its number may be handed out again). Its WQEs in an
+   * engine are dropped when they come back.
+   */
+  forgetQp(qpn: number): void {
+    const q = this.qps.get(qpn);
+    if (q === undefined) return;
+    this.qps.delete(qpn);
+    for (const s of q.slots) if (s.state !== S_EXEC && s.state !== S_INV_WAIT) this.freeSlot(s);
+    q.slots.length = 0;
+  }
+
   private gone(q: SqQp): boolean {
     return this.qps.get(q.qpn) !== q;
   }
 
-  /** Drops the WQE in progress of a destroyed QP: no completion, no error (its work is not completed). */
-  private drop(): void {
-    this.cqe = null;
-    this.invKey = -1;
-    this.state.setNow(CQE);
-  }
-
-  /** Wires the engines (after they exist). */
-  connect(o: { cqWriter: Fifo<CqeJob>; requester: { req: Fifo<ReqJob>; resp: Fifo<ReqDone> }; umr: { req: Fifo<UmrJob>; resp: Fifo<UmrDone> } | null; flush: Fifo<number> }): void {
-    this.cqWriter = o.cqWriter;
-    this.requester = o.requester;
-    this.umr = o.umr;
-    this.flush = o.flush;
-    o.requester.resp.consumer = this;
-    o.requester.req.producer = this;
-    if (o.umr) {
-      o.umr.resp.consumer = this;
-      o.umr.req.producer = this;
+  private activate(q: SqQp): void {
+    if (!q.active) {
+      q.active = true;
+      this.active.push(q);
     }
   }
 
   override tick(): void {
+    let act = -1;
     while (this.doorbell.canPop()) {
       const d = this.doorbell.pop();
       let q = this.qps.get(d.qpn);
       if (!q) {
         // a doorbell for a QP the firmware does not know (destroyed) is ignored
-        const ctx = this.hca.cmdif.getQp(d.qpn);
+        const ctx = this.table.getQp(d.qpn);
         if (ctx === undefined) continue;
-        this.qps.set(d.qpn, (q = { qpn: d.qpn, ctx, pi: 0, ci: 0, done: 0 }));
+        q = {
+          qpn: d.qpn, ctx, pi: 0, fetchPtr: 0, arrived: 0, parsePtr: 0, prefetch: new Uint8Array(64 * PREFETCH_BBS),
+          chunks: [], slots: [], executing: 0, barrier: null, done: 0, active: false, errSeen: false,
+        };
+        this.qps.set(d.qpn, q);
       }
       q.pi = d.pi;
-      if (q !== this.cur && !this.ready.includes(d.qpn)) this.ready.push(d.qpn);
+      this.activate(q);
     }
-    this.stepFsm(this.state);
-  }
-
-  protected override fsmStep(): void {
-    switch (this.state.q) {
-      case IDLE: {
-        const qpn = this.ready.shift();
-        if (qpn === undefined) return this.sleep();
-        const q = this.qps.get(qpn)!;
-        if (q.ci >= q.pi) return;
-        this.cur = q;
-        this.bbs = 1;
-        this.got = 0;
-        this.asked = 0;
-        this.rQpn.set(qpn);
-        this.state.setNow(FETCH);
-        return;
-      }
-      case FETCH:
-      case WAIT_WQE:
-        return this.fetch();
-      case EXEC:
-        return this.exec();
-      case WAIT_DONE:
-        return this.waitDone();
-      case INVALIDATE:
-        return this.invalidate();
-      case CQE:
-        if (this.cqe !== null) {
-          if (!this.cqWriter!.canPush()) return;
-          this.cqWriter!.push(this.cqe);
-          this.cqe = null;
-        }
-        return this.next();
-    }
-  }
-
-  /** Reads the WQE a WQEBB at a time (the first tells its size). */
-  private fetch(): void {
-    const q = this.cur!;
-    const qp = q.ctx;
     while (this.port.resp.canPop()) {
       const r = this.port.resp.pop();
-      if (r.data !== this.bytes) this.bytes.set(r.data!, r.tag * 64);
-      this.got++;
-      if (r.tag === 0) {
-        const ds = this.bytes[7] & 0x3f;
-        this.bbs = Math.max(1, Math.ceil((ds * 16) / 64));
+      const rec = this.reads[r.tag]!;
+      this.reads[r.tag] = null;
+      this.freeTags.push(r.tag);
+      rec.c.arrived = true;
+      const q = rec.q;
+      while (q.chunks.length > 0 && q.chunks[0].arrived) {
+        const c = q.chunks.shift()!;
+        q.arrived = c.start + c.n;
+      }
+      if (!this.gone(q)) this.activate(q);
+      act = WAIT_WQE;
+    }
+    while (this.requester.resp.canPop()) {
+      const d = this.requester.resp.pop();
+      const s = this.slots[d.tag];
+      if (this.invKey(s) >= 0 && d.syndrome === 0 && !this.gone(s.q!)) {
+        // the read data is placed: now the local invalidation (no CQE before it is done)
+        s.byteLen = d.byteLen;
+        s.state = S_INV_PUSH;
+        this.activate(s.q!);
+      } else this.complete(s, d.syndrome, d.byteLen);
+      act = WAIT_DONE;
+    }
+    if (this.umr) {
+      while (this.umr.resp.canPop()) {
+        const d = this.umr.resp.pop();
+        const s = this.slots[d.tag];
+        this.complete(s, d.syndrome, s.state === S_INV_WAIT && d.syndrome === 0 ? s.byteLen : 0);
+        act = WAIT_DONE;
       }
     }
-    if (this.asked < this.bbs && this.port.req.canPush() && (this.asked === 0 || this.got > 0)) {
-      const idx = (q.ci + this.asked) & (qp.sqSize - 1);
-      this.port.req.push({ kind: 'read', addr: qp.sqBufAddr + idx * 64, length: 64, tag: this.asked, dst: this.bytes, dstOff: this.asked * 64 });
-      this.asked++;
-      this.state.setNow(WAIT_WQE);
+    if (this.active.length > 0) {
+      const list = this.active;
+      const keep = this.spare;
+      keep.length = 0;
+      this.active = keep;
+      for (let i = 0; i < list.length; i++) {
+        const q = list[i];
+        q.active = false;
+        if (this.gone(q)) continue;
+        const a = this.serve(q);
+        if (a > act) act = a;
+      }
+      list.length = 0;
+      this.spare = list;
     }
-    if (this.got === this.bbs && this.asked === this.bbs) this.state.setNow(EXEC);
-    else if (this.asked === this.bbs || (this.asked > 0 && this.got === 0)) this.sleep(); // woken by the read data
+    const used = this.inFlight;
+    this.rInflight.set(used);
+    if (used > this.sPeak.value) this.sPeak.value = used;
+    if (act >= 0) this.state.setNow(act);
+    else if (used === 0) this.state.setNow(IDLE);
+    if (this.active.length === 0) this.sleep();
   }
 
-  private exec(): void {
-    const q = this.cur!;
+  private invKey(s: Slot): number {
+    return s.state === S_EXEC ? s.invKey : -1;
+  }
+
+  /** Fetch, parse, dispatch and complete what a QP can this edge; returns the activity. */
+  private serve(q: SqQp): number {
+    let act = -1;
+    let blocked = false;
     const qp = q.ctx;
-    if (this.gone(q)) return this.drop();
-    // a view bounded by the WQE's basic blocks (the parser checks ds against it), one per size
-    const view = this.views[this.bbs] ??= new DataView(this.bytes.buffer, 0, this.bbs * 64);
-    const w = parseWqe(view, 0);
-    this.rWqeIndex.set(w.ctrl.wqeIndex);
-    this.rOpcode.set(w.ctrl.opcode);
-    this.sWqes.inc();
-    if (qp.state === 'ERR') {
-      this.sFlushed.inc();
-      return this.complete(CqeSyndrome.WR_FLUSH_ERR, 0);
+    // fetch: bursts of posted WQEBBs, within the ring's end and the prefetch buffer's room
+    while (q.chunks.length < FETCH_READS_PER_QP && q.fetchPtr < q.pi && q.fetchPtr - q.parsePtr < PREFETCH_BBS) {
+      if (!this.port.req.canPush() || this.freeTags.length === 0 && this.reads.length >= 64) {
+        blocked = true;
+        break;
+      }
+      const start = q.fetchPtr;
+      const ring = start & (qp.sqSize - 1);
+      const pre = start & (PREFETCH_BBS - 1);
+      const n = Math.min(q.pi - start, FETCH_BURST_BBS, qp.sqSize - ring, PREFETCH_BBS - pre, PREFETCH_BBS - (start - q.parsePtr));
+      const c: Chunk = { start, n, arrived: false };
+      let tag = this.freeTags.pop();
+      if (tag === undefined) {
+        tag = this.reads.length;
+        this.reads.push(null);
+      }
+      this.reads[tag] = { q, c };
+      q.chunks.push(c);
+      this.port.req.push({ kind: 'read', addr: qp.sqBufAddr + ring * 64, length: n * 64, tag, dst: q.prefetch, dstOff: pre * 64 });
+      q.fetchPtr += n;
+      this.sFetches.inc();
+      act = FETCH;
     }
-    this.invKey = -1;
+    // parse: WQEs whose every WQEBB has arrived, into slots
+    while (q.parsePtr < q.arrived) {
+      if (this.freeSlots.length === 0) {
+        this.sSlotStalls.inc();
+        blocked = true;
+        break;
+      }
+      const first = (q.parsePtr & (PREFETCH_BBS - 1)) * 64;
+      const ds = q.prefetch[first + 7] & 0x3f;
+      let bbs = Math.max(1, Math.ceil((ds * 16) / 64));
+      // a WQE longer than what was posted is malformed: it ends at the producer index
+      const malformed = q.parsePtr + bbs > q.pi;
+      if (malformed) bbs = q.pi - q.parsePtr;
+      if (q.parsePtr + bbs > q.arrived) break; // woken by the rest of it
+      const s = this.freeSlots.pop()!;
+      for (let b = 0; b < bbs; b++) {
+        const o = ((q.parsePtr + b) & (PREFETCH_BBS - 1)) * 64;
+        s.bytes.set(q.prefetch.subarray(o, o + 64), b * 64);
+      }
+      this.parse(s, q, bbs, malformed);
+      q.parsePtr += bbs;
+      q.slots.push(s);
+    }
+    // dispatch, in order
+    for (let i = 0; i < q.slots.length; i++) {
+      const s = q.slots[i];
+      if (s.state === S_INV_PUSH) {
+        if (!this.umr!.req.canPush()) {
+          blocked = true;
+          break;
+        }
+        encodeLocalInvWqe(s.invWqe, s.invKey, qp.qpn, s.wqeIndex);
+        this.umr!.req.push({ tag: s.idx, qpn: qp.qpn, pd: qp.pd, wqe: s.invWqe });
+        s.state = S_INV_WAIT;
+        act = Math.max(act, INVALIDATE);
+        continue;
+      }
+      if (s.state !== S_PARSED) continue;
+      if (q.barrier !== null) break;
+      if (qp.state === 'ERR') {
+        this.sFlushed.inc();
+        this.complete(s, CqeSyndrome.WR_FLUSH_ERR, 0);
+        continue;
+      }
+      if (s.drains && q.executing > 0) break; // woken by the completions of the earlier WQEs
+      const r = this.dispatch(s, q);
+      if (r < 0) {
+        blocked = true;
+        break;
+      }
+      act = Math.max(act, EXEC);
+      break; // one new WQE per QP an edge (the arbiter)
+    }
+    // completions, in order
+    while (q.slots.length > 0 && q.slots[0].state === S_DONE) {
+      const s = q.slots[0];
+      // once a WQE completed in error, every later one completes flushed, whatever its own fate
+      // (a later WQE may have failed locally while an earlier one waited for its NAK)
+      if (q.errSeen) s.syndrome = CqeSyndrome.WR_FLUSH_ERR;
+      else if (s.syndrome !== 0) q.errSeen = true;
+      if (s.signaled || s.syndrome !== 0) {
+        if (!this.cqWriter.canPush()) {
+          blocked = true;
+          break;
+        }
+        this.cqWriter.push({
+          cqn: qp.sendCqn,
+          opcode: s.syndrome !== 0 ? CqeOpcode.REQ_ERR : CqeOpcode.REQ,
+          qpn: qp.qpn,
+          wqeOpcode: s.opcode,
+          wqeCounter: s.wqeIndex,
+          byteCnt: s.syndrome !== 0 ? 0 : s.opcode === WqeOpcode.ATOMIC_CS || s.opcode === WqeOpcode.ATOMIC_FA ? 8 : s.byteLen,
+          immInvalPkey: 0,
+          syndrome: s.syndrome,
+          se: false, // SE marks receive completions only
+        });
+        act = Math.max(act, CQE);
+      }
+      q.slots.shift();
+      q.done++;
+      this.freeSlot(s);
+    }
+    // more to do without a new input: parsed WQEs the engines could not take yet, a full FIFO
+    if (blocked || (q.fetchPtr < q.pi && q.chunks.length < FETCH_READS_PER_QP && q.fetchPtr - q.parsePtr < PREFETCH_BBS)) this.activate(q);
+    else if (this.canDispatch(q)) this.activate(q);
+    return act;
+  }
+
+  /** A parsed WQE of the QP could start now (not behind a barrier or an unfinished drain). */
+  private canDispatch(q: SqQp): boolean {
+    if (q.barrier !== null) return false;
+    for (let i = 0; i < q.slots.length; i++) {
+      const s = q.slots[i];
+      if (s.state === S_PARSED) return !(s.drains && q.executing > 0) || q.ctx.state === 'ERR';
+    }
+    return false;
+  }
+
+  /** Parses a fetched WQE into its slot. */
+  private parse(s: Slot, q: SqQp, bbs: number, malformed: boolean): void {
+    s.q = q;
+    s.bbs = bbs;
+    s.state = S_PARSED;
+    s.syndrome = 0;
+    s.byteLen = 0;
+    s.invKey = -1;
+    // a view bounded by the WQE's basic blocks (the parser checks ds against it), one per size
+    const view = (s.views[bbs] ??= new DataView(s.bytes.buffer, 0, bbs * 64));
+    const w = malformed ? null : parseWqe(view, 0);
+    s.w = w;
+    const b = s.bytes;
+    s.opcode = b[3];
+    s.wqeIndex = (b[1] << 8) | b[2];
+    const ce = (b[11] >> 2) & 3;
+    s.signaled = ce === CeMode.CQ_UPDATE || ce === CeMode.CQ_UPDATE_AND_EQE;
+    const fence = b[11] >>> 5;
+    const readInv = w !== null && w.ctrl.opmod === WQE_OPMOD_READ_WITH_INV && w.kind === 'rdma' && w.ctrl.opcode === WqeOpcode.RDMA_READ;
+    s.drains = w === null || w.kind === 'umr' || fence !== 0 || readInv;
+    this.sWqes.inc();
+  }
+
+  /** Hands a WQE to its engine; 1: taken, 0: done at once (no engine), -1: the engine is full. */
+  private dispatch(s: Slot, q: SqQp): number {
+    const qp = q.ctx;
+    const w = s.w;
+    this.rQpn.set(qp.qpn);
+    this.rWqeIndex.set(s.wqeIndex);
+    this.rOpcode.set(s.opcode);
+    if (w === null || w.kind === 'invalid') {
+      // a malformed WQE: the local QP operation error the hardware reports
+      this.complete(s, CqeSyndrome.LOCAL_QP_OP_ERR, 0);
+      return 0;
+    }
     if (w.ctrl.opmod !== 0) {
       // opmod is defined only for this model's RDMA_READ_WITH_INV, and only when configured:
       // any other is an unknown operation, a local QP operation error
-      if (w.kind !== 'rdma' || w.ctrl.opcode !== WqeOpcode.RDMA_READ || w.ctrl.opmod !== WQE_OPMOD_READ_WITH_INV || !this.hca.cfg.readWithInvalidate || !this.umr) {
-        return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
+      if (w.kind !== 'rdma' || w.ctrl.opcode !== WqeOpcode.RDMA_READ || w.ctrl.opmod !== WQE_OPMOD_READ_WITH_INV || !this.readWithInvalidate || !this.umr) {
+        this.complete(s, CqeSyndrome.LOCAL_QP_OP_ERR, 0);
+        return 0;
       }
-      this.invKey = w.ctrl.imm >>> 0;
+      s.invKey = w.ctrl.imm >>> 0;
     }
     switch (w.kind) {
       case 'nop':
-        return this.complete(0, 0);
-      case 'invalid':
-        // a malformed WQE: the local QP operation error the hardware reports
-        return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
+        this.complete(s, 0, 0);
+        return 0;
       case 'umr':
-        if (!this.umr) return this.complete(CqeSyndrome.LOCAL_QP_OP_ERR, 0);
-        if (!this.umr.req.canPush()) return this.sleep();
-        this.umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe: this.bytes.subarray(0, w.ctrl.ds * 16) }); // a view: the next fetch waits for this UMR's completion
-        this.state.setNow(WAIT_DONE);
-        return;
+        if (!this.umr) {
+          this.complete(s, CqeSyndrome.LOCAL_QP_OP_ERR, 0);
+          return 0;
+        }
+        if (!this.umr.req.canPush()) {
+          this.sEngineStalls.inc();
+          return -1;
+        }
+        this.umr.req.push({ tag: s.idx, qpn: qp.qpn, pd: qp.pd, wqe: s.bytes.subarray(0, w.ctrl.ds * 16) });
+        break;
       default:
-        if (!this.requester!.req.canPush()) return this.sleep();
-        this.requester!.req.push({ tag: q.ci, qpn: qp.qpn, wqe: w });
-        this.state.setNow(WAIT_DONE);
+        if (!this.requester.req.canPush()) {
+          this.sEngineStalls.inc();
+          return -1;
+        }
+        this.requester.req.push({ tag: s.idx, qpn: qp.qpn, wqe: w });
     }
+    s.state = S_EXEC;
+    q.executing++;
+    if (s.drains) q.barrier = s;
+    return 1;
   }
 
-  private waitDone(): void {
-    if (this.umr && this.umr.resp.canPop()) {
-      const d = this.umr.resp.pop();
-      return this.complete(d.syndrome, 0);
-    }
-    if (this.requester!.resp.canPop()) {
-      const d = this.requester!.resp.pop();
-      if (d.syndrome === 0 && this.invKey >= 0) {
-        // the read data is placed: now the local invalidation (no CQE before it is done)
-        this.readLen = d.byteLen;
-        this.state.setNow(INVALIDATE);
-        return;
-      }
-      return this.complete(d.syndrome, d.byteLen);
-    }
-    this.sleep(); // woken by the engine's completion
-  }
-
-  /** RDMA_READ_WITH_INV: a LOCAL_INV of the key through the UMR engine, then the CQE. */
-  private invalidate(): void {
-    const umr = this.umr!;
-    if (this.invKey >= 0) {
-      if (!umr.req.canPush()) return this.sleep(); // woken when the engine pops
-      const q = this.cur!;
-      const qp = q.ctx;
-      if (this.gone(q)) return this.drop();
-      encodeLocalInvWqe(this.invWqe, this.invKey, qp.qpn, q.ci & 0xffff);
-      umr.req.push({ tag: q.ci, qpn: qp.qpn, pd: qp.pd, wqe: this.invWqe });
-      this.invKey = -1;
+  /** The WQE is done: an error moves the QP to ERR at once; the CQE follows in order. */
+  private complete(s: Slot, syndrome: number, byteLen: number): void {
+    const q = s.q!;
+    if (s.state === S_EXEC || s.state === S_INV_WAIT || s.state === S_INV_PUSH) q.executing--;
+    if (q.barrier === s) q.barrier = null;
+    if (this.gone(q)) {
+      // dropped: no completion for a destroyed QP
+      this.freeSlot(s);
       return;
     }
-    if (!umr.resp.canPop()) return this.sleep(); // woken by the UMR completion
-    const d = umr.resp.pop();
-    this.complete(d.syndrome, d.syndrome === 0 ? this.readLen : 0);
-  }
-
-  /** The WQE is done: a CQE when signaled or in error; an error moves the QP to ERR. */
-  private complete(syndrome: number, byteLen: number): void {
-    const q = this.cur!;
-    const qp = q.ctx;
-    if (this.gone(q)) return this.drop();
-    const ctrl = parseCtrl(this.bytes);
+    s.state = S_DONE;
+    s.syndrome = syndrome;
+    s.byteLen = byteLen;
     this.rSyndrome.set(syndrome);
     if (syndrome !== 0) {
       this.sErrors.inc();
-      if (qp.state !== 'ERR') {
-        this.hca.cmdif.hwError(qp.qpn);
-        if (this.flush!.canPush()) this.flush!.push(qp.qpn);
+      const qp = this.table.getQp(q.qpn);
+      if (qp !== undefined && qp.state !== 'ERR') {
+        this.table.hwError(q.qpn);
+        if (this.flush.canPush()) this.flush.push(q.qpn);
       }
     }
-    const signaled = ctrl.ce === CeMode.CQ_UPDATE || ctrl.ce === CeMode.CQ_UPDATE_AND_EQE;
-    this.cqe =
-      syndrome !== 0 || signaled
-        ? {
-            cqn: qp.sendCqn,
-            opcode: syndrome !== 0 ? CqeOpcode.REQ_ERR : CqeOpcode.REQ,
-            qpn: qp.qpn,
-            wqeOpcode: ctrl.opcode,
-            wqeCounter: ctrl.wqeIndex,
-            byteCnt: syndrome !== 0 ? 0 : ctrl.opcode === WqeOpcode.ATOMIC_CS || ctrl.opcode === WqeOpcode.ATOMIC_FA ? 8 : byteLen,
-            immInvalPkey: 0,
-            syndrome,
-            se: false, // SE marks receive completions only
-          }
-        : null;
-    q.ci += this.bbs;
-    q.done++;
-    this.state.setNow(CQE);
+    this.activate(q);
   }
 
-  private next(): void {
-    const q = this.cur!;
-    this.cur = null;
-    if (!this.gone(q) && q.ci < q.pi && !this.ready.includes(q.qpn)) this.ready.push(q.qpn);
-    this.state.setNow(IDLE);
+  private freeSlot(s: Slot): void {
+    s.state = S_FREE;
+    s.q = null;
+    s.w = null;
+    this.freeSlots.push(s);
   }
-}
-
-function parseCtrl(b: Uint8Array): { opcode: number; wqeIndex: number; ce: number } {
-  return { opcode: b[3], wqeIndex: (b[1] << 8) | b[2], ce: (b[11] >> 2) & 3 };
 }
