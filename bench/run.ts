@@ -6,12 +6,14 @@ import { benchKernel } from './kernel.ts';
 import { benchAtu } from './atu.ts';
 import { benchVerbs } from './verbs.ts';
 import { benchProperty } from './property.ts';
+import { benchCliffs } from './cliffs.ts';
 
 const benches: Record<string, () => void | Promise<void>> = {
   kernel: benchKernel,
   atu: benchAtu,
   verbs: benchVerbs,
   property: benchProperty,
+  cliffs: benchCliffs,
 };
 
 const names = process.argv.slice(2);

@@ -85,6 +85,66 @@ export async function runCase(c: 'rdma-write-4k' | 'frwr-cycle', ops: number, vc
   return { bench: 'verbs', case: c, tracing: vcd !== undefined, ops, opsPerSec: Math.round(ops / seconds), peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024) };
 }
 
+/**
+ * One adapter issuing warm 64 B RDMA READs to another over `qps` RC QPs, each kept `depth` deep
+ * (every READ signaled; completions are reaped in batches of an eighth of the READs in flight,
+ * as a polling benchmark does, and each is answered by a new READ on the same QP). Returns the
+ * simulated and wall-clock rates over `ops` READs after `warm` READs of warm-up, and the stats
+ * of the run (for the limiting resource).
+ */
+export async function readDeep(qps: number, depth: number, ops: number, warm: number, vcd?: string): Promise<{ json: Record<string, unknown>; stats: Record<string, Record<string, unknown>> }> {
+  const tb = new Testbed({ hcas: 2, ...(vcd ? { trace: { vcd, gtkw: false } } : {}) });
+  let seconds = 0;
+  let simPs = 0;
+  await tb.run(async () => {
+    const c0 = await tb.openDevice(0);
+    const c1 = await tb.openDevice(1);
+    const pd0 = await c0.allocPd();
+    const pd1 = await c1.allocPd();
+    const cq = await c0.createCq(4096);
+    const cq1 = await c1.createCq(256);
+    const dst = tb.host(0).alloc(4096);
+    const src = tb.host(1).alloc(4096);
+    const mr0 = await pd0.regMr(dst.addr, 4096, Access.LOCAL_WRITE);
+    const mr1 = await pd1.regMr(src.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_READ);
+    const list: Qp[] = [];
+    for (let i = 0; i < qps; i++) {
+      const a = await pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: Math.max(64, depth * 2) });
+      const b = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+      await a.connect(b, { maxRdAtomic: 16 });
+      list.push(a);
+    }
+    const byQpn = new Map(list.map((q) => [q.qpNum, q]));
+    const post = (q: Qp, id: number): void =>
+      q.postSend({ wrId: id, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr + (id % 64) * 64, length: 64, lkey: mr0.lkey }], remoteAddr: src.addr + (id % 64) * 64, rkey: mr1.rkey, signaled: true });
+    let posted = 0;
+    for (const q of list) for (let d = 0; d < depth; d++) post(q, posted++);
+    let done = 0;
+    let t0 = 0n;
+    let s0 = 0;
+    while (done < warm + ops) {
+      if (done >= warm && t0 === 0n) {
+        t0 = process.hrtime.bigint();
+        s0 = tb.now;
+      }
+      const wcs = await cq.wait(Math.max(1, Math.min(warm + ops - done, (qps * depth) >> 3)));
+      for (const wc of wcs.concat(cq.poll(4096))) {
+        if (wc.status !== 'SUCCESS') throw new Error(`read-64b-deep: ${wc.status}`);
+        done++;
+        if (posted < warm + ops + qps * depth) post(byQpn.get(wc.qpNum)!, posted++);
+      }
+    }
+    seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    simPs = tb.now - s0;
+  });
+  await tb.close();
+  const stats = tb.stats();
+  return {
+    json: { bench: 'verbs', case: 'read-64b-deep', qps, depth, tracing: vcd !== undefined, ops, simOpsPerSec: Math.round(ops / (simPs / 1e12)), opsPerSec: Math.round(ops / seconds), peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024) },
+    stats,
+  };
+}
+
 export async function benchVerbs(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'mlx5sim-verbs-'));
   try {
@@ -93,6 +153,7 @@ export async function benchVerbs(): Promise<void> {
       console.log(JSON.stringify(await runCase('frwr-cycle', 5_000, tracing ? join(dir, 'f.vcd') : undefined)));
     }
     console.log(JSON.stringify(await runCase('rdma-write-4k', 1_000_000)));
+    console.log(JSON.stringify((await readDeep(8, 16, 200_000, 20_000)).json));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -112,11 +112,19 @@ export class Qp {
     return this.pd.ctx.hca.cmdif.getQp(this.qpNum)?.state ?? 'RESET';
   }
 
-  /** RC connection: RESET -> INIT -> RTR -> RTS on both sides (the peer may be on another adapter). */
-  async connect(peer: Qp, opts: { mtu?: Mtu } = {}): Promise<void> {
+  /**
+   * RC connection: RESET -> INIT -> RTR -> RTS on both sides (the peer may be on another adapter).
+   * `maxRdAtomic`: RDMA READs and atomics each side may have outstanding (ibv_qp_attr
+   * max_rd_atomic; a power of two in 1..128, the QPC's 3-bit log_sra_max), default 16.
+   */
+  async connect(peer: Qp, opts: { mtu?: Mtu; maxRdAtomic?: number } = {}): Promise<void> {
     this.checkAlive('connect');
     peer.checkAlive('connect (peer)');
     const mtu = opts.mtu ?? this.pd.ctx.hca.cfg.mtu;
+    const maxRdAtomic = opts.maxRdAtomic ?? 16;
+    if (!Number.isSafeInteger(maxRdAtomic) || maxRdAtomic < 1 || maxRdAtomic > 128 || (maxRdAtomic & (maxRdAtomic - 1)) !== 0) {
+      throw new VerbsError('EINVAL', `connect: maxRdAtomic ${String(maxRdAtomic)} must be a power of two in 1..128 (log_sra_max is 3 bits)`);
+    }
     const sides: [Qp, Qp][] = [[this, peer], [peer, this]];
     for (const [q] of sides) {
       const c = q.pd.ctx;
@@ -128,7 +136,7 @@ export class Qp {
     }
     for (const [q] of sides) {
       const c = q.pd.ctx;
-      await c.cmd(c.hca.cmdif.exec({ op: 'RTR2RTS_QP', qpn: q.qpNum }), 'connect');
+      await c.cmd(c.hca.cmdif.exec({ op: 'RTR2RTS_QP', qpn: q.qpNum, maxRdAtomic }), 'connect');
     }
   }
 

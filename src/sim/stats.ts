@@ -77,9 +77,13 @@ export interface HistogramJson {
 /** JSON form of one module's statistics. */
 export type StatsJson = Record<string, number | HistogramJson>;
 
+class Gauge {
+  constructor(readonly read: () => number) {}
+}
+
 /** The statistics of one module, in declaration order. */
 export class StatSet {
-  private readonly items: [string, Counter | Histogram][] = [];
+  private readonly items: [string, Counter | Histogram | Gauge][] = [];
 
   counter(name: string): Counter {
     const c = new Counter();
@@ -93,17 +97,22 @@ export class StatSet {
     return h;
   }
 
+  /** A value read when the stats are taken (occupancy kept in a hot-path field elsewhere). */
+  gauge(name: string, read: () => number): void {
+    this.add(name, new Gauge(read));
+  }
+
   get empty(): boolean {
     return this.items.length === 0;
   }
 
   toJSON(): StatsJson {
     const out: StatsJson = {};
-    for (const [n, s] of this.items) out[n] = s instanceof Counter ? s.value : s.toJSON();
+    for (const [n, s] of this.items) out[n] = s instanceof Counter ? s.value : s instanceof Gauge ? s.read() : s.toJSON();
     return out;
   }
 
-  private add(name: string, s: Counter | Histogram): void {
+  private add(name: string, s: Counter | Histogram | Gauge): void {
     if (this.items.some(([n]) => n === name)) throw new Error(`statistic '${name}' declared twice`);
     this.items.push([name, s]);
   }

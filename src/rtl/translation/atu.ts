@@ -110,6 +110,8 @@ export class Atu extends Module {
   private readonly sErrors;
   private readonly sFaults;
   private readonly sLatency;
+  private readonly sPeak;
+  private readonly sCtxStalls;
   private readonly sSegments;
 
   constructor(sim: Sim, parent: Module, name: string, opts: AtuOptions) {
@@ -159,6 +161,8 @@ export class Atu extends Module {
     this.sFaults = this.stats.counter('faults');
     this.sSegments = this.stats.counter('segments');
     this.sLatency = this.stats.histogram('latency_ps');
+    this.sPeak = this.stats.counter('contexts_peak');
+    this.sCtxStalls = this.stats.counter('context_full_stalls');
   }
 
   /** A new client port (declare before tracing starts). */
@@ -219,7 +223,15 @@ export class Atu extends Module {
         break;
       }
     }
-    if (free !== null) {
+    if (free === null) {
+      // every context busy while a request waits: the ATU is the limit this edge
+      for (let i = 0; i < this.ports.length; i++) {
+        if (this.ports[i].req.canPop()) {
+          this.sCtxStalls.inc();
+          break;
+        }
+      }
+    } else {
       for (let i = 0; i < this.ports.length; i++) {
         const p = this.ports[(this.rr + i) % this.ports.length];
         if (!p.req.canPop()) continue;
@@ -234,6 +246,7 @@ export class Atu extends Module {
     this.rReqValid.set(reqValid);
     this.rRespValid.set(respValid);
     this.rBusy.set(busy);
+    if (busy > this.sPeak.value) this.sPeak.value = busy;
     if (!active && !this.keepsPulse(reqValid | respValid)) {
       let waiting = false;
       for (let i = 0; i < this.ports.length; i++) if (this.ports[i].req.canPop()) waiting = true;

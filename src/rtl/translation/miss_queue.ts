@@ -12,6 +12,9 @@ export class MissQueue {
   readonly waiters: number[][];
   private used = 0;
   private toIssue = 0;
+  /** Most MSHRs busy at once, and misses refused because every MSHR was busy (the cache's limit). */
+  peak = 0;
+  fullStalls = 0;
 
   constructor(readonly size: number) {
     this.key = new Float64Array(size).fill(-1);
@@ -41,9 +44,11 @@ export class MissQueue {
         this.toIssue++;
         this.since[m] = now;
         this.used++;
+        if (this.used > this.peak) this.peak = this.used;
         return m;
       }
     }
+    this.fullStalls++;
     return -1;
   }
 

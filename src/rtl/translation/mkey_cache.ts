@@ -75,6 +75,10 @@ export class MkeyCache extends Module {
     this.tags = new SetAssoc(opts.entries, opts.ways);
     this.data = new Array<MkeyEntry | null>(opts.entries).fill(null);
     this.mq = new MissQueue(opts.mshrs);
+    // occupancy of the MSHRs, read when the stats are taken (the hot path only bumps two fields)
+    const mq = this.mq;
+    this.stats.gauge('mshrs_peak', () => mq.peak);
+    this.stats.gauge('mshr_full_stalls', () => mq.fullStalls);
     this.icm = opts.icm;
     this.port = opts.port;
     this.rReqValid = this.probe('lookup_valid', 1);

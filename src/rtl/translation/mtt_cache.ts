@@ -82,6 +82,10 @@ export class Mtt extends Module {
     this.store = new Uint8Array(opts.lines * opts.lineBytes);
     this.view = new DataView(this.store.buffer);
     this.mq = new MissQueue(opts.mshrs);
+    // occupancy of the MSHRs, read when the stats are taken (the hot path only bumps two fields)
+    const mq = this.mq;
+    this.stats.gauge('mshrs_peak', () => mq.peak);
+    this.stats.gauge('mshr_full_stalls', () => mq.fullStalls);
     this.waitAddr = Array.from({ length: opts.mshrs }, () => []);
     this.port = opts.port;
     this.rReqValid = this.probe('lookup_valid', 1);

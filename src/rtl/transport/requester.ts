@@ -57,6 +57,8 @@ const READY = 3;
 const WAIT_RESP = 4;
 const SCATTER = 5;
 const DONE = 6;
+/** Translated; its gather waits for an earlier READ or atomic of its QP to place its data. */
+const HOLD = 7;
 
 const OP_OF: Record<number, RcOp> = {
   [WqeOpcode.SEND]: 'SEND',
@@ -412,11 +414,26 @@ export class Requester extends Module implements EventTarget {
     if (c.rdAtomic) {
       c.stage = READY;
       this.pumpQ.push(c.q!);
-    } else {
-      c.mover.gather(c.local);
-      c.stage = GATHER;
-      this.stepping.push(c);
-    }
+    } else if (this.readsBefore(c)) {
+      c.stage = HOLD;
+    } else this.startGather(c);
+  }
+
+  /**
+   * An earlier READ or atomic of the QP has not placed its data yet: the gather of a later
+   * message would read what it is about to overwrite (work requests of a send queue execute in
+   * order, spec/semantics.md "Ordering").
+   */
+  private readsBefore(c: Ctx): boolean {
+    const list = c.q!.list;
+    for (let i = 0; i < list.length && list[i] !== c; i++) if (list[i].rdAtomic) return true;
+    return false;
+  }
+
+  private startGather(c: Ctx): void {
+    c.mover.gather(c.local);
+    c.stage = GATHER;
+    this.stepping.push(c);
   }
 
   /** The payload is read from host memory. */
@@ -589,7 +606,7 @@ export class Requester extends Module implements EventTarget {
 
   /** Flushes a message at its next safe point (at once if it has no DMA or translation under way). */
   private abortCtx(c: Ctx): void {
-    if (c.stage === READY || c.stage === WAIT_RESP) this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
+    if (c.stage === READY || c.stage === WAIT_RESP || c.stage === HOLD) this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
     else c.abort = true;
   }
 
@@ -608,6 +625,11 @@ export class Requester extends Module implements EventTarget {
     if (i < 0) return;
     q.list.splice(i, 1);
     if (i < q.sendNext) q.sendNext--;
+    // gathers held behind a READ or atomic may go on
+    for (let j = i; j < q.list.length; j++) {
+      const x = q.list[j];
+      if (x.stage === HOLD && !this.readsBefore(x)) this.startGather(x);
+    }
     if (syndrome !== 0 && syndrome !== CqeSyndrome.WR_FLUSH_ERR) {
       q.flushing = true;
       for (let j = q.list.length - 1; j >= i; j--) this.abortCtx(q.list[j]);

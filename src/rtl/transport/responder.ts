@@ -7,9 +7,10 @@
  *
  * Order within a QP (RC): a message is taken only with the QP's expected PSN (others are
  * dropped: after an RNR NAK the requester sends it and the later ones again); answers leave in
- * PSN order. A plain RDMA READ or WRITE may start while the message before it is in flight once
- * that one, also a plain READ or WRITE, has passed its checks and issued all its DMA (so memory
- * sees the QP's accesses in order, and nothing after a failing message touches memory); every
+ * PSN order. A plain RDMA READ or WRITE may start (translate its rkey) while the message before
+ * it, also a plain READ or WRITE, is in flight; it acts on the result (NAK, or DMA) only once
+ * that one has passed its checks and issued all its DMA, so memory sees the QP's accesses in
+ * order and nothing after a failing message touches memory; every
  * other operation (SEND*, WRITE with immediate, atomics) waits for the messages before it to
  * finish, and those after it wait for it. Messages of different QPs never wait for each other,
  * only for contexts, the ATU and PCIe.
@@ -352,7 +353,20 @@ export class Responder extends Module {
     const i = list.indexOf(c);
     if (i === 0) return true;
     const prev = list[i - 1];
-    return Responder.pipelined(c) && Responder.pipelined(prev) && prev.committed && prev.stage !== WAIT_TURN;
+    return Responder.pipelined(c) && Responder.pipelined(prev) && prev.stage !== WAIT_TURN;
+  }
+
+  /**
+   * Every earlier message of the QP has passed its checks and issued its DMA; a WRITE after a
+   * READ also waits for the READ's data to be read (PCIe lets a posted write pass a read).
+   */
+  private earlierCommitted(c: Ctx): boolean {
+    const list = c.rq!.list;
+    const i = list.indexOf(c);
+    if (i <= 0) return true;
+    const prev = list[i - 1];
+    if (!prev.committed) return false;
+    return !(c.m!.op === 'WRITE' && prev.m!.op === 'READ' && prev.stage === READ_DATA);
   }
 
   /** The message passed its checks and issued its DMA: a pipelined successor may start. */
@@ -362,7 +376,7 @@ export class Responder extends Module {
     const list = c.rq!.list;
     const i = list.indexOf(c);
     const next = list[i + 1];
-    if (next !== undefined && next.stage === WAIT_TURN && this.mayStart(next)) this.activate(next);
+    if (next !== undefined) this.activate(next); // it may start, or act on its translation
   }
 
   /** Steps one context as far as it goes this edge; true: step it again next edge. */
@@ -409,6 +423,8 @@ export class Responder extends Module {
         if (c.mover.done) {
           this.commit(c);
           this.ack(c, { kind: 'READ_DATA', data: c.mover.data, dataBuf: c.mover.takeBuf() });
+          const next = c.rq!.list[c.rq!.list.indexOf(c) + 1];
+          if (next !== undefined) this.activate(next); // a WRITE after it may go on now
           return true;
         }
         return !c.mover.waiting;
@@ -470,6 +486,15 @@ export class Responder extends Module {
       return false;
     }
     if (c.pending === null) return false; // woken by the ATU's answer
+    // the checks of a message take effect in PSN order: after the one before it committed
+    if (!this.earlierCommitted(c)) return false; // woken by its commit (or its end)
+    if (this.gone(c) || (c.qp!.state !== 'RTR' && c.qp!.state !== 'RTS')) {
+      // an earlier message failed (the QP is in ERR) or the QP was destroyed: nothing more
+      this.sDrops.inc();
+      c.pending = null;
+      this.done(c);
+      return false;
+    }
     const r = c.pending.result;
     c.pending = null;
     if (r.kind !== 'ok') {
