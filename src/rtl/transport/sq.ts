@@ -143,6 +143,8 @@ export class Sq extends Module {
   private readonly table: QpTable;
   private readonly readWithInvalidate: boolean;
   private readonly qps = new Map<number, SqQp>();
+  /** QPs held at their next WQE (stallQp): the others go on. */
+  private readonly stalled = new Set<number>();
   private readonly slots: Slot[] = [];
   private readonly freeSlots: Slot[] = [];
   /** Reads in flight by DMA tag. */
@@ -234,8 +236,28 @@ export class Sq extends Module {
     const q = this.qps.get(qpn);
     if (q === undefined) return;
     this.qps.delete(qpn);
+    this.stalled.delete(qpn);
     for (const s of q.slots) if (s.state !== S_EXEC && s.state !== S_INV_WAIT) this.freeSlot(s);
     q.slots.length = 0;
+  }
+
+  /**
+   * Holds a QP at its next WQE: nothing more of it is dispatched until `resumeQp` (WQEs already
+   * at the requester go on, in order). The hook on-demand paging stalls a faulting QP with;
+   * the other QPs keep running.
+   */
+  stallQp(qpn: number): void {
+    this.stalled.add(qpn);
+  }
+
+  /** Lets a stalled QP go on. */
+  resumeQp(qpn: number): void {
+    if (!this.stalled.delete(qpn)) return;
+    const q = this.qps.get(qpn);
+    if (q !== undefined) {
+      this.activate(q);
+      this.wake();
+    }
   }
 
   private gone(q: SqQp): boolean {
@@ -393,7 +415,7 @@ export class Sq extends Module {
         continue;
       }
       if (s.state !== S_PARSED) continue;
-      if (q.barrier !== null) break;
+      if (q.barrier !== null || this.stalled.has(q.qpn)) break;
       if (qp.state === 'ERR') {
         this.sFlushed.inc();
         this.complete(s, CqeSyndrome.WR_FLUSH_ERR, 0);
@@ -445,7 +467,7 @@ export class Sq extends Module {
 
   /** A parsed WQE of the QP could start now (not behind a barrier or an unfinished drain). */
   private canDispatch(q: SqQp): boolean {
-    if (q.barrier !== null) return false;
+    if (q.barrier !== null || this.stalled.has(q.qpn)) return false;
     for (let i = 0; i < q.slots.length; i++) {
       const s = q.slots[i];
       if (s.state === S_PARSED) return !(s.drains && q.executing > 0) || q.ctx.state === 'ERR';
