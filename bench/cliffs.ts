@@ -45,6 +45,15 @@ export async function randomReads(p: Point, warm: number, reads: number): Promis
     const cq1 = await c1.createCq(256);
     const dst = tb.host(0).alloc(64 * 1024);
     const mr0 = await pd0.regMr(dst.addr, dst.length, Access.LOCAL_WRITE);
+    // the QPs first: their queue buffers need 2 MiB of contiguous frames, which a large
+    // scattered allocation may leave none of
+    const qps: Qp[] = [];
+    for (let i = 0; i < QPS; i++) {
+      const a = await pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 64 });
+      const b = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+      await a.connect(b);
+      qps.push(a);
+    }
     const targets: Mr[] = [];
     if (p.mrs === 1) {
       const src = tb.host(1).alloc(p.bytesPerMr);
@@ -52,13 +61,6 @@ export async function randomReads(p: Point, warm: number, reads: number): Promis
     } else {
       const src = tb.host(1).alloc(p.mrs * 4096);
       for (let i = 0; i < p.mrs; i++) targets.push(await pd1.regMr(src.addr + i * 4096, 4096, Access.LOCAL_WRITE | Access.REMOTE_READ));
-    }
-    const qps: Qp[] = [];
-    for (let i = 0; i < QPS; i++) {
-      const a = await pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 64 });
-      const b = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-      await a.connect(b);
-      qps.push(a);
     }
     const byQpn = new Map(qps.map((q) => [q.qpNum, q]));
     const rnd = xorshift(0x5eed + p.mrs * 31 + p.bytesPerMr);

@@ -32,7 +32,16 @@ class Resume implements EventTarget {
   }
 }
 
-const drain = (): Promise<void> => new Promise((r) => setImmediate(r));
+/**
+ * Lets every continuation already queued run first. From inside a microtask (any code after the
+ * first await of run()), a process.nextTick callback runs only once the microtask queue is empty
+ * (Node drains all microtasks, including the ones they queue, before it looks at ticks again), so
+ * every resumed process has reached its next await: no trip through the event loop (a
+ * setImmediate costs ~3 us, most of a small verbs operation). The first settle of a run may be
+ * called from outside a microtask, where ticks run before microtasks: it uses setImmediate.
+ */
+const drain = (): Promise<void> => new Promise((r) => process.nextTick(r));
+const drainSlow = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 /**
  * The simulation kernel: simulated time, the event queue, clock domains, the two-phase commit
@@ -127,7 +136,7 @@ export class Sim {
         (v) => { done = true; result = v; },
         (e: unknown) => { done = true; threw = true; error = e; },
       );
-      await this.settle();
+      await this.settle(true);
       while (!done && !this.failed) {
         if (this.queue.size === 0) {
           throw new Error(`simulation stalled at ${this.now} ps: the main process waits, but no event is scheduled (nothing can wake it)`);
@@ -164,10 +173,11 @@ export class Sim {
   }
 
   /** Lets resumed processes run to their next await, then commits what they wrote. */
-  private async settle(): Promise<void> {
+  private async settle(first = false): Promise<void> {
     do {
       this.resumed = false;
-      await drain();
+      await (first ? drainSlow() : drain());
+      first = false;
       this.commit();
     } while (this.resumed);
   }
