@@ -596,9 +596,11 @@ export class Cmdif extends Module {
         const mtu = c.mtu ?? qp.mtu;
         if (!MTUS.includes(mtu)) this.fail('BAD_PARAM', 'mtu', `mtu ${String(mtu)} is not an IB MTU (256..4096)`);
         const remoteQpn = this.uint('remote_qpn', c.remoteQpn ?? 0, 24);
-        qp.rqPsn = this.uint('rq_psn', c.rqPsn ?? 0, 24);
+        const rqPsn = this.uint('rq_psn', c.rqPsn ?? 0, 24);
+        const remoteHca = this.uint('remote_hca', c.remoteHca ?? 0, 8);
+        qp.rqPsn = rqPsn;
         qp.remoteQpn = remoteQpn;
-        qp.remoteHca = this.uint('remote_hca', c.remoteHca ?? 0, 8);
+        qp.remoteHca = remoteHca;
         qp.mtu = mtu;
         break;
       }
