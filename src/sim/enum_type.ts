@@ -43,3 +43,22 @@ export class EnumType {
     return [...this.byValue.entries()].sort((a, b) => a[0] - b[0]);
   }
 }
+
+/**
+ * An enumeration listed once: its `EnumType` (for the trace) and its frozen name-to-value
+ * constants (for the logic), values 0, 1, 2, ... in the order given. An FSM declares
+ * `export const [UmrState, UMR] = enumType('umr_state', ['IDLE', 'FETCH', ...]);` and tests
+ * `state === UMR.IDLE`: the names are checked by the compiler and never numbered by hand.
+ */
+export function enumType<const N extends readonly string[]>(
+  name: string,
+  names: N,
+): readonly [EnumType, Readonly<{ [K in N[number]]: number }>] {
+  const type = new EnumType(name, names);
+  const values: Record<string, number> = {};
+  names.forEach((n, i) => {
+    if (Object.hasOwn(values, n)) throw new Error(`enum ${name}: '${n}' listed twice`);
+    values[n] = i;
+  });
+  return [type, Object.freeze(values) as { [K in N[number]]: number }];
+}

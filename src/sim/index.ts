@@ -2,9 +2,9 @@
 export { Sim, type TraceSink, type Committable } from './sim.ts';
 export { EventQueue, PRIO_CLOCK, PRIO_NORMAL, type EventTarget } from './event_queue.ts';
 export { Clock } from './clock.ts';
-export { Module, type SignalOptions } from './module.ts';
+export { Module, type SignalOptions, type WireOptions, type UnclockedWireOptions, type Nothing, type ReqResp } from './module.ts';
 export { Signal, Reg, Probe } from './signal.ts';
-export { EnumType } from './enum_type.ts';
+export { EnumType, enumType } from './enum_type.ts';
 export { Fifo, type FifoOptions } from './fifo.ts';
 export { SimEvent } from './sim_event.ts';
 export { Counter, Histogram, StatSet, type StatsJson, type HistogramJson } from './stats.ts';

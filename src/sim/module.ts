@@ -5,6 +5,38 @@ import type { EnumType } from './enum_type.ts';
 import { StatSet } from './stats.ts';
 import type { Fifo } from './fifo.ts';
 
+/**
+ * How a module is wired (hca.ts does all the wiring): `new X(parent, name, { clock, ports, deps,
+ * ...params })`.
+ * - `clock`: the clock that ticks it; the constructor puts the module on it.
+ * - `ports`: the FIFOs and DMA ports that other modules own and this one feeds or drains (it
+ *   makes itself their producer or consumer, so a push or a pop wakes the right module).
+ * - `deps`: narrow dependencies, each typed as only what the module calls (a QP table with
+ *   getQp/hwError, the ICM writer): never the whole adapter.
+ * Parameters (geometry, latencies, policies) sit beside them in the module's own options type.
+ */
+export interface WireOptions<P extends object, D extends object> {
+  readonly clock: Clock;
+  readonly ports: P;
+  readonly deps: D;
+}
+
+/** The same shape for a module no clock ticks (firmware runs as a process): no `clock`. */
+export interface UnclockedWireOptions<P extends object, D extends object> {
+  readonly clock?: undefined;
+  readonly ports: P;
+  readonly deps: D;
+}
+
+/** `ports` or `deps` of a module that has none. */
+export type Nothing = Readonly<Record<string, never>>;
+
+/** A request / response pair of FIFOs: a port onto another module. */
+export interface ReqResp<Q, R> {
+  readonly req: Fifo<Q>;
+  readonly resp: Fifo<R>;
+}
+
 /** Options of a traced register or signal. */
 export interface SignalOptions {
   /** Initial value (default 0). */

@@ -8,6 +8,7 @@ import { CmdOpcode } from '../formats/constants.ts';
 import type { Klm } from '../formats/klm.ts';
 import type { Mtu } from '../config.ts';
 import type { HcaCapQuery } from './hca_caps.ts';
+import { hex } from '../formats/field.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Status
@@ -63,8 +64,6 @@ function fnv1a(s: string): number {
   }
   return h >>> 0;
 }
-
-const hex = (v: number): string => `0x${v.toString(16)}`;
 
 /**
  * A failed command: the promise of `Cmdif.exec` rejects with it. It carries what the command

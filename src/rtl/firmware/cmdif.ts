@@ -15,7 +15,7 @@
  * - `queued`: commands posted and not yet started (saturates at 255);
  * - `status` (cmd_status): the status of the last completed command.
  */
-import { EnumType, Module, type Counter, type Histogram, type Signal } from '../../sim/index.ts';
+import { enumType, Module, type Counter, type Histogram, type Signal } from '../../sim/index.ts';
 import type { Hca } from '../hca.ts';
 import { destroyMkey, readMkey, writeMkey } from './icm_writer.ts';
 import { ICM_BYTE3, ICM_ALLOCATED, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
@@ -40,13 +40,12 @@ import {
   type QpContext,
   type QpState,
 } from './cmd_types.ts';
+import { hex } from '../formats/field.ts';
 
 export * from './cmd_types.ts';
 
 /** The states of the command interface. */
-export const CmdifState = new EnumType('cmdif_state', ['IDLE', 'EXEC']);
-const IDLE = 0;
-const EXEC = 1;
+export const [CmdifState, CMDIF] = enumType('cmdif_state', ['IDLE', 'EXEC']);
 
 /** Options of the command interface. */
 export interface CmdifOptions {
@@ -93,8 +92,6 @@ interface Posted {
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
 }
-
-const hex = (v: number): string => `0x${v.toString(16)}`;
 
 function opcodeOf(op: string): number {
   return Object.hasOwn(CmdOpcode, op) ? CmdOpcode[op as keyof typeof CmdOpcode] : 0;
@@ -221,7 +218,7 @@ export class Cmdif extends Module {
       const p = this.queue.shift() as Posted;
       this.queued.setNow(Math.min(this.queue.length, QUEUED_MAX));
       const op = String(p.cmd.op);
-      this.state.setNow(EXEC);
+      this.state.setNow(CMDIF.EXEC);
       this.opcode.setNow(opcodeOf(op));
       this.busy.setNow(1);
       this.sWait.add(this.sim.now - p.posted);
@@ -245,7 +242,7 @@ export class Cmdif extends Module {
       }
     }
     this.serving = false;
-    this.state.setNow(IDLE);
+    this.state.setNow(CMDIF.IDLE);
     this.opcode.setNow(0);
     this.busy.setNow(0);
   }
@@ -600,9 +597,11 @@ export class Cmdif extends Module {
         const mtu = c.mtu ?? qp.mtu;
         if (!MTUS.includes(mtu)) this.fail('BAD_PARAM', 'mtu', `mtu ${String(mtu)} is not an IB MTU (256..4096)`);
         const remoteQpn = this.uint('remote_qpn', c.remoteQpn ?? 0, 24);
-        qp.rqPsn = this.uint('rq_psn', c.rqPsn ?? 0, 24);
+        const rqPsn = this.uint('rq_psn', c.rqPsn ?? 0, 24);
+        const remoteHca = this.uint('remote_hca', c.remoteHca ?? 0, 8);
+        qp.rqPsn = rqPsn;
         qp.remoteQpn = remoteQpn;
-        qp.remoteHca = this.uint('remote_hca', c.remoteHca ?? 0, 8);
+        qp.remoteHca = remoteHca;
         qp.mtu = mtu;
         break;
       }

@@ -13,6 +13,7 @@
  */
 
 import { checkUint } from './field.ts';
+import { DS_SIZE, WQEBB_SIZE } from './constants.ts';
 
 /** Bytes of a control segment. */
 export const CTRL_SEG_SIZE = 16;
@@ -78,4 +79,59 @@ export function decodeCtrlSeg(view: DataView, off: number): CtrlSeg {
     se: (fmCeSe & 2) !== 0,
     imm: view.getUint32(off + 12),
   };
+}
+
+/*
+ * Field readers over the WQE's bytes, for the engines' hot path: they allocate nothing (decodeCtrlSeg
+ * builds an object). `off` is the control segment's offset in `b` (0 for a WQE fetched alone).
+ */
+
+/** opmod (byte 0). */
+export function ctrlOpmod(b: Uint8Array, off = 0): number {
+  return b[off];
+}
+
+/** wqe_index (bytes 1..2, big-endian). */
+export function ctrlWqeIndex(b: Uint8Array, off = 0): number {
+  return (b[off + 1] << 8) | b[off + 2];
+}
+
+/** opcode (byte 3): a WqeOpcode. */
+export function ctrlOpcode(b: Uint8Array, off = 0): number {
+  return b[off + 3];
+}
+
+/** qpn (bytes 4..6). */
+export function ctrlQpn(b: Uint8Array, off = 0): number {
+  return (b[off + 4] << 16) | (b[off + 5] << 8) | b[off + 6];
+}
+
+/** ds (byte 7 bits 5:0): the WQE's size in 16-byte units. */
+export function ctrlDs(b: Uint8Array, off = 0): number {
+  return b[off + 7] & 0x3f;
+}
+
+/** WQEBBs the WQE spans: ds * 16 bytes rounded up to 64-byte basic blocks, at least one. */
+export function ctrlWqebbs(b: Uint8Array, off = 0): number {
+  return Math.max(1, Math.ceil((ctrlDs(b, off) * DS_SIZE) / WQEBB_SIZE));
+}
+
+/** fence (byte 11 bits 7:5): a FenceMode. */
+export function ctrlFence(b: Uint8Array, off = 0): number {
+  return b[off + 11] >>> 5;
+}
+
+/** ce (byte 11 bits 3:2): a CeMode (CQ_UPDATE = signaled). */
+export function ctrlCe(b: Uint8Array, off = 0): number {
+  return (b[off + 11] >>> 2) & 3;
+}
+
+/** se (byte 11 bit 1): solicited event. */
+export function ctrlSe(b: Uint8Array, off = 0): boolean {
+  return (b[off + 11] & 2) !== 0;
+}
+
+/** imm (bytes 12..15, big-endian u32): immediate data, the key to invalidate, or a UMR's target mkey. */
+export function ctrlImm(b: Uint8Array, off = 0): number {
+  return ((b[off + 12] << 24) | (b[off + 13] << 16) | (b[off + 14] << 8) | b[off + 15]) >>> 0;
 }

@@ -11,8 +11,13 @@ const TWO_32 = 2 ** 32;
 /** Largest bit width a number field may have; wider fields (u64) are limited to this. */
 export const SAFE_BITS = 53;
 
+/** `0x` and the value in lower-case hex: how messages and traces show addresses, keys and numbers. */
+export function hex(v: number): string {
+  return `0x${v.toString(16)}`;
+}
+
 function show(v: number): string {
-  return Number.isInteger(v) && v >= 0 ? `0x${v.toString(16)}` : String(v);
+  return Number.isInteger(v) && v >= 0 ? hex(v) : String(v);
 }
 
 /** Throws a RangeError naming `field` unless `v` is an integer in [0, 2^bits). */

@@ -35,3 +35,18 @@ export function decodeKlm(view: DataView, off: number): Klm {
     va: getU64(view, off + 8, 'va'),
   };
 }
+
+/** A KLM's bcount (u32 @0), read in place (the KLM walker scans one entry a cycle). */
+export function klmBcount(view: DataView, off: number): number {
+  return view.getUint32(off);
+}
+
+/** A KLM's key (u32 @4), read in place. */
+export function klmKey(view: DataView, off: number): number {
+  return view.getUint32(off + 4);
+}
+
+/** A KLM's va (u64 @8), read in place; unchecked (decodeKlm rejects a va of 2^53 or more). */
+export function klmVa(view: DataView, off: number): number {
+  return view.getUint32(off + 8) * 2 ** 32 + view.getUint32(off + 12);
+}

@@ -24,6 +24,9 @@ import { checkU64, checkUint, getU64, setU64, zero } from './field.ts';
 
 export { MKEY_CONTEXT_SIZE } from './constants.ts';
 
+/** Offset of translations_octword_size. */
+const XLT_OCTWORD_SIZE = 52;
+
 /** The fields of an mkey context / UMR mkey segment. */
 export interface MkeyContext {
   /** status bit6: the mkey is disabled (free). */
@@ -109,7 +112,7 @@ export function encodeMkeyContext(view: DataView, off: number, f: MkeyContext): 
   setU64(view, off + 16, f.startAddr);
   setU64(view, off + 24, f.len);
   view.setUint32(off + 32, f.bsfOctwordSize);
-  view.setUint32(off + 52, f.translationsOctwordSize);
+  view.setUint32(off + XLT_OCTWORD_SIZE, f.translationsOctwordSize);
   view.setUint8(off + 59, f.logPageSize);
 }
 
@@ -139,7 +142,7 @@ export function decodeMkeyContext(view: DataView, off: number): MkeyContext {
     startAddr: getU64(view, off + 16, 'startAddr'),
     len: getU64(view, off + 24, 'len'),
     bsfOctwordSize: view.getUint32(off + 32),
-    translationsOctwordSize: view.getUint32(off + 52),
+    translationsOctwordSize: view.getUint32(off + XLT_OCTWORD_SIZE),
     logPageSize: view.getUint8(off + 59) & 0x3f,
   };
 }
@@ -169,4 +172,9 @@ export function zeroMkeyContext(): MkeyContext {
     translationsOctwordSize: 0,
     logPageSize: 0,
   };
+}
+
+/** translations_octword_size (u32 @52) of the context at `off`, read in place. */
+export function mkcTranslationsOctwordSize(view: DataView, off: number): number {
+  return view.getUint32(off + XLT_OCTWORD_SIZE);
 }

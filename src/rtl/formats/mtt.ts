@@ -8,6 +8,8 @@
 import { MLX5_EN_RD, MLX5_EN_WR } from './constants.ts';
 import { checkU64, getU64, setU64 } from './field.ts';
 
+const TWO_32 = 2 ** 32;
+
 export { MTT_SIZE } from './constants.ts';
 
 /** Low address bits an MTT entry uses for flags (and reserved): 4 KiB alignment. */
@@ -46,4 +48,17 @@ export function decodeMtt(view: DataView, off: number): Mtt {
 /** Whether an MTT entry maps its page at all (either permission bit set). */
 export function mttPresent(f: Mtt): boolean {
   return f.read || f.write;
+}
+
+/**
+ * The raw 8-byte entry at `off` as one number (page address | RD 1 | WR 2), without allocating
+ * or checking: the MTT cache's hot path and the UMR engine's list read it this way.
+ */
+export function readMttRaw(view: DataView, off: number): number {
+  return view.getUint32(off) * TWO_32 + view.getUint32(off + 4);
+}
+
+/** Writes a raw entry (page address | RD 1 | WR 2; a u64 below 2^53) at `off`. */
+export function writeMttRaw(view: DataView, off: number, raw: number): void {
+  setU64(view, off, raw);
 }

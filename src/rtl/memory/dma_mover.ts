@@ -8,8 +8,13 @@
  * send it on, or the next gather returns it to the pool.
  */
 import type { DmaPort } from './pcie.ts';
-import type { PhysSegment } from '../translation/atu_types.ts';
 import { PayloadPool, type PooledBuf } from './payload_pool.ts';
+
+/** A physically contiguous piece of host memory (what translation yields and DMA moves). */
+export interface PhysSegment {
+  pa: number;
+  length: number;
+}
 
 const MAX_READ = 4096;
 /** Movers sharing a port: at most this many, told apart by `tag % MOVER_TAG_SPAN`. */

@@ -4,6 +4,7 @@
  * allocator the host's page tables and the device's ICM draw from.
  */
 import type { Rng } from '../../sim/rng.ts';
+import { hex } from '../formats/field.ts';
 
 /** Bytes per physical frame. */
 export const FRAME_SIZE = 4096;
@@ -30,10 +31,6 @@ export function isPow2(v: number): boolean {
   if (!Number.isSafeInteger(v) || v < 1) return false;
   while (v % 2 === 0) v /= 2;
   return v === 1;
-}
-
-function hex(v: number): string {
-  return `0x${v.toString(16)}`;
 }
 
 /**

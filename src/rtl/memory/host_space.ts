@@ -5,6 +5,7 @@
  * MR then faults on them) and faultIn brings them back, as an ODP fault handler does.
  */
 import { FRAME_SIZE, isPow2, type HostMem } from './host_mem.ts';
+import { hex } from '../formats/field.ts';
 
 /** Bytes of a base page. */
 export const PAGE_SIZE = 4096;
@@ -55,10 +56,6 @@ interface Region {
   readonly pageSize: number;
   /** Physical address of each page, -1 when dropped. */
   readonly pages: Float64Array;
-}
-
-function hex(v: number): string {
-  return `0x${v.toString(16)}`;
 }
 
 /**

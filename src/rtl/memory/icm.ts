@@ -5,6 +5,7 @@
  * HostMem: the hardware reads contexts and translations through Pcie.
  */
 import { FRAME_SIZE, type HostMem } from './host_mem.ts';
+import { hex } from '../formats/field.ts';
 
 /** Bytes of one mkey context in the table (spec/mlx5.md "mkey context (64 bytes)"). */
 export const MKEY_CONTEXT_BYTES = 64;
@@ -27,10 +28,6 @@ export interface IcmOptions {
 interface Extent {
   addr: number;
   len: number;
-}
-
-function hex(v: number): string {
-  return `0x${v.toString(16)}`;
 }
 
 /**

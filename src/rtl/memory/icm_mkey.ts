@@ -21,7 +21,7 @@
  *   UMR mkey segment carries both in the same bytes (copied under the START_ADDR mask bit).
  */
 import { decodeMkeyContext, encodeMkeyContext, type MkeyContext } from '../formats/mkey_context.ts';
-import { MkcAccessMode } from '../formats/constants.ts';
+import { MKEY_QPN_NONE, MkcAccessMode } from '../formats/constants.ts';
 
 
 export const ICM_BYTE3 = 3;
@@ -142,6 +142,18 @@ export function writeIcmPrivate(view: DataView, off: number, p: IcmPrivate): voi
   view.setUint32(off + ICM_XLT_COUNT, p.xltCount >>> 0);
   view.setUint32(off + ICM_XLT_ADDR, Math.floor(p.xltAddr / 2 ** 32));
   view.setUint32(off + ICM_XLT_ADDR + 4, p.xltAddr >>> 0);
+}
+
+/**
+ * The entry of an index no context exists for (beyond the ICM table): never allocated, free,
+ * bound to no QP. What the mkey cache answers for it, and what the UMR engine checks against.
+ */
+export function unallocatedMkey(index: number): MkeyEntry {
+  return {
+    index, allocated: false, free: true, tag: 0, accessMode: 0, access: 0, umrEn: false, remoteInval: false, pd: 0,
+    qpn: MKEY_QPN_NONE, start: 0, len: 0, len64: false, logPageSize: 0, pgAccess: false, xltCount: 0, xltAddr: 0,
+    mwBind: false, kind: 0, mwCount: 0, zeroBased: false, fbo: 0,
+  };
 }
 
 /** Reads the private fields of an entry. */

@@ -4,13 +4,14 @@
  */
 import { Module } from '../../sim/module.ts';
 import { Fifo } from '../../sim/fifo.ts';
-import { EnumType } from '../../sim/enum_type.ts';
+import { enumType } from '../../sim/enum_type.ts';
 import type { Clock } from '../../sim/clock.ts';
 import type { Reg } from '../../sim/signal.ts';
 import type { EventTarget } from '../../sim/event_queue.ts';
 import type { Counter, Histogram } from '../../sim/stats.ts';
 import type { HcaConfig } from '../config.ts';
 import type { HostMem } from './host_mem.ts';
+import { hex } from '../formats/field.ts';
 
 /** A DMA request from an HCA client. Addresses are physical. */
 export interface DmaReq {
@@ -66,11 +67,7 @@ export type PcieConfig = Pick<
 >;
 
 /** What the PCIe block did on an edge: accepted a read, a write, nothing, or waits for a read tag. */
-export const PcieState = new EnumType('pcie_state', ['IDLE', 'READ', 'WRITE', 'TAG_STALL']);
-const S_IDLE = 0;
-const S_READ = 1;
-const S_WRITE = 2;
-const S_TAG_STALL = 3;
+export const [PcieState, PCIE] = enumType('pcie_state', ['IDLE', 'READ', 'WRITE', 'TAG_STALL']);
 
 /** Per-port state: the port and the completions held back by its full `resp` FIFO (read slots, in order). */
 interface PortState {
@@ -90,10 +87,6 @@ interface PostedWrite {
 interface Doorbell {
   fifo: Fifo<unknown>;
   value: unknown;
-}
-
-function hex(v: number): string {
-  return `0x${v.toString(16)}`;
 }
 
 /**
@@ -299,7 +292,7 @@ export class Pcie extends Module implements EventTarget {
     }
     this.rdReqValid.set(0);
     this.wrValid.set(0);
-    this.state.set(stalled ? S_TAG_STALL : S_IDLE);
+    this.state.set(stalled ? PCIE.TAG_STALL : PCIE.IDLE);
     if (stalled && !this.tagStalled) this.cTagStalls.inc();
     this.tagStalled = stalled;
     // woken by a request push, a freed tag, space in a resp FIFO, or a doorbell FIFO pop
@@ -363,7 +356,7 @@ export class Pcie extends Module implements EventTarget {
     if (out > this.cMaxOutstanding.value) this.cMaxOutstanding.value = out;
     this.cReads.inc();
     this.cBytesRead.inc(r.length);
-    this.state.set(S_READ);
+    this.state.set(PCIE.READ);
     this.rdReqValid.set(1);
     this.rdAddr.set(r.addr);
     this.rdLen.set(r.length);
@@ -384,7 +377,7 @@ export class Pcie extends Module implements EventTarget {
     this.sim.at(due, this.writeLand);
     this.cWrites.inc();
     this.cBytesWritten.inc(r.length);
-    this.state.set(S_WRITE);
+    this.state.set(PCIE.WRITE);
     this.wrValid.set(1);
     this.wrAddr.set(r.addr);
     this.wrLen.set(r.length);

@@ -6,30 +6,22 @@
  * need no path of their own). Several translation contexts run at once, each an FSM with a
  * stack of frames (one per indirection level); responses return on the requesting port.
  */
-import { EnumType, Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
+import { EnumType, enumType, Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
 import type { MkeyCache, MkeyLookupResp } from './mkey_cache.ts';
 import type { Mtt, MttResp } from './mtt_cache.ts';
 import type { KlmWalker, KlmWalkResp } from './klm_walker.ts';
 import type { MkeyEntry } from '../memory/icm_mkey.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_WRITE } from '../memory/icm_mkey.ts';
-import { MkcAccessMode } from '../formats/constants.ts';
+import { MKEY_QPN_NONE, MkcAccessMode } from '../formats/constants.ts';
 import { MKEY_KIND_MR } from '../memory/icm_mkey.ts';
 import type { AtuError, AtuRequest, AtuResponse, AtuResult, PhysSegment } from './atu_types.ts';
 
-export const AtuCtxState = new EnumType('atu_ctx_state', ['IDLE', 'LOOKUP', 'MKEY_WAIT', 'MTT_REQ', 'MTT_WAIT', 'KLM_REQ', 'KLM_WAIT', 'RESPOND']);
-const IDLE = 0;
-const LOOKUP = 1;
-const MKEY_WAIT = 2;
-const MTT_REQ = 3;
-const MTT_WAIT = 4;
-const KLM_REQ = 5;
-const KLM_WAIT = 6;
-const RESPOND = 7;
+export const [AtuCtxState, CTX] = enumType('atu_ctx_state', ['IDLE', 'LOOKUP', 'MKEY_WAIT', 'MTT_REQ', 'MTT_WAIT', 'KLM_REQ', 'KLM_WAIT', 'RESPOND']);
 
 export const AtuResultKind = new EnumType('atu_result', ['OK', 'ERROR', 'FAULT']);
 export const AtuErrorCode = new EnumType('atu_error', ['NONE', 'INVALID_KEY', 'FREE', 'PD', 'QPN', 'ACCESS', 'BOUNDS', 'INDIRECTION']);
 
-const NOT_BOUND_QPN = 0xffffff;
+const NOT_BOUND_QPN = MKEY_QPN_NONE;
 /** 2^n for page sizes (a table: `2 ** n` with a variable exponent is a slow path). */
 const POW2 = Array.from({ length: 64 }, (_, n) => 2 ** n);
 const WRITE_ACCESS = IB_LOCAL_WRITE | IB_REMOTE_WRITE | IB_REMOTE_ATOMIC;
@@ -133,7 +125,7 @@ export class Atu extends Module {
       for (let d = 0; d <= opts.maxIndirection + 1; d++) frames.push(newFrame());
       this.ctxs.push({
         id: i,
-        state: IDLE,
+        state: CTX.IDLE,
         port: null,
         req: null,
         needWrite: false,
@@ -189,36 +181,36 @@ export class Atu extends Module {
     let active = false;
     for (let ci = 0; ci < this.ctxs.length && this.nBusy > 0; ci++) {
       const c = this.ctxs[ci];
-      if (c.state === IDLE) continue;
-      if (c.state === RESPOND) {
+      if (c.state === CTX.IDLE) continue;
+      if (c.state === CTX.RESPOND) {
         if (c.port!.resp.canPush()) {
           c.port!.resp.push({ tag: c.req!.tag, result: c.result! });
           this.finish(c);
           respValid = 1;
         }
-      } else if (c.state === LOOKUP) {
+      } else if (c.state === CTX.LOOKUP) {
         if (this.mkc.req.canPush()) {
           c.mkReq.index = c.frames[c.sp - 1].key >>> 8;
           this.mkc.req.push(c.mkReq);
-          this.setState(c, MKEY_WAIT);
+          this.setState(c, CTX.MKEY_WAIT);
         }
-      } else if (c.state === MTT_REQ) this.issueMtt(c);
-      else if (c.state === KLM_REQ) {
+      } else if (c.state === CTX.MTT_REQ) this.issueMtt(c);
+      else if (c.state === CTX.KLM_REQ) {
         if (this.walker.req.canPush()) {
           const f = c.frames[c.sp - 1];
           const e = f.entry!;
           this.walker.req.push({ ctx: c.id, xltAddr: e.xltAddr, count: e.xltCount, startIdx: f.klmIdx, offset: f.klmOffset });
-          this.setState(c, KLM_WAIT);
+          this.setState(c, CTX.KLM_WAIT);
         }
       }
-      if (c.state !== IDLE) busy++;
-      if (c.state === LOOKUP || c.state === MTT_REQ || c.state === KLM_REQ || c.state === RESPOND) active = true;
+      if (c.state !== CTX.IDLE) busy++;
+      if (c.state === CTX.LOOKUP || c.state === CTX.MTT_REQ || c.state === CTX.KLM_REQ || c.state === CTX.RESPOND) active = true;
     }
     // 3. accept one new request (round-robin over ports) into a free context
     let reqValid = 0;
     let free: Ctx | null = null;
     for (let i = 0; i < this.ctxs.length; i++) {
-      if (this.ctxs[i].state === IDLE) {
+      if (this.ctxs[i].state === CTX.IDLE) {
         free = this.ctxs[i];
         break;
       }
@@ -279,7 +271,7 @@ export class Atu extends Module {
     if (this.mkc.req.canPush()) {
       c.mkReq.index = req.key >>> 8;
       this.mkc.req.push(c.mkReq);
-      this.setState(c, MKEY_WAIT);
+      this.setState(c, CTX.MKEY_WAIT);
     }
   }
 
@@ -295,7 +287,7 @@ export class Atu extends Module {
     f.done = 0;
     f.pending = 0;
     c.rKey.set(f.key);
-    this.setState(c, LOOKUP);
+    this.setState(c, CTX.LOOKUP);
   }
 
   /** The mkey context arrived: the checks of this level, then the mode's translation. */
@@ -324,7 +316,7 @@ export class Atu extends Module {
         return this.frameDone(c);
       case MkcAccessMode.MTT:
         f.done = 0;
-        return this.setState(c, MTT_REQ);
+        return this.setState(c, CTX.MTT_REQ);
       case MkcAccessMode.KLMS: {
         f.depth = f.klmsAbove + 1;
         if (f.depth > this.maxIndirection) return this.fail(c, 'INDIRECTION', f.key);
@@ -333,7 +325,7 @@ export class Atu extends Module {
         f.klmIdx = 0;
         f.klmOffset = off;
         f.done = 0;
-        return this.setState(c, KLM_REQ);
+        return this.setState(c, CTX.KLM_REQ);
       }
       default:
         return this.fail(c, 'INVALID_KEY', f.key); // KSM and other modes are not modelled
@@ -357,7 +349,7 @@ export class Atu extends Module {
     f.pieceLen = Math.min(f.length - f.done, P - f.pieceOff);
     c.mttReq.addr = e.xltAddr + 8 * index;
     this.mtt.req.push(c.mttReq);
-    this.setState(c, MTT_WAIT);
+    this.setState(c, CTX.MTT_WAIT);
   }
 
   private onMtt(r: MttResp): void {
@@ -375,7 +367,7 @@ export class Atu extends Module {
     this.emit(c, page + f.pieceOff, f.pieceLen);
     f.done += f.pieceLen;
     if (f.done === f.length) this.frameDone(c);
-    else this.setState(c, MTT_REQ);
+    else this.setState(c, CTX.MTT_REQ);
   }
 
   private onKlm(r: KlmWalkResp): void {
@@ -398,7 +390,7 @@ export class Atu extends Module {
     p.done += p.pending;
     p.pending = 0;
     if (p.done === p.length) return this.frameDone(c);
-    this.setState(c, KLM_REQ);
+    this.setState(c, CTX.KLM_REQ);
   }
 
   private emit(c: Ctx, pa: number, length: number): void {
@@ -421,7 +413,7 @@ export class Atu extends Module {
       this.sSegments.inc(result.segments.length);
     } else if (result.kind === 'error') this.sErrors.inc();
     else this.sFaults.inc();
-    this.setState(c, RESPOND);
+    this.setState(c, CTX.RESPOND);
   }
 
   private finish(c: Ctx): void {
@@ -431,7 +423,7 @@ export class Atu extends Module {
     c.result = null;
     c.port = null;
     c.sp = 0;
-    this.setState(c, IDLE);
+    this.setState(c, CTX.IDLE);
   }
 }
 

@@ -1,4 +1,5 @@
 /** The ATU's request and result: what data-path modules ask of address translation. */
+import type { PhysSegment } from '../memory/dma_mover.ts';
 
 /** Translate `[va, va + length)` of `key` for `access` (ib_access_flags bits) on behalf of a QP. */
 export interface AtuRequest {
@@ -17,11 +18,8 @@ export interface AtuRequest {
 /** Why a translation failed (the order of checks follows spec/semantics.md "Data path"). */
 export type AtuError = 'INVALID_KEY' | 'FREE' | 'PD' | 'QPN' | 'ACCESS' | 'BOUNDS' | 'INDIRECTION';
 
-/** A physically contiguous piece of the translated range. */
-export interface PhysSegment {
-  pa: number;
-  length: number;
-}
+/** A physically contiguous piece of the translated range (declared in memory/: DMA moves it). */
+export type { PhysSegment };
 
 /**
  * The outcome: physical segments in va order (adjacent ones merged), an error with the key

@@ -5,8 +5,9 @@
  * time through the `mtt` line cache and scans one entry per cycle (timing.md defaults). One walk
  * at a time; the ATU recurses into the entry's key and asks again for the rest of the range.
  */
-import { EnumType, Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
+import { enumType, Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
 import type { LineReq, LineResp } from './mtt_cache.ts';
+import { KLM_SIZE, klmBcount, klmKey, klmVa } from '../formats/klm.ts';
 
 /** Walk the list at `xltAddr` (`count` entries) from entry `startIdx` at `offset` bytes into it. */
 export interface KlmWalkReq {
@@ -27,12 +28,7 @@ export interface KlmWalkResp {
   avail: number;
 }
 
-export const KlmWalkerState = new EnumType('klm_walker_state', ['IDLE', 'FETCH', 'WAIT_LINE', 'SCAN', 'RESPOND']);
-const IDLE = 0;
-const FETCH = 1;
-const WAIT_LINE = 2;
-const SCAN = 3;
-const RESPOND = 4;
+export const [KlmWalkerState, KLM] = enumType('klm_walker_state', ['IDLE', 'FETCH', 'WAIT_LINE', 'SCAN', 'RESPOND']);
 
 export interface KlmWalkerOptions {
   lineReq: Fifo<LineReq>;
@@ -83,7 +79,7 @@ export class KlmWalker extends Module {
 
   override tick(): void {
     switch (this.state.q) {
-      case IDLE: {
+      case KLM.IDLE: {
         if (!this.req.canPop()) return this.sleep();
         const q = this.req.pop();
         this.cur = q;
@@ -98,35 +94,35 @@ export class KlmWalker extends Module {
         this.state.set(this.nextStep());
         return;
       }
-      case FETCH: {
+      case KLM.FETCH: {
         const la = this.entryAddr() - (this.entryAddr() % 64);
         if (this.lineReq.canPush()) {
           this.lineReq.push({ ctx: 0, lineAddr: la });
-          this.state.set(WAIT_LINE);
+          this.state.set(KLM.WAIT_LINE);
         }
         return;
       }
-      case WAIT_LINE: {
+      case KLM.WAIT_LINE: {
         if (!this.lineResp.canPop()) return; // woken by the response
         const r = this.lineResp.pop();
         this.line = new DataView(r.line.buffer, r.line.byteOffset, 64);
         this.lineAddr = r.lineAddr;
-        this.state.set(SCAN);
+        this.state.set(KLM.SCAN);
         return;
       }
-      case SCAN: {
+      case KLM.SCAN: {
         // one entry per cycle
         const off = this.entryAddr() % 64;
         const v = this.line!;
-        const bcount = v.getUint32(off);
-        const key = v.getUint32(off + 4);
-        const va = v.getUint32(off + 8) * 2 ** 32 + v.getUint32(off + 12);
+        const bcount = klmBcount(v, off);
+        const key = klmKey(v, off);
+        const va = klmVa(v, off);
         this.sScanned.inc();
         this.rIdx.set(this.idx);
         this.rKey.set(key);
         if (this.offset < bcount) {
           this.result = { ctx: this.cur!.ctx, found: true, idx: this.idx, key, va: va + this.offset, avail: bcount - this.offset };
-          this.state.set(RESPOND);
+          this.state.set(KLM.RESPOND);
           return;
         }
         // entries wholly before the offset (and empty ones) are skipped
@@ -135,7 +131,7 @@ export class KlmWalker extends Module {
         this.state.set(this.nextStep());
         return;
       }
-      case RESPOND: {
+      case KLM.RESPOND: {
         if (!this.resp.canPush()) return;
         this.resp.push(this.result!);
         this.sWalks.inc();
@@ -143,7 +139,7 @@ export class KlmWalker extends Module {
         this.sWalkTime.add(this.sim.now - this.started);
         this.result = null;
         this.cur = null;
-        this.state.set(IDLE);
+        this.state.set(KLM.IDLE);
         return;
       }
     }
@@ -153,13 +149,13 @@ export class KlmWalker extends Module {
   private nextStep(): number {
     if (this.idx >= this.cur!.count) {
       this.result = { ctx: this.cur!.ctx, found: false, idx: this.idx, key: 0, va: 0, avail: 0 };
-      return RESPOND;
+      return KLM.RESPOND;
     }
     const la = this.entryAddr() - (this.entryAddr() % 64);
-    return la === this.lineAddr ? SCAN : FETCH;
+    return la === this.lineAddr ? KLM.SCAN : KLM.FETCH;
   }
 
   private entryAddr(): number {
-    return this.cur!.xltAddr + this.idx * 16;
+    return this.cur!.xltAddr + this.idx * KLM_SIZE;
   }
 }

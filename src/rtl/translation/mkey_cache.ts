@@ -8,7 +8,7 @@
 import { Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
 import { SetAssoc } from './set_assoc.ts';
 import { MissQueue } from './miss_queue.ts';
-import { decodeIcmMkey, type MkeyEntry } from '../memory/icm_mkey.ts';
+import { decodeIcmMkey, unallocatedMkey, type MkeyEntry } from '../memory/icm_mkey.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import type { Icm } from '../memory/icm.ts';
 
@@ -179,7 +179,7 @@ export class MkeyCache extends Module {
       if (slot === -2) {
         // beyond the mkey table: no context exists, the key is invalid (no host read)
         this.req.pop();
-        this.resp.push(this.answer(q.ctx, unallocated(q.index)));
+        this.resp.push(this.answer(q.ctx, unallocatedMkey(q.index)));
         this.sLookups.inc();
       } else if (slot >= 0) {
         this.req.pop();
@@ -210,12 +210,4 @@ export class MkeyCache extends Module {
       this.sleep();
     }
   }
-}
-
-/** The entry of an index outside the ICM table: never allocated. */
-function unallocated(index: number): MkeyEntry {
-  return {
-    index, allocated: false, free: true, tag: 0, accessMode: 0, access: 0, umrEn: false, remoteInval: false,
-    pd: 0, qpn: 0xffffff, start: 0, len: 0, len64: false, logPageSize: 0, pgAccess: false, xltCount: 0, xltAddr: 0, mwBind: false, kind: 0, mwCount: 0, zeroBased: false, fbo: 0,
-  };
 }

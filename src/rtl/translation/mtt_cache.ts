@@ -8,6 +8,7 @@ import { Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
 import { SetAssoc } from './set_assoc.ts';
 import { MissQueue } from './miss_queue.ts';
 import type { DmaPort } from '../memory/pcie.ts';
+import { readMttRaw } from '../formats/mtt.ts';
 
 /** One 8-byte MTT entry at physical address `addr`. */
 export interface MttReq {
@@ -136,7 +137,7 @@ export class Mtt extends Module {
       // one entry lookup in flight per ATU context: its response object is reused
       let r = this.respOf[ctx];
       if (r === undefined) this.respOf[ctx] = r = { ctx, value: 0 };
-      r.value = this.view.getUint32(off) * 4294967296 + this.view.getUint32(off + 4);
+      r.value = readMttRaw(this.view, off);
       this.resp.push(r);
     } else {
       const off = slot * 64;

@@ -24,7 +24,7 @@
  * lands the same bytes `pcieWritePs` later; PCIe ordering (a read never passes a posted write)
  * makes every later DMA read of the engine or the caches see them. Translations are written
  * before the context that makes them reachable, and a bind counts the window on its MR before
- * the window becomes valid, so no lookup between two writes sees a half-done UMR.
+ * the window becomes valid, so no lookup between two writes sees a half-done 
  *
  * Errors never change ICM: every check runs before the first write.
  *
@@ -34,23 +34,17 @@
  * (context read, check, posted write) and updates the mkey cache the same coherent way. The
  * engine takes the two queues in turn when both wait.
  */
-import { EnumType, Fifo, Module, type Counter, type Histogram, type Reg } from '../../sim/index.ts';
+import { enumType, Fifo, Module, type Counter, type Histogram, type Reg } from '../../sim/index.ts';
 import type { Hca } from '../hca.ts';
 import type { DmaPort, DmaReq, DmaResp } from '../memory/pcie.ts';
 import type { UmrDone, UmrJob } from './umr_types.ts';
-import { decodeIcmMkey, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
+import { decodeIcmMkey, unallocatedMkey, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { updateMkey, writeTranslations } from '../firmware/icm_writer.ts';
-import type { MkeyContext } from '../formats/mkey_context.ts';
+import { MKEY_CONTEXT_SIZE, mkcTranslationsOctwordSize, type MkeyContext } from '../formats/mkey_context.ts';
 import { decodeKlm, type Klm } from '../formats/klm.ts';
-import { CqeSyndrome, MKEY_QPN_NONE } from '../formats/constants.ts';
+import { CqeSyndrome } from '../formats/constants.ts';
 import {
-  UMR_KIND_BIND_MW,
-  UMR_KIND_INVALID,
-  UMR_KIND_LOCAL_INV,
-  UMR_KIND_REG_MR,
-  UMR_KIND_REMOTE_INV,
-  UMR_KIND_UNBIND,
-  UMR_KIND_XLT_UPDATE,
+  UMR_KIND,
   UmrKind,
   UmrSyndrome,
   applyMask,
@@ -70,19 +64,9 @@ import { MKEY_KIND_MR, MKEY_KIND_MW1 } from '../memory/icm_mkey.ts';
 export { UmrKind, UmrSyndrome } from './umr_ops.ts';
 
 /** The engine's FSM states (trace enum `umr_state`). */
-export const UmrState = new EnumType('umr_state', [
+export const [UmrState, UMR] = enumType('umr_state', [
   'IDLE', 'FETCH_MKEY', 'WAIT_MKEY', 'FETCH_XLT', 'WAIT_XLT', 'FETCH_REF', 'WAIT_REF', 'CHECK', 'WRITE', 'DONE',
 ]);
-const IDLE = 0;
-const FETCH_MKEY = 1;
-const WAIT_MKEY = 2;
-const FETCH_XLT = 3;
-const WAIT_XLT = 4;
-const FETCH_REF = 5;
-const WAIT_REF = 6;
-const CHECK = 7;
-const WRITE = 8;
-const DONE = 9;
 
 /** DMA read tags: what a completion carries. */
 const TAG_TARGET = 0;
@@ -91,9 +75,7 @@ const TAG_XLT = 2;
 const TAG_OLD_KLM = 3;
 const TAG_OLD_MR = 4;
 
-const CTX_BYTES = 64;
-/** translations_octword_size in an mkey context (spec/mlx5.md "mkey context"). */
-const CTX_XLT_OCT_SIZE = 52;
+const CTX_BYTES = MKEY_CONTEXT_SIZE;
 
 /** Options of the engine. */
 export interface UmrEngineOptions {
@@ -213,7 +195,7 @@ export class UmrEngine extends Module {
   override tick(): void {
     const s = this.rState.q;
     switch (s) {
-      case IDLE: {
+      case UMR.IDLE: {
         const local = this.req.canPop();
         const remote = this.rinv.req.canPop();
         if (!local && !remote) {
@@ -224,9 +206,9 @@ export class UmrEngine extends Module {
         this.remoteTurn = !takeRemote;
         return this.start(takeRemote ? this.rinv.req.pop() : this.req.pop(), takeRemote);
       }
-      case FETCH_MKEY:
-      case FETCH_XLT:
-      case FETCH_REF:
+      case UMR.FETCH_MKEY:
+      case UMR.FETCH_XLT:
+      case UMR.FETCH_REF:
         // one read request per cycle; a full port puts the engine to sleep until the PCIe block pops
         if (this.nIssued < this.reads.length) {
           if (!this.port.req.canPush()) return this.sleep();
@@ -238,17 +220,17 @@ export class UmrEngine extends Module {
         }
         if (this.nIssued === this.reads.length) this.rState.set(s + 1); // the matching WAIT_*
         return;
-      case WAIT_MKEY:
-      case WAIT_XLT:
-      case WAIT_REF:
+      case UMR.WAIT_MKEY:
+      case UMR.WAIT_XLT:
+      case UMR.WAIT_REF:
         while (this.port.resp.canPop()) this.onRead(this.port.resp.pop());
         if (this.nPending > 0) return this.sleep(); // woken by the completion
-        if (s === WAIT_MKEY) return this.afterContexts();
-        if (s === WAIT_XLT) return this.afterXlt();
-        return this.rState.set(CHECK);
-      case CHECK:
+        if (s === UMR.WAIT_MKEY) return this.afterContexts();
+        if (s === UMR.WAIT_XLT) return this.afterXlt();
+        return this.rState.set(UMR.CHECK);
+      case UMR.CHECK:
         return this.check();
-      case WRITE: {
+      case UMR.WRITE: {
         if (this.nWritten < this.writes.length) {
           if (!this.port.req.canPush()) return this.sleep();
           const op = this.writes[this.nWritten++];
@@ -256,10 +238,10 @@ export class UmrEngine extends Module {
           this.port.req.push({ kind: 'write', addr: op.addr, length: data.length, tag: 0, data });
           this.sWrites.inc();
         }
-        if (this.nWritten === this.writes.length) this.rState.set(DONE);
+        if (this.nWritten === this.writes.length) this.rState.set(UMR.DONE);
         return;
       }
-      case DONE:
+      case UMR.DONE:
         if (!(this.remote ? this.rinv.resp : this.resp).canPush()) return this.sleep(); // woken when the consumer pops
         return this.finish();
     }
@@ -272,7 +254,7 @@ export class UmrEngine extends Module {
     this.started = this.sim.now;
     const w = decodeUmrWqe(job.wqe);
     // a remote invalidation is a LOCAL_INV WQE checked by the remote rules (anything else is malformed)
-    if (remote) w.kind = w.kind === UMR_KIND_LOCAL_INV ? UMR_KIND_REMOTE_INV : UMR_KIND_INVALID;
+    if (remote) w.kind = w.kind === UMR_KIND.LOCAL_INV ? UMR_KIND.REMOTE_INV : UMR_KIND.INVALID;
     this.w = w;
     this.syn = 0;
     this.target = null;
@@ -288,14 +270,14 @@ export class UmrEngine extends Module {
     this.rQpn.set(job.qpn & 0xffffff);
     this.rSyndrome.set(0);
     this.rBusy.set(1);
-    if (w.kind === UMR_KIND_INVALID) {
+    if (w.kind === UMR_KIND.INVALID) {
       this.syn = CqeSyndrome.LOCAL_QP_OP_ERR; // a malformed WQE is a local QP operation error
-      return this.rState.set(CHECK);
+      return this.rState.set(UMR.CHECK);
     }
     const reads: DmaReq[] = [];
     this.readCtx(reads, w.key >>> 8, TAG_TARGET);
-    if (w.kind === UMR_KIND_BIND_MW && w.bindKlm !== null) this.readCtx(reads, w.bindKlm.key >>> 8, TAG_MR);
-    this.beginReads(reads, FETCH_MKEY);
+    if (w.kind === UMR_KIND.BIND_MW && w.bindKlm !== null) this.readCtx(reads, w.bindKlm.key >>> 8, TAG_MR);
+    this.beginReads(reads, UMR.FETCH_MKEY);
     if (reads.length === 0) this.afterContexts();
   }
 
@@ -305,7 +287,7 @@ export class UmrEngine extends Module {
       reads.push({ kind: 'read', addr: this.hca.icm.mkeyContextAddr(index), length: CTX_BYTES, tag });
       return;
     }
-    const e = unallocated(index);
+    const e = unallocatedMkey(index); // as the mkey cache answers
     if (tag === TAG_TARGET) this.target = e;
     else if (tag === TAG_MR) this.mr = e;
     else this.oldMr = e;
@@ -315,7 +297,7 @@ export class UmrEngine extends Module {
     this.reads = reads;
     this.nIssued = 0;
     this.nPending = 0;
-    this.rState.set(reads.length > 0 ? fetchState : CHECK);
+    this.rState.set(reads.length > 0 ? fetchState : UMR.CHECK);
   }
 
   private onRead(r: DmaResp): void {
@@ -325,7 +307,7 @@ export class UmrEngine extends Module {
     switch (r.tag) {
       case TAG_TARGET:
         this.target = decodeIcmMkey(view, 0, this.w!.key >>> 8);
-        this.targetOcto = view.getUint32(CTX_XLT_OCT_SIZE);
+        this.targetOcto = mkcTranslationsOctwordSize(view, 0);
         return;
       case TAG_MR:
         this.mr = decodeIcmMkey(view, 0, this.w!.bindKlm!.key >>> 8);
@@ -353,7 +335,7 @@ export class UmrEngine extends Module {
     const syn = checkUmr(w, this.job!, t, this.mr, this.policy);
     if (syn !== 0) {
       this.syn = syn;
-      return this.rState.set(CHECK);
+      return this.rState.set(UMR.CHECK);
     }
     const reads: DmaReq[] = [];
     if (w.ptr !== null) {
@@ -363,28 +345,28 @@ export class UmrEngine extends Module {
       const p = checkPointer(w, this.hca.mem.size);
       if (p !== 0) {
         this.syn = p;
-        return this.rState.set(CHECK);
+        return this.rState.set(UMR.CHECK);
       }
       reads.push({ kind: 'read', addr: w.ptr.addr, length: w.xltBytes, tag: TAG_XLT });
     } else if (releasesWindow(w, t, this.policy) && t.xltCount >= 1 && t.xltAddr !== 0) {
       // the window's one KLM names the MR it counts on
       reads.push({ kind: 'read', addr: t.xltAddr, length: 16, tag: TAG_OLD_KLM });
     }
-    this.beginReads(reads, FETCH_XLT);
+    this.beginReads(reads, UMR.FETCH_XLT);
   }
 
   /** After the list / KLM: read the released MR's context. */
   private afterXlt(): void {
     const reads: DmaReq[] = [];
     if (this.oldKlm !== null) this.readCtx(reads, this.oldKlm.key >>> 8, TAG_OLD_MR);
-    this.beginReads(reads, FETCH_REF);
+    this.beginReads(reads, UMR.FETCH_REF);
   }
 
   /** CHECK: the translation rules, then the plan of writes (none on error). */
   private check(): void {
     if (this.syn === 0) this.plan();
     this.rSyndrome.set(this.syn);
-    this.rState.set(this.syn === 0 && this.writes.length > 0 ? WRITE : DONE);
+    this.rState.set(this.syn === 0 && this.writes.length > 0 ? UMR.WRITE : UMR.DONE);
   }
 
   private plan(): void {
@@ -393,7 +375,7 @@ export class UmrEngine extends Module {
     const hca = this.hca;
     const binds = bindsSomething(w, t);
     let xlt: XltPlan | null = null;
-    if (this.list !== null && (w.kind === UMR_KIND_REG_MR || w.kind === UMR_KIND_XLT_UPDATE || binds)) {
+    if (this.list !== null && (w.kind === UMR_KIND.REG_MR || w.kind === UMR_KIND.XLT_UPDATE || binds)) {
       const r = checkTranslations(w, t, this.targetOcto, hca.icm.xltSize(t.xltAddr), this.list);
       if (typeof r === 'number') {
         this.syn = r;
@@ -413,9 +395,9 @@ export class UmrEngine extends Module {
       writes.push(
         this.ctxWrite(t.index, (c, p) => {
           applyMask(c, p, w);
-          if (kind === UMR_KIND_BIND_MW && !binds) c.free = true; // a type-1 bind of length 0 unbinds
-          if (kind === UMR_KIND_REG_MR || binds) p.xltCount = x === null ? 0 : x.first + x.used;
-          else if (kind === UMR_KIND_XLT_UPDATE && x !== null) p.xltCount = Math.max(p.xltCount, x.first + x.used);
+          if (kind === UMR_KIND.BIND_MW && !binds) c.free = true; // a type-1 bind of length 0 unbinds
+          if (kind === UMR_KIND.REG_MR || binds) p.xltCount = x === null ? 0 : x.first + x.used;
+          else if (kind === UMR_KIND.XLT_UPDATE && x !== null) p.xltCount = Math.max(p.xltCount, x.first + x.used);
         }),
       );
     }
@@ -429,15 +411,15 @@ export class UmrEngine extends Module {
   /** Whether the target's context is rewritten (an invalidation of a FREE target changes nothing). */
   private targetChanges(w: UmrWqe, t: MkeyEntry, xlt: XltPlan | null): boolean {
     switch (w.kind) {
-      case UMR_KIND_REG_MR:
-      case UMR_KIND_BIND_MW:
+      case UMR_KIND.REG_MR:
+      case UMR_KIND.BIND_MW:
         return true;
-      case UMR_KIND_XLT_UPDATE:
+      case UMR_KIND.XLT_UPDATE:
         return w.mask !== 0 || xlt !== null;
-      case UMR_KIND_LOCAL_INV:
-      case UMR_KIND_REMOTE_INV:
+      case UMR_KIND.LOCAL_INV:
+      case UMR_KIND.REMOTE_INV:
         return !t.free;
-      case UMR_KIND_UNBIND:
+      case UMR_KIND.UNBIND:
         // a type-1 unbind, and an MR's retire (umr_ops.ts), always take the new tag
         return t.kind === MKEY_KIND_MW1 || t.kind === MKEY_KIND_MR || !t.free;
       default:
@@ -498,15 +480,7 @@ export class UmrEngine extends Module {
     this.oldMr = null;
     this.reads = [];
     this.writes = [];
-    this.rState.set(IDLE);
+    this.rState.set(UMR.IDLE);
   }
 }
 
-/** The entry of an index beyond the ICM table: never allocated (as the mkey cache answers). */
-function unallocated(index: number): MkeyEntry {
-  return {
-    index, allocated: false, free: true, tag: 0, accessMode: 0, access: 0, umrEn: false, remoteInval: false, pd: 0,
-    qpn: MKEY_QPN_NONE, start: 0, len: 0, len64: false, logPageSize: 0, pgAccess: false, xltCount: 0, xltAddr: 0,
-    mwBind: false, kind: 0, mwCount: 0, zeroBased: false, fbo: 0,
-  };
-}

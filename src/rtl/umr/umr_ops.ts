@@ -5,7 +5,7 @@
  * Pure functions over decoded ICM entries: `umr_engine.ts` adds the timing (DMA reads of the
  * contexts and lists, posted writes) and applies the updates through firmware.ts.
  */
-import { EnumType } from '../../sim/enum_type.ts';
+import { EnumType, enumType } from '../../sim/enum_type.ts';
 import type { IcmPrivate, MkeyEntry } from '../memory/icm_mkey.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_READ, IB_REMOTE_WRITE } from '../memory/icm_mkey.ts';
 import { decodeMkeyContext, encodeMkeyContext, zeroMkeyContext, type MkeyContext } from '../formats/mkey_context.ts';
@@ -13,6 +13,7 @@ import { CTRL_SEG_SIZE, decodeCtrlSeg, encodeCtrlSeg } from '../formats/ctrl_seg
 import { UMR_CTRL_SEG_SIZE, decodeUmrCtrlSeg, encodeUmrCtrlSeg, hasMaskBit, mkeyMask } from '../formats/umr_ctrl_seg.ts';
 import { DATA_SEG_SIZE, decodeDataSeg, dataSegLength, type DataSeg } from '../formats/data_seg.ts';
 import { decodeKlm, type Klm } from '../formats/klm.ts';
+import { readMttRaw } from '../formats/mtt.ts';
 import type { MkeyMaskName } from '../formats/constants.ts';
 import { CeMode, CqeSyndrome, DS_SIZE, FenceMode, KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, UmrCtrlFlag, WqeOpcode } from '../formats/constants.ts';
 import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../memory/icm_mkey.ts';
@@ -36,15 +37,7 @@ import { ICM_FBO, ICM_ZERO_BASED } from '../memory/icm_mkey.ts';
  *   a LOCAL_INV WQE the hardware builds itself and submits on the engine's `rinv` port, checked
  *   by the "Remote invalidate" rules instead (spec/semantics.md).
  */
-export const UmrKind = new EnumType('umr_kind', ['NONE', 'REG_MR', 'LOCAL_INV', 'BIND_MW', 'UNBIND', 'XLT_UPDATE', 'INVALID', 'REMOTE_INV']);
-export const UMR_KIND_NONE = 0;
-export const UMR_KIND_REG_MR = 1;
-export const UMR_KIND_LOCAL_INV = 2;
-export const UMR_KIND_BIND_MW = 3;
-export const UMR_KIND_UNBIND = 4;
-export const UMR_KIND_XLT_UPDATE = 5;
-export const UMR_KIND_INVALID = 6;
-export const UMR_KIND_REMOTE_INV = 7;
+export const [UmrKind, UMR_KIND] = enumType('umr_kind', ['NONE', 'REG_MR', 'LOCAL_INV', 'BIND_MW', 'UNBIND', 'XLT_UPDATE', 'INVALID', 'REMOTE_INV']);
 
 /** Completion syndromes a UMR ends with (0 = success), named for the trace. */
 export const UmrSyndrome = new EnumType('umr_syndrome', {
@@ -107,7 +100,7 @@ function has(mask: number, name: MkeyMaskName): boolean {
 /** Decodes the UMR WQE bytes `wqe` (ds * 16 bytes, laid out contiguously). Never throws. */
 export function decodeUmrWqe(wqe: Uint8Array): UmrWqe {
   const w: UmrWqe = {
-    kind: UMR_KIND_INVALID, reason: '', key: 0, qpn: 0, flags: 0, mask: 0, seg: zeroMkeyContext(), segMwBind: false, segZeroBased: false, segFbo: 0,
+    kind: UMR_KIND.INVALID, reason: '', key: 0, qpn: 0, flags: 0, mask: 0, seg: zeroMkeyContext(), segMwBind: false, segZeroBased: false, segFbo: 0,
     xltBytes: 0, xltOffsetOcto: 0, inlineXlt: null, ptr: null, bindKlm: null,
   };
   const view = new DataView(wqe.buffer, wqe.byteOffset, wqe.byteLength);
@@ -141,11 +134,11 @@ export function decodeUmrWqe(wqe: Uint8Array): UmrWqe {
     return invalid(w, e instanceof Error ? e.message : String(e));
   }
   const seg = w.seg;
-  if (!has(w.mask, 'FREE')) w.kind = UMR_KIND_XLT_UPDATE;
-  else if (seg.free) w.kind = has(w.mask, 'KEY') ? UMR_KIND_UNBIND : UMR_KIND_LOCAL_INV;
-  else if (has(w.mask, 'PAGE_SIZE')) w.kind = UMR_KIND_REG_MR;
+  if (!has(w.mask, 'FREE')) w.kind = UMR_KIND.XLT_UPDATE;
+  else if (seg.free) w.kind = has(w.mask, 'KEY') ? UMR_KIND.UNBIND : UMR_KIND.LOCAL_INV;
+  else if (has(w.mask, 'PAGE_SIZE')) w.kind = UMR_KIND.REG_MR;
   else {
-    w.kind = UMR_KIND_BIND_MW;
+    w.kind = UMR_KIND.BIND_MW;
     if (w.inlineXlt === null) return invalid(w, 'BIND_MW without its inline KLM');
     try {
       w.bindKlm = decodeKlm(new DataView(w.inlineXlt.buffer, w.inlineXlt.byteOffset, w.inlineXlt.byteLength), 0);
@@ -179,14 +172,14 @@ const LOCAL_INV_MASK = mkeyMask('FREE');
 const FREE_SEG: MkeyContext = Object.freeze({ ...zeroMkeyContext(), free: true });
 
 function invalid(w: UmrWqe, reason: string): UmrWqe {
-  w.kind = UMR_KIND_INVALID;
+  w.kind = UMR_KIND.INVALID;
   w.reason = reason;
   return w;
 }
 
 /** The kinds whose every failure is MW_BIND_ERR (spec/semantics.md: BIND_MW rows; the model's bindWindow). */
 export function isBindFamily(kind: number): boolean {
-  return kind === UMR_KIND_BIND_MW || kind === UMR_KIND_UNBIND;
+  return kind === UMR_KIND.BIND_MW || kind === UMR_KIND.UNBIND;
 }
 
 /** Whether the target is a memory window. */
@@ -213,16 +206,16 @@ export interface UmrPoster {
  */
 export function checkUmr(w: UmrWqe, q: UmrPoster, t: MkeyEntry, mr: MkeyEntry | null, pol: UmrPolicy): number {
   switch (w.kind) {
-    case UMR_KIND_REG_MR:
-    case UMR_KIND_XLT_UPDATE:
+    case UMR_KIND.REG_MR:
+    case UMR_KIND.XLT_UPDATE:
       return checkMrUpdate(w, q, t, pol);
-    case UMR_KIND_LOCAL_INV:
+    case UMR_KIND.LOCAL_INV:
       return checkLocalInv(w, t);
-    case UMR_KIND_REMOTE_INV:
+    case UMR_KIND.REMOTE_INV:
       return checkRemoteInv(w, q, t);
-    case UMR_KIND_BIND_MW:
+    case UMR_KIND.BIND_MW:
       return checkBind(w, q, t, mr);
-    case UMR_KIND_UNBIND:
+    case UMR_KIND.UNBIND:
       // FREE | KEY on an MR: the pool's retire (free and a new tag), with LOCAL_INV's rules
       if (t.allocated && t.kind === MKEY_KIND_MR) return checkLocalInv(w, t);
       return checkUnbind(w, q, t, pol);
@@ -248,7 +241,7 @@ function checkMrUpdate(w: UmrWqe, q: UmrPoster, t: MkeyEntry, pol: UmrPolicy): n
   if ((w.flags & UmrCtrlFlag.CHECK_QPN) !== 0 && t.qpn !== q.qpn) return QP_OP;
   // IBTA fast registration: the MR must be in the PD of the QP that registers it. ODP's XLT
   // updates come from the driver's own UMR QP and are not checked.
-  if (w.kind === UMR_KIND_REG_MR && pol.regMrPdCheck && t.pd !== q.pd) return QP_OP;
+  if (w.kind === UMR_KIND.REG_MR && pol.regMrPdCheck && t.pd !== q.pd) return QP_OP;
   return OK;
 }
 
@@ -333,16 +326,16 @@ function accessOf(w: UmrWqe, t: MkeyEntry): number {
 /** Does this UMR, on success, release the MR a currently bound window counts on? */
 export function releasesWindow(w: UmrWqe, t: MkeyEntry, pol: UmrPolicy): boolean {
   if (t.free || !isWindow(t)) return false;
-  if (w.kind === UMR_KIND_LOCAL_INV || w.kind === UMR_KIND_REMOTE_INV) return t.kind === MKEY_KIND_MW2;
-  if (w.kind === UMR_KIND_BIND_MW) return t.kind === MKEY_KIND_MW1; // a type-1 rebind (type 2 must be FREE)
-  if (w.kind === UMR_KIND_UNBIND) return t.kind === MKEY_KIND_MW1 || pol.type2Unbind === 'invalidate';
+  if (w.kind === UMR_KIND.LOCAL_INV || w.kind === UMR_KIND.REMOTE_INV) return t.kind === MKEY_KIND_MW2;
+  if (w.kind === UMR_KIND.BIND_MW) return t.kind === MKEY_KIND_MW1; // a type-1 rebind (type 2 must be FREE)
+  if (w.kind === UMR_KIND.UNBIND) return t.kind === MKEY_KIND_MW1 || pol.type2Unbind === 'invalidate';
   return false;
 }
 
 /** Whether a BIND_MW WQE binds (length != 0) rather than unbinds a type-1 window. */
 export function bindsSomething(w: UmrWqe, t: MkeyEntry): boolean {
   const len = has(w.mask, 'LEN') ? w.seg.len : t.len;
-  return w.kind === UMR_KIND_BIND_MW && (len !== 0 || w.seg.len64);
+  return w.kind === UMR_KIND.BIND_MW && (len !== 0 || w.seg.len64);
 }
 
 /** Bytes of one translation entry of an access mode (0: the mode has no table). */
@@ -391,7 +384,7 @@ export function checkTranslations(
   const plan: XltPlan = { first, count, used, mtt: null, klm: null };
   if (eb === MTT_SIZE) {
     plan.mtt = new Array<number>(count);
-    for (let i = 0; i < count; i++) plan.mtt[i] = view.getUint32(i * 8) * 2 ** 32 + view.getUint32(i * 8 + 4);
+    for (let i = 0; i < count; i++) plan.mtt[i] = readMttRaw(view, i * MTT_SIZE);
   } else {
     plan.klm = new Array<Klm>(count);
     try {

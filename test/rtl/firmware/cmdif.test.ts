@@ -454,6 +454,38 @@ describe('cmdif queues and QPs', () => {
     });
   });
 
+  it('a refused modify changes no field of the QP: every attribute is checked before any is set', async () => {
+    const { sim, cmdif } = bench();
+    await sim.run(async () => {
+      const { qpn } = await qpOnNewObjects(cmdif);
+      const snapshot = (): object => ({ ...cmdif.getQp(qpn)! });
+      /** The command fails with BAD_PARAM naming `rule`, and the QP is the same in every field. */
+      const refused = async (cmd: Cmd, rule: string): Promise<void> => {
+        const before = snapshot();
+        const e = await rejection(cmdif.exec(cmd as CmdOf<'2ERR_QP'>));
+        expect([e.statusName, e.rule]).toEqual(['BAD_PARAM', rule]);
+        expect(snapshot()).toEqual(before);
+      };
+      await refused({ op: 'RST2INIT_QP', qpn, accessFlags: 6, pkeyIndex: 3, port: 2 }, 'port');
+      await refused({ op: 'RST2INIT_QP', qpn, accessFlags: 6, pkeyIndex: 2 ** 16 }, 'pkey_index_range');
+      expect(await cmdif.exec({ op: 'RST2INIT_QP', qpn, accessFlags: 6 })).toEqual({ state: 'INIT' });
+      // every INIT2RTR attribute but the bad one is valid and differs from the QP's value
+      const good = { op: 'INIT2RTR_QP', qpn, mtu: 2048, remoteQpn: 0x321, rqPsn: 0x55, remoteHca: 1 } as const;
+      await refused({ ...good, remoteHca: 256 }, 'remote_hca_range'); // validated last: rq_psn and remote_qpn were set before
+      await refused({ ...good, rqPsn: 2 ** 24 }, 'rq_psn_range');
+      await refused({ ...good, remoteQpn: 2 ** 24 }, 'remote_qpn_range');
+      await refused({ ...good, mtu: 1000 as 1024 }, 'mtu');
+      expect(await cmdif.exec(good)).toEqual({ state: 'RTR' });
+      expect(cmdif.getQp(qpn)).toMatchObject({ mtu: 2048, remoteQpn: 0x321, rqPsn: 0x55, remoteHca: 1 });
+      const rts = { op: 'RTR2RTS_QP', qpn, sqPsn: 0x66, timeout: 20, retryCnt: 5, rnrRetry: 3 } as const;
+      await refused({ ...rts, rnrRetry: 8 }, 'rnr_retry_range');
+      await refused({ ...rts, retryCnt: 8 }, 'retry_cnt_range');
+      await refused({ ...rts, timeout: 32 }, 'timeout_range');
+      await refused({ ...rts, sqPsn: 2 ** 24 }, 'sq_psn_range');
+      expect(await cmdif.exec(rts)).toEqual({ state: 'RTS' });
+    });
+  });
+
   it('PAGE_FAULT_RESUME records the resume and calls the hook at the end of its latency', async () => {
     const calls: [number, number, number][] = [];
     const b = bench({}, {});

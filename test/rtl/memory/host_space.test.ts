@@ -5,7 +5,7 @@ import { HOST_VA_BASE, HUGE_PAGE_SIZE, HostError, HostSpace, PAGE_SIZE } from '.
 import { Rng } from '../../../src/sim/rng.ts';
 
 const MiB = 2 ** 20;
-const hex = (v: number): string => `0x${v.toString(16)}`;
+import { hex } from '../../../src/rtl/formats/field.ts';
 
 function space(size = 64 * MiB, seed = 1): HostSpace {
   return new HostSpace(new HostMem(size, new Rng(seed)));
