@@ -93,35 +93,41 @@ export class Hca extends Module {
     // the work queues and the RC data path (the link between adapters is the testbed's); each
     // engine gets its ports and the QP table, nothing else of the adapter
     const qps: QpTable = this.cmdif;
+    const clock = this.coreClock;
+    const payloads = this.payloads;
     this.requester = new Requester(this, 'requester', {
+      clock,
+      ports: { atu: this.atu.port('requester', 8), dma: this.pcie.port('requester', { reqCapacity: 8, respCapacity: 16 }) },
+      deps: { qps, payloads },
       contexts: cfg.requesterContexts,
       hcaIndex: Number(name.slice(3)),
       rnrTimerCode: cfg.rnrTimerCode,
-      atu: this.atu.port('requester', 8),
-      port: this.pcie.port('requester', { reqCapacity: 8, respCapacity: 16 }),
-      payloads: this.payloads,
-      qps,
-    }).clockedBy(this.coreClock);
+    });
     this.responder = new Responder(this, 'responder', {
+      clock,
+      ports: {
+        atu: this.atu.port('responder', 8),
+        dma: this.pcie.port('responder', { reqCapacity: 8, respCapacity: 16 }),
+        cqWriter: this.cqWriter.req,
+        // SEND_WITH_INV invalidates through the UMR engine, timed and cache-coherent like LOCAL_INV
+        rinv: this.umrEngine.rinv,
+      },
+      deps: { qps, payloads },
       contexts: cfg.responderContexts,
-      atu: this.atu.port('responder', 8),
-      port: this.pcie.port('responder', { reqCapacity: 8, respCapacity: 16 }),
-      payloads: this.payloads,
-      qps,
-      cqWriter: this.cqWriter.req,
-      // SEND_WITH_INV invalidates through the UMR engine, timed and cache-coherent like LOCAL_INV
-      rinv: this.umrEngine.rinv,
-    }).clockedBy(this.coreClock);
+    });
     this.sq = new Sq(this, 'sq', {
+      clock,
+      ports: {
+        dma: this.pcie.port('sq', { reqCapacity: 4, respCapacity: 16 }),
+        cqWriter: this.cqWriter.req,
+        requester: this.requester,
+        umr: this.umrEngine,
+        flush: this.responder.flushReq,
+      },
+      deps: { qps },
       slots: cfg.sqWqeSlots,
       readWithInvalidate: cfg.readWithInvalidate,
-      port: this.pcie.port('sq', { reqCapacity: 4, respCapacity: 16 }),
-      qps,
-      cqWriter: this.cqWriter.req,
-      requester: this.requester,
-      umr: this.umrEngine,
-      flush: this.responder.flushReq,
-    }).clockedBy(this.coreClock);
+    });
     // DESTROY_QP / DESTROY_CQ: the engines forget the object's queue state at once
     this.cmdif.destroyListeners.push((what, num) => {
       if (what === 'CQ') return this.cqWriter.forgetCq(num);

@@ -19,7 +19,7 @@
  * answered, gathered data read, or while waiting for an answer); the send queue engine drops
  * those completions.
  */
-import { EnumType, Fifo, Module, type EventTarget, type Reg, type Signal } from '../../sim/index.ts';
+import { Fifo, Module, enumType, type EventTarget, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
 import type { PayloadPool, PooledBuf } from '../memory/payload_pool.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { DmaMover, MOVER_TAG_SPAN } from '../memory/dma_mover.ts';
@@ -47,18 +47,13 @@ export interface ReqDone {
   byteLen: number;
 }
 
-/** What a context is doing; the `state` trace shows the stage of the last context that moved. */
-export const RequesterState = new EnumType('requester_state', ['IDLE', 'XLATE', 'GATHER', 'SEND', 'WAIT_RESP', 'SCATTER', 'DONE']);
-const IDLE = 0;
-const XLATE = 1;
-const GATHER = 2;
-/** Translated and gathered: waits for its turn on the wire (SEND in the waves when it goes). */
-const READY = 3;
-const WAIT_RESP = 4;
-const SCATTER = 5;
-const DONE = 6;
-/** Translated; its gather waits for an earlier READ or atomic of its QP to place its data. */
-const HOLD = 7;
+/**
+ * What a context is doing; the `state` trace shows the stage of the last context that moved.
+ * SEND: translated and gathered, its turn on the wire; HOLD (untraced): translated, its gather
+ * waits for an earlier READ or atomic of its QP to place its data.
+ */
+export const [RequesterState, RS] = enumType('requester_state', ['IDLE', 'XLATE', 'GATHER', 'SEND', 'WAIT_RESP', 'SCATTER', 'DONE', 'HOLD']);
+const { IDLE, XLATE, GATHER, SEND: READY, WAIT_RESP, SCATTER, DONE, HOLD } = RS;
 
 const OP_OF: Record<number, RcOp> = {
   [WqeOpcode.SEND]: 'SEND',
@@ -74,17 +69,13 @@ const OP_OF: Record<number, RcOp> = {
 /** ATU tags: context index * ATU_TAG_SPAN + SGE index (a WQE has at most 63 data segments). */
 const ATU_TAG_SPAN = 64;
 
-/** Options of the requester (wired in hca.ts). */
-export interface RequesterOptions {
+/** Wiring and sizes of the requester (wired in hca.ts). */
+export interface RequesterOptions extends WireOptions<{ readonly atu: AtuPort; readonly dma: DmaPort }, { readonly qps: QpTable; readonly payloads: PayloadPool }> {
   /** Messages in flight at most, across all QPs (contexts). */
-  contexts: number;
+  readonly contexts: number;
   /** This adapter's index on the link. */
-  hcaIndex: number;
-  rnrTimerCode: number;
-  atu: AtuPort;
-  port: DmaPort;
-  payloads: PayloadPool;
-  qps: QpTable;
+  readonly hcaIndex: number;
+  readonly rnrTimerCode: number;
 }
 
 interface Ctx {
@@ -180,9 +171,9 @@ export class Requester extends Module implements EventTarget {
     if (!Number.isInteger(o.contexts) || o.contexts < 1 || o.contexts > MOVER_TAG_SPAN) {
       throw new RangeError(`${this.path}: contexts ${o.contexts} must be an integer in 1..${MOVER_TAG_SPAN}`);
     }
-    this.atu = o.atu;
-    this.port = o.port;
-    this.table = o.qps;
+    this.atu = o.ports.atu;
+    this.port = o.ports.dma;
+    this.table = o.deps.qps;
     this.hcaIndex = o.hcaIndex;
     this.rnrTimerCode = o.rnrTimerCode;
     this.state = this.signal('state', RequesterState.width, { enum: RequesterState });
@@ -203,7 +194,7 @@ export class Requester extends Module implements EventTarget {
     this.port.req.producer = this;
     for (let i = 0; i < o.contexts; i++) {
       const c: Ctx = {
-        idx: i, mover: new DmaMover(o.port, o.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
+        idx: i, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
         ptrs: [], results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null,
         answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0,
       };
@@ -218,6 +209,7 @@ export class Requester extends Module implements EventTarget {
     this.sPeak = this.stats.counter('contexts_peak');
     this.sCtxStalls = this.stats.counter('context_full_stalls');
     this.sRdAtomicStalls = this.stats.counter('rd_atomic_stalls');
+    this.clockedBy(o.clock);
   }
 
   /** Contexts in use (messages in flight). */

@@ -24,7 +24,7 @@
  * receive CQE) goes through the UMR engine's `rinv` queues as a LOCAL_INV WQE run under the
  * remote rules: it takes a UMR's time and updates the mkey cache coherently, as LOCAL_INV does.
  */
-import { EnumType, Fifo, Module, type Reg, type Signal } from '../../sim/index.ts';
+import { EnumType, Fifo, Module, enumType, type ReqResp, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
 import type { PayloadPool } from '../memory/payload_pool.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { DmaMover, MOVER_TAG_SPAN } from '../memory/dma_mover.ts';
@@ -51,22 +51,11 @@ const RC_OPS = ['SEND', 'SEND_IMM', 'SEND_INV', 'WRITE', 'WRITE_IMM', 'READ', 'C
 const RcOpEnum = new EnumType('rc_op', ['NONE', ...RC_OPS]);
 
 /** What a context is doing; the `state` trace shows the stage of the last context that moved. */
-export const ResponderState = new EnumType('responder_state', [
+/** WAIT_TURN: admitted, waiting for the messages before it in its QP (the order rules above). */
+export const [ResponderState, PS] = enumType('responder_state', [
   'IDLE', 'XLATE', 'FETCH_RWQE', 'XLATE_RECV', 'WRITE_DATA', 'READ_DATA', 'ATOMIC', 'INVALIDATE', 'CQE', 'ANSWER', 'FLUSH', 'WAIT_TURN',
 ]);
-const IDLE = 0;
-const XLATE = 1;
-const FETCH_RWQE = 2;
-const XLATE_RECV = 3;
-const WRITE_DATA = 4;
-const READ_DATA = 5;
-const ATOMIC = 6;
-const INVALIDATE = 7;
-const CQE = 8;
-const ANSWER = 9;
-const FLUSH = 10;
-/** Admitted, waiting for the messages before it in its QP (the order rules above). */
-const WAIT_TURN = 11;
+const { IDLE, XLATE, FETCH_RWQE, XLATE_RECV, WRITE_DATA, READ_DATA, ATOMIC, INVALIDATE, CQE, ANSWER, FLUSH, WAIT_TURN } = PS;
 
 /** ATU tags: context * ATU_TAG_SPAN + receive SGE index; RKEY_TAG for the message's rkey. */
 const ATU_TAG_SPAN = 64;
@@ -74,17 +63,20 @@ const RKEY_TAG = 63;
 /** The receive WQE read's DMA chunk number (movers count chunks from 0). */
 const RWQE_CHUNK = 0x7fffff;
 
-/** Options of the responder (wired in hca.ts). */
-export interface ResponderOptions {
+/** Wiring and size of the responder (wired in hca.ts). */
+export interface ResponderOptions
+  extends WireOptions<
+    {
+      readonly atu: AtuPort;
+      readonly dma: DmaPort;
+      readonly cqWriter: Fifo<CqeJob>;
+      /** The UMR engine's remote-invalidation queues (SEND_WITH_INV). */
+      readonly rinv: ReqResp<UmrJob, UmrDone> | null;
+    },
+    { readonly qps: QpTable; readonly payloads: PayloadPool }
+  > {
   /** Messages served at once, across all QPs (contexts). */
-  contexts: number;
-  atu: AtuPort;
-  port: DmaPort;
-  payloads: PayloadPool;
-  qps: QpTable;
-  cqWriter: Fifo<CqeJob>;
-  /** The UMR engine's remote-invalidation queues (SEND_WITH_INV). */
-  rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> } | null;
+  readonly contexts: number;
 }
 
 interface RespQp {
@@ -168,11 +160,11 @@ export class Responder extends Module {
     if (!Number.isInteger(o.contexts) || o.contexts < 1 || o.contexts > MOVER_TAG_SPAN) {
       throw new RangeError(`${this.path}: contexts ${o.contexts} must be an integer in 1..${MOVER_TAG_SPAN}`);
     }
-    this.atu = o.atu;
-    this.port = o.port;
-    this.table = o.qps;
-    this.cqWriter = o.cqWriter;
-    this.rinv = o.rinv;
+    this.atu = o.ports.atu;
+    this.port = o.ports.dma;
+    this.table = o.deps.qps;
+    this.cqWriter = o.ports.cqWriter;
+    this.rinv = o.ports.rinv;
     this.state = this.signal('state', ResponderState.width, { enum: ResponderState });
     this.rInflight = this.probe('inflight', 8);
     this.rQpn = this.probe('qpn', 24);
@@ -196,7 +188,7 @@ export class Responder extends Module {
     }
     for (let i = 0; i < o.contexts; i++) {
       this.ctxs.push({
-        idx: i, mover: new DmaMover(o.port, o.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false,
+        idx: i, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false,
         segs: [], pending: null, issued: false, answer: null, cqes: [], recvSges: [], recvResults: [], recvIssued: 0,
         rwqeAsked: false, rwqeData: null, atomicPhase: 0, invIssued: false, invDone: null, invStarted: 0,
         invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), active: false,
@@ -212,6 +204,7 @@ export class Responder extends Module {
     this.sInvLatency = this.stats.histogram('remote_inv_latency_ps');
     this.sPeak = this.stats.counter('contexts_peak');
     this.sCtxStalls = this.stats.counter('context_full_stalls');
+    this.clockedBy(o.clock);
   }
 
   /** Receive WQEs of a QP consumed (or flushed) so far. */

@@ -27,13 +27,14 @@
  * UMR's time and keeps the mkey cache coherent; then the CQE: opcode RDMA_READ, or
  * LOC_QP_OP_ERR when the LOCAL_INV rules fail (spec/semantics.md "Work requests").
  */
-import { EnumType, Fifo, Module, type Reg, type Signal } from '../../sim/index.ts';
+import { Fifo, Module, enumType, type ReqResp, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import type { CqeJob } from '../completion/cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
 import type { QpTable, QpView } from './qp_table.ts';
 import type { UmrDone, UmrJob } from '../umr/umr_types.ts';
 import { parseWqe, type ParsedWqe } from '../formats/wqe_parse.ts';
+import { ctrlCe, ctrlFence, ctrlOpcode, ctrlWqeIndex, ctrlWqebbs } from '../formats/ctrl_seg.ts';
 import { CeMode, CqeOpcode, CqeSyndrome, WQE_OPMOD_READ_WITH_INV, WqeOpcode } from '../formats/constants.ts';
 import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from '../umr/umr_ops.ts';
 
@@ -44,14 +45,8 @@ export interface SqDoorbell {
 }
 
 /** What the engine did on the last edge it worked (FETCH: a read issued; EXEC: a WQE dispatched; ...). */
-export const SqState = new EnumType('sq_state', ['IDLE', 'FETCH', 'WAIT_WQE', 'EXEC', 'WAIT_DONE', 'CQE', 'INVALIDATE']);
-const IDLE = 0;
-const FETCH = 1;
-const WAIT_WQE = 2;
-const EXEC = 3;
-const WAIT_DONE = 4;
-const CQE = 5;
-const INVALIDATE = 6;
+export const [SqState, SS] = enumType('sq_state', ['IDLE', 'FETCH', 'WAIT_WQE', 'EXEC', 'WAIT_DONE', 'CQE', 'INVALIDATE']);
+const { IDLE, FETCH, WAIT_WQE, EXEC, WAIT_DONE, CQE, INVALIDATE } = SS;
 
 /** WQEBBs prefetched per QP at most (a WQE is at most 16). */
 const PREFETCH_BBS = 64;
@@ -70,18 +65,22 @@ const S_INV_PUSH = 3;
 const S_INV_WAIT = 4;
 const S_DONE = 5;
 
-/** Options of the send queue engine (wired in hca.ts). */
-export interface SqOptions {
+/** Wiring and size of the send queue engine (wired in hca.ts). */
+export interface SqOptions
+  extends WireOptions<
+    {
+      readonly dma: DmaPort;
+      readonly cqWriter: Fifo<CqeJob>;
+      readonly requester: ReqResp<ReqJob, ReqDone>;
+      readonly umr: ReqResp<UmrJob, UmrDone> | null;
+      /** Where QPs moved to ERR are told (the responder flushes their receives). */
+      readonly flush: Fifo<number>;
+    },
+    { readonly qps: QpTable }
+  > {
   /** WQEs in flight at most, across all QPs. */
-  slots: number;
-  readWithInvalidate: boolean;
-  port: DmaPort;
-  qps: QpTable;
-  cqWriter: Fifo<CqeJob>;
-  requester: { req: Fifo<ReqJob>; resp: Fifo<ReqDone> };
-  umr: { req: Fifo<UmrJob>; resp: Fifo<UmrDone> } | null;
-  /** Where QPs moved to ERR are told (the responder flushes their receives). */
-  flush: Fifo<number>;
+  readonly slots: number;
+  readonly readWithInvalidate: boolean;
 }
 
 interface Chunk {
@@ -136,8 +135,8 @@ interface Slot {
 export class Sq extends Module {
   readonly doorbell: Fifo<SqDoorbell>;
   private readonly cqWriter: Fifo<CqeJob>;
-  private readonly requester: { req: Fifo<ReqJob>; resp: Fifo<ReqDone> };
-  private readonly umr: { req: Fifo<UmrJob>; resp: Fifo<UmrDone> } | null;
+  private readonly requester: ReqResp<ReqJob, ReqDone>;
+  private readonly umr: ReqResp<UmrJob, UmrDone> | null;
   private readonly flush: Fifo<number>;
   private readonly port: DmaPort;
   private readonly table: QpTable;
@@ -170,12 +169,12 @@ export class Sq extends Module {
   constructor(parent: Module, name: string, o: SqOptions) {
     super(parent.sim, parent, name);
     if (!Number.isInteger(o.slots) || o.slots < 1) throw new RangeError(`${this.path}: slots ${o.slots} must be a positive integer`);
-    this.port = o.port;
-    this.table = o.qps;
-    this.cqWriter = o.cqWriter;
-    this.requester = o.requester;
-    this.umr = o.umr;
-    this.flush = o.flush;
+    this.port = o.ports.dma;
+    this.table = o.deps.qps;
+    this.cqWriter = o.ports.cqWriter;
+    this.requester = o.ports.requester;
+    this.umr = o.ports.umr;
+    this.flush = o.ports.flush;
     this.readWithInvalidate = o.readWithInvalidate;
     this.state = this.signal('state', SqState.width, { enum: SqState });
     this.rInflight = this.probe('inflight', 16);
@@ -209,6 +208,7 @@ export class Sq extends Module {
     this.sPeak = this.stats.counter('slots_peak');
     this.sSlotStalls = this.stats.counter('slot_full_stalls');
     this.sEngineStalls = this.stats.counter('engine_full_stalls');
+    this.clockedBy(o.clock);
   }
 
   /** Work requests of a QP the engine has completed (what a driver learns from its CQ and doorbell record). */
@@ -385,8 +385,7 @@ export class Sq extends Module {
         break;
       }
       const first = (q.parsePtr & (PREFETCH_BBS - 1)) * 64;
-      const ds = q.prefetch[first + 7] & 0x3f;
-      let bbs = Math.max(1, Math.ceil((ds * 16) / 64));
+      let bbs = ctrlWqebbs(q.prefetch, first);
       // a WQE longer than what was posted is malformed: it ends at the producer index
       const malformed = q.parsePtr + bbs > q.pi;
       if (malformed) bbs = q.pi - q.parsePtr;
@@ -488,11 +487,11 @@ export class Sq extends Module {
     const w = malformed ? null : parseWqe(view, 0);
     s.w = w;
     const b = s.bytes;
-    s.opcode = b[3];
-    s.wqeIndex = (b[1] << 8) | b[2];
-    const ce = (b[11] >> 2) & 3;
+    s.opcode = ctrlOpcode(b);
+    s.wqeIndex = ctrlWqeIndex(b);
+    const ce = ctrlCe(b);
     s.signaled = ce === CeMode.CQ_UPDATE || ce === CeMode.CQ_UPDATE_AND_EQE;
-    const fence = b[11] >>> 5;
+    const fence = ctrlFence(b);
     const readInv = w !== null && w.ctrl.opmod === WQE_OPMOD_READ_WITH_INV && w.kind === 'rdma' && w.ctrl.opcode === WqeOpcode.RDMA_READ;
     s.drains = w === null || w.kind === 'umr' || fence !== 0 || readInv;
     this.sWqes.inc();
