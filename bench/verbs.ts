@@ -87,8 +87,8 @@ export async function runCase(c: 'rdma-write-4k' | 'frwr-cycle', ops: number, vc
 
 /**
  * One adapter issuing warm 64 B RDMA READs to another over `qps` RC QPs, each kept `depth` deep
- * (every READ signaled; completions are reaped in batches of an eighth of the READs in flight,
- * as a polling benchmark does, and each is answered by a new READ on the same QP). Returns the
+ * (completions moderated as perftest does: one READ in 4 signaled, reaped in batches, each
+ * answered by 4 new READs on the same QP). Returns the
  * simulated and wall-clock rates over `ops` READs after `warm` READs of warm-up, and the stats
  * of the run (for the limiting resource).
  */
@@ -115,10 +115,18 @@ export async function readDeep(qps: number, depth: number, ops: number, warm: nu
       list.push(a);
     }
     const byQpn = new Map(list.map((q) => [q.qpNum, q]));
-    const post = (q: Qp, id: number): void =>
-      q.postSend({ wrId: id, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr + (id % 64) * 64, length: 64, lkey: mr0.lkey }], remoteAddr: src.addr + (id % 64) * 64, rkey: mr1.rkey, signaled: true });
+    // completions are moderated as perftest's ib_read_bw does (--cq-mod): one READ in MOD is
+    // signaled, so each QP keeps between depth - MOD + 1 and depth READs outstanding
+    const MOD = Math.min(4, depth);
+    const postBatch = (q: Qp): void => {
+      const wrs = [];
+      for (let k = 0; k < MOD; k++, posted++) {
+        wrs.push({ wrId: posted, opcode: 'RDMA_READ' as const, sgList: [{ addr: dst.addr + (posted % 64) * 64, length: 64, lkey: mr0.lkey }], remoteAddr: src.addr + (posted % 64) * 64, rkey: mr1.rkey, signaled: k === MOD - 1 });
+      }
+      q.postSend(wrs);
+    };
     let posted = 0;
-    for (const q of list) for (let d = 0; d < depth; d++) post(q, posted++);
+    for (const q of list) for (let d = 0; d < depth; d += MOD) postBatch(q);
     let done = 0;
     let t0 = 0n;
     let s0 = 0;
@@ -127,15 +135,16 @@ export async function readDeep(qps: number, depth: number, ops: number, warm: nu
         t0 = process.hrtime.bigint();
         s0 = tb.now;
       }
-      const wcs = await cq.wait(Math.max(1, Math.min(warm + ops - done, (qps * depth) >> 3)));
+      const wcs = await cq.wait(Math.max(1, Math.min((warm + ops - done) / MOD, (qps * depth) / MOD / 4)));
       for (const wc of wcs.concat(cq.poll(4096))) {
         if (wc.status !== 'SUCCESS') throw new Error(`read-64b-deep: ${wc.status}`);
-        done++;
-        if (posted < warm + ops + qps * depth) post(byQpn.get(wc.qpNum)!, posted++);
+        done += MOD;
+        if (posted < warm + ops + qps * depth) postBatch(byQpn.get(wc.qpNum)!);
       }
     }
     seconds = Number(process.hrtime.bigint() - t0) / 1e9;
     simPs = tb.now - s0;
+    ops = done - warm;
   });
   await tb.close();
   const stats = tb.stats();
