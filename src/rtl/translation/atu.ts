@@ -6,10 +6,10 @@
  * need no path of their own). Several translation contexts run at once, each an FSM with a
  * stack of frames (one per indirection level); responses return on the requesting port.
  */
-import { EnumType, enumType, Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
-import type { MkeyCache, MkeyLookupResp } from './mkey_cache.ts';
-import type { Mtt, MttResp } from './mtt_cache.ts';
-import type { KlmWalker, KlmWalkResp } from './klm_walker.ts';
+import { EnumType, enumType, Fifo, Module, type Nothing, type Reg, type ReqResp, type WireOptions } from '../../sim/index.ts';
+import type { MkeyLookup, MkeyLookupResp } from './mkey_cache.ts';
+import type { MttReq, MttResp } from './mtt_cache.ts';
+import type { KlmWalkReq, KlmWalkResp } from './klm_walker.ts';
 import type { MkeyEntry } from '../memory/icm_mkey.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_WRITE } from '../memory/icm_mkey.ts';
 import { MKEY_QPN_NONE, MkcAccessMode } from '../formats/constants.ts';
@@ -72,21 +72,26 @@ interface Ctx {
   rKey: Reg;
 }
 
-export interface AtuOptions {
-  contexts: number;
-  maxIndirection: number;
-  mkeyCache: MkeyCache;
-  mtt: Mtt;
-  klmWalker: KlmWalker;
+/** The ATU's ports onto the pipeline it sequences: the mkey cache, MTT entries, the KLM walker. */
+export interface AtuPipelinePorts {
+  readonly mkey: ReqResp<MkeyLookup, MkeyLookupResp>;
+  readonly mtt: ReqResp<MttReq, MttResp>;
+  readonly klm: ReqResp<KlmWalkReq, KlmWalkResp>;
+}
+
+/** Wiring of the ATU, its translation contexts and the deepest KLM nesting it follows. */
+export interface AtuOptions extends WireOptions<AtuPipelinePorts, Nothing> {
+  readonly contexts: number;
+  readonly maxIndirection: number;
 }
 
 export class Atu extends Module {
   readonly ports: AtuPort[] = [];
   readonly maxIndirection: number;
   private readonly ctxs: Ctx[] = [];
-  private readonly mkc: MkeyCache;
-  private readonly mtt: Mtt;
-  private readonly walker: KlmWalker;
+  private readonly mkc: ReqResp<MkeyLookup, MkeyLookupResp>;
+  private readonly mtt: ReqResp<MttReq, MttResp>;
+  private readonly walker: ReqResp<KlmWalkReq, KlmWalkResp>;
   private rr = 0;
   /** Contexts not IDLE (so an idle ATU skips the context loop). */
   private nBusy = 0;
@@ -104,13 +109,13 @@ export class Atu extends Module {
   private readonly sLatency;
   private readonly sSegments;
 
-  constructor(sim: Sim, parent: Module, name: string, opts: AtuOptions) {
-    super(sim, parent, name);
+  constructor(parent: Module, name: string, opts: AtuOptions) {
+    super(parent.sim, parent, name);
     if (!(Number.isInteger(opts.contexts) && opts.contexts >= 1)) throw new RangeError(`${this.path}: contexts must be >= 1`);
     this.maxIndirection = opts.maxIndirection;
-    this.mkc = opts.mkeyCache;
-    this.mtt = opts.mtt;
-    this.walker = opts.klmWalker;
+    this.mkc = opts.ports.mkey;
+    this.mtt = opts.ports.mtt;
+    this.walker = opts.ports.klm;
     this.rReqValid = this.probe('in_valid', 1);
     this.rReqKey = this.probe('in_key', 32);
     this.rReqVa = this.probe('in_va', 64);
@@ -151,6 +156,7 @@ export class Atu extends Module {
     this.sFaults = this.stats.counter('faults');
     this.sSegments = this.stats.counter('segments');
     this.sLatency = this.stats.histogram('latency_ps');
+    this.clockedBy(opts.clock);
   }
 
   /** A new client port (declare before tracing starts). */
