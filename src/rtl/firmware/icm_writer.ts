@@ -12,9 +12,9 @@ import { Module, type EventTarget, type Nothing, type UnclockedWireOptions } fro
 import type { HcaConfig } from '../config.ts';
 import type { HostMem } from '../memory/host_mem.ts';
 import type { Icm } from '../memory/icm.ts';
-import { encodeIcmMkey, decodeIcmMkey, readIcmPrivate, writeIcmPrivate, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
+import { encodeIcmMkey, decodeIcmMkey, readIcmPrivate, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { decodeMkeyContext, type MkeyContext } from '../formats/mkey_context.ts';
-import { KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode } from '../formats/constants.ts';
+import { KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, mkeyIndex } from '../formats/constants.ts';
 import { decodeKlm, encodeKlm, type Klm } from '../formats/klm.ts';
 import { writeMttRaw } from '../formats/mtt.ts';
 import { hex } from '../formats/field.ts';
@@ -76,6 +76,8 @@ interface Pending {
   length: number;
   then: EventTarget | null;
   thenTag: number;
+  /** Announced and not landed yet. */
+  busy: boolean;
 }
 
 export class IcmWriter extends Module implements EventTarget {
@@ -84,8 +86,8 @@ export class IcmWriter extends Module implements EventTarget {
   private readonly mkeyCache: IcmWriterDeps['mkeyCache'];
   private readonly mtt: IcmWriterDeps['mtt'];
   private readonly destroyInvalidates: HcaConfig['destroyInvalidates'];
-  /** Posted writes in flight, by tag (slots are reused). */
-  private readonly pending: (Pending | null)[] = [];
+  /** Posted writes announced, by tag; a slot is reused once its write has landed. */
+  private readonly slots: Pending[] = [];
   private readonly freeTags: number[] = [];
   private readonly sCreated;
   private readonly sDestroyed;
@@ -210,15 +212,16 @@ export class IcmWriter extends Module implements EventTarget {
     const entry = decodeIcmMkey(view, 0, index);
     if (entry.kind !== 0 && !entry.free) {
       const mr = this.readKlms(entry)[0];
-      if (mr) this.updateMkey(mr.key >>> 8, (_c, p) => { p.mwCount = Math.max(0, (p.mwCount ?? 0) - 1); });
+      if (mr) this.updateMkey(mkeyIndex(mr.key), (_c, p) => { p.mwCount = Math.max(0, (p.mwCount ?? 0) - 1); });
     }
     if (priv.xltAddr !== 0) {
       this.mtt.invalidateRange(priv.xltAddr, this.icm.xltSize(priv.xltAddr));
       this.icm.freeXlt(priv.xltAddr);
     }
-    // the context becomes free and unallocated; its bytes stay for post-mortem QUERY
-    view.setUint8(0, view.getUint8(0) | 0x40);
-    writeIcmPrivate(view, 0, { allocated: false, pgAccess: false, xltCount: 0, xltAddr: 0 });
+    // the context becomes free and unallocated; its other bytes stay for post-mortem QUERY
+    const ctx = decodeMkeyContext(view, 0);
+    ctx.free = true;
+    encodeIcmMkey(view, 0, ctx, { allocated: false, pgAccess: false, xltCount: 0, xltAddr: 0 }); // private fields cleared
     this.mem.write(addr, bytes);
     if (this.destroyInvalidates === 'all') {
       this.mkeyCache.invalidateAll();
@@ -248,32 +251,42 @@ export class IcmWriter extends Module implements EventTarget {
    * writer as its `landed` target; when it lands the caches follow, then `then.fire(thenTag)`.
    */
   posting(index: number, addr: number, length: number, then: EventTarget | null, thenTag: number): number {
-    const tag = this.freeTags.length > 0 ? this.freeTags.pop()! : this.pending.length;
-    this.pending[tag] = { index, addr, length, then, thenTag };
+    const tag = this.freeTags.length > 0 ? this.freeTags.pop()! : this.slots.length;
+    let w = this.slots[tag];
+    if (w === undefined) this.slots[tag] = w = { index, addr, length, then, thenTag, busy: true };
+    else {
+      w.index = index;
+      w.addr = addr;
+      w.length = length;
+      w.then = then;
+      w.thenTag = thenTag;
+      w.busy = true;
+    }
     return tag;
   }
 
   /** @internal A posted write announced by `posting` has landed in host memory. */
   fire(tag: number): void {
-    const w = this.pending[tag];
-    if (w === null || w === undefined) throw new Error(`${this.path}: a write with tag ${tag} landed that was never announced`);
-    this.pending[tag] = null;
+    const w = this.slots[tag];
+    if (w === undefined || !w.busy) throw new Error(`${this.path}: a write with tag ${tag} landed that was never announced`);
+    const { index, addr, length, then, thenTag } = w; // the slot may be reused from here on
+    w.busy = false;
     this.freeTags.push(tag);
-    if (w.index >= 0) {
+    if (index >= 0) {
       // the landed bytes are the context now: the cached copy takes them, in-flight fills go stale
-      const bytes = this.mem.read(w.addr, MKEY_CONTEXT_SIZE);
-      this.mkeyCache.write(decodeIcmMkey(new DataView(bytes.buffer, bytes.byteOffset, MKEY_CONTEXT_SIZE), 0, w.index));
+      const bytes = this.mem.read(addr, MKEY_CONTEXT_SIZE);
+      this.mkeyCache.write(decodeIcmMkey(new DataView(bytes.buffer, bytes.byteOffset, MKEY_CONTEXT_SIZE), 0, index));
       this.sCtxLanded.inc();
     } else {
-      this.mtt.invalidateRange(w.addr, w.length);
+      this.mtt.invalidateRange(addr, length);
       this.sXltLanded.inc();
     }
-    w.then?.fire(w.thenTag);
+    then?.fire(thenTag);
   }
 
   /** Posted writes announced and not yet landed. */
   get inFlight(): number {
-    return this.pending.length - this.freeTags.length;
+    return this.slots.length - this.freeTags.length;
   }
 }
 

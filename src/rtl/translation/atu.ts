@@ -12,7 +12,7 @@ import type { MttReq, MttResp } from './mtt_cache.ts';
 import type { KlmWalkReq, KlmWalkResp } from './klm_walker.ts';
 import type { MkeyEntry } from '../memory/icm_mkey.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_WRITE } from '../memory/icm_mkey.ts';
-import { MKEY_QPN_NONE, MkcAccessMode } from '../formats/constants.ts';
+import { MKEY_QPN_NONE, MkcAccessMode, mkeyIndex } from '../formats/constants.ts';
 import { MKEY_KIND_MR } from '../memory/icm_mkey.ts';
 import type { AtuError, AtuRequest, AtuResponse, AtuResult, PhysSegment } from './atu_types.ts';
 
@@ -192,7 +192,7 @@ export class Atu extends Module {
         }
       } else if (c.state === CTX.LOOKUP) {
         if (this.mkc.req.canPush()) {
-          c.mkReq.index = c.frames[c.sp - 1].key >>> 8;
+          c.mkReq.index = mkeyIndex(c.frames[c.sp - 1].key);
           this.mkc.req.push(c.mkReq);
           this.setState(c, CTX.MKEY_WAIT);
         }
@@ -262,7 +262,7 @@ export class Atu extends Module {
     this.push(c, req.key, true, req.va, req.length, req.va, 0);
     // issue the lookup in this same cycle
     if (this.mkc.req.canPush()) {
-      c.mkReq.index = req.key >>> 8;
+      c.mkReq.index = mkeyIndex(req.key);
       this.mkc.req.push(c.mkReq);
       this.setState(c, CTX.MKEY_WAIT);
     }

@@ -44,7 +44,7 @@ import type { UmrDone, UmrIcmWriter, UmrJob } from './umr_types.ts';
 import { decodeIcmMkey, encodeIcmMkey, readIcmPrivate, unallocatedMkey, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { MKEY_CONTEXT_SIZE, decodeMkeyContext, mkcTranslationsOctwordSize, type MkeyContext } from '../formats/mkey_context.ts';
 import { decodeKlm, type Klm } from '../formats/klm.ts';
-import { CqeSyndrome } from '../formats/constants.ts';
+import { CqeSyndrome, mkeyIndex } from '../formats/constants.ts';
 import {
   UMR_KIND,
   UmrKind,
@@ -302,8 +302,8 @@ export class UmrEngine extends Module implements EventTarget {
       return this.rState.set(UMR.CHECK);
     }
     const reads: DmaReq[] = [];
-    this.readCtx(reads, w.key >>> 8, TAG_TARGET);
-    if (w.kind === UMR_KIND.BIND_MW && w.bindKlm !== null) this.readCtx(reads, w.bindKlm.key >>> 8, TAG_MR);
+    this.readCtx(reads, mkeyIndex(w.key), TAG_TARGET);
+    if (w.kind === UMR_KIND.BIND_MW && w.bindKlm !== null) this.readCtx(reads, mkeyIndex(w.bindKlm.key), TAG_MR);
     this.beginReads(reads, UMR.FETCH_MKEY);
     if (reads.length === 0) this.afterContexts();
   }
@@ -333,12 +333,12 @@ export class UmrEngine extends Module implements EventTarget {
     const view = new DataView(d.buffer, d.byteOffset, d.byteLength);
     switch (r.tag) {
       case TAG_TARGET:
-        this.target = decodeIcmMkey(view, 0, this.w!.key >>> 8);
+        this.target = decodeIcmMkey(view, 0, mkeyIndex(this.w!.key));
         this.targetOcto = mkcTranslationsOctwordSize(view, 0);
         this.fetched.set(this.target.index, d.slice(0, CTX_BYTES));
         return;
       case TAG_MR:
-        this.mr = decodeIcmMkey(view, 0, this.w!.bindKlm!.key >>> 8);
+        this.mr = decodeIcmMkey(view, 0, mkeyIndex(this.w!.bindKlm!.key));
         this.fetched.set(this.mr.index, d.slice(0, CTX_BYTES));
         return;
       case TAG_XLT:
@@ -353,7 +353,7 @@ export class UmrEngine extends Module implements EventTarget {
         return;
       case TAG_OLD_MR:
         // read after the others: the newest copy of its index, should it be the bind's MR too
-        this.oldMr = decodeIcmMkey(view, 0, this.oldKlm!.key >>> 8);
+        this.oldMr = decodeIcmMkey(view, 0, mkeyIndex(this.oldKlm!.key));
         this.fetched.set(this.oldMr.index, d.slice(0, CTX_BYTES));
         return;
     }
@@ -389,7 +389,7 @@ export class UmrEngine extends Module implements EventTarget {
   /** After the list / KLM: read the released MR's context. */
   private afterXlt(): void {
     const reads: DmaReq[] = [];
-    if (this.oldKlm !== null) this.readCtx(reads, this.oldKlm.key >>> 8, TAG_OLD_MR);
+    if (this.oldKlm !== null) this.readCtx(reads, mkeyIndex(this.oldKlm.key), TAG_OLD_MR);
     this.beginReads(reads, UMR.FETCH_REF);
   }
 
