@@ -93,7 +93,13 @@ export class Hca extends Module {
       deps: { mem: this.mem, icm: this.icm, mkeyCache: this.mkeyCache, mtt: this.mtt },
       destroyInvalidates: cfg.destroyInvalidates,
     });
-    this.cmdif = new Cmdif(this, 'cmdif', { ports: {}, deps: { writer: this.icmWriter, icm: this.icm }, cfg, ...opts });
+    this.cmdif = new Cmdif(this, 'cmdif', {
+      ports: {},
+      deps: { writer: this.icmWriter, icm: this.icm },
+      cfg,
+      caps: opts.caps,
+      onPageFaultResume: opts.onPageFaultResume,
+    });
     // the work queues and the RC data path (the link between adapters is the testbed's)
     this.sq = new Sq(this).clockedBy(this.coreClock);
     this.requester = new Requester(this).clockedBy(this.coreClock);
