@@ -40,8 +40,8 @@ export const ALLOWED: Readonly<Record<Layer, readonly Layer[]>> = {
   // commands change ICM through the ICM writer, which keeps the caches of translation/ coherent
   'rtl/firmware': [...BASE, 'rtl/memory', 'rtl/translation'],
   'rtl/hca': RTL, // the adapter assembled: all wiring is here
-  driver: [...RTL, 'model'],
-  root: [...RTL, 'driver', 'model'],
+  driver: RTL, // DESIGN.md: cli -> driver -> rtl -> sim
+  root: [...RTL, 'driver'],
   cli: [...RTL, 'driver', 'model', 'root', 'outside'],
   outside: [],
 };
