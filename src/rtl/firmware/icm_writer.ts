@@ -111,6 +111,7 @@ export class IcmWriter extends Module implements EventTarget {
 
   /** Writes a new mkey (CREATE_MKEY's effect): its translation table and its context. */
   createMkey(d: MkeyDesc): MkeyEntry {
+    this.checkNoUmrWrite(d.index, 'CREATE_MKEY');
     const isMtt = d.accessMode === MkcAccessMode.MTT;
     const isKlm = d.accessMode === MkcAccessMode.KLMS;
     const given = isMtt ? (d.mtt?.length ?? 0) : isKlm ? (d.klm?.length ?? 0) : 0;
@@ -203,6 +204,7 @@ export class IcmWriter extends Module implements EventTarget {
 
   /** DESTROY_MKEY's effect: the index is no longer allocated; its table is freed; caches follow the policy. */
   destroyMkey(index: number): void {
+    this.checkNoUmrWrite(index, 'DESTROY_MKEY');
     const addr = this.icm.mkeyContextAddr(index);
     const bytes = this.mem.read(addr, MKEY_CONTEXT_SIZE);
     const view = new DataView(bytes.buffer, bytes.byteOffset, MKEY_CONTEXT_SIZE);
@@ -232,6 +234,7 @@ export class IcmWriter extends Module implements EventTarget {
 
   /** Read-modify-write of an mkey's ICM entry by firmware; the cached copy takes the result. */
   private updateMkey(index: number, edit: (c: MkeyContext, p: IcmPrivate) => void): void {
+    this.checkNoUmrWrite(index, 'an update by firmware');
     const addr = this.icm.mkeyContextAddr(index);
     const bytes = this.mem.read(addr, MKEY_CONTEXT_SIZE);
     const view = new DataView(bytes.buffer, bytes.byteOffset, MKEY_CONTEXT_SIZE);
@@ -241,6 +244,19 @@ export class IcmWriter extends Module implements EventTarget {
     encodeIcmMkey(view, 0, c, p);
     this.mem.write(addr, bytes);
     this.mkeyCache.write(decodeIcmMkey(view, 0, index));
+  }
+
+  /**
+   * Firmware must not change a context a UMR's posted write is still carrying: the landing would
+   * put back the bytes the UMR computed from the older context. The driver never does it (a
+   * command on an mkey waits for the work requests on it); the model says so rather than
+   * corrupt ICM silently.
+   */
+  private checkNoUmrWrite(index: number, what: string): void {
+    for (let t = 0; t < this.slots.length; t++) {
+      const w = this.slots[t];
+      if (w.busy && w.index === index) throw new Error(`${this.path}: ${what} of mkey index ${hex(index)} while a UMR's write of its context is in flight`);
+    }
   }
 
   // --- the UMR engine: effects when its posted writes land ---

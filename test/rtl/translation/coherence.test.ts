@@ -107,6 +107,8 @@ describe('coherence of the on-chip caches', () => {
       // what the PCIe block does when a UMR's posted write lands: the bytes, then the writer's notice
       const addr = b.hca.icm.mkeyContextAddr(9);
       const tag = writer.posting(9, addr, 64, null, 0);
+      // firmware may not rewrite a context a UMR write is carrying: the landing would undo it
+      expect(() => writeMkey(b.hca, desc(m, 3))).toThrow(/CREATE_MKEY of mkey index 0x9 while a UMR's write of its context is in flight/);
       b.hca.mem.write(addr, Uint8Array.of(b.hca.mem.read(addr, 1)[0] | 0x40)); // the free bit (spec/mlx5.md "mkey context" byte 0)
       writer.fire(tag);
       expect(writer.inFlight).toBe(0);
