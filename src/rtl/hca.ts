@@ -15,6 +15,7 @@ import { Mtt } from './translation/mtt_cache.ts';
 import { KlmWalker } from './translation/klm_walker.ts';
 import { Atu } from './translation/atu.ts';
 import { Cmdif, type CmdifOptions } from './firmware/cmdif.ts';
+import { IcmWriter } from './firmware/icm_writer.ts';
 import { CqWriter } from './completion/cq_writer.ts';
 import { Sq } from './transport/sq.ts';
 import { Requester } from './transport/requester.ts';
@@ -42,6 +43,8 @@ export class Hca extends Module {
   readonly klmWalker: KlmWalker;
   readonly atu: Atu;
   readonly cmdif: Cmdif;
+  /** The one owner of ICM: commands and UMRs change mkey contexts and translation tables through it. */
+  readonly icmWriter: IcmWriter;
   readonly sq: Sq;
   readonly requester: Requester;
   readonly responder: Responder;
@@ -57,43 +60,62 @@ export class Hca extends Module {
     this.mem = new HostMem(cfg.hostMemBytes, sim.rng.fork());
     this.host = new HostSpace(this.mem);
     this.icm = new Icm(this.mem, { mkeyEntries: cfg.icmMkeyEntries });
-    this.pcie = new Pcie(this, this.mem, this.coreClock, cfg);
-    this.mkeyCache = new MkeyCache(sim, this, 'mkey_cache', {
+    const clock = this.coreClock;
+    this.pcie = new Pcie(this, 'pcie', { clock, ports: {}, deps: { mem: this.mem }, cfg });
+    this.mkeyCache = new MkeyCache(this, 'mkey_cache', {
+      clock,
+      ports: { dma: this.pcie.port('mkey_cache') },
+      deps: { icm: this.icm },
       entries: cfg.mkeyCacheEntries,
       ways: cfg.mkeyCacheWays,
       hitCycles: cfg.mkeyCacheHitCycles,
       mshrs: CACHE_MSHRS,
-      period,
-      icm: this.icm,
-      port: this.pcie.port('mkey_cache'),
-    }).clockedBy(this.coreClock);
-    this.mtt = new Mtt(sim, this, 'mtt', {
+    });
+    this.mtt = new Mtt(this, 'mtt', {
+      clock,
+      ports: { dma: this.pcie.port('mtt') },
+      deps: {},
       lineBytes: cfg.mttCacheLineBytes,
       lines: cfg.mttCacheLines,
       ways: cfg.mttCacheWays,
       hitCycles: cfg.mttCacheHitCycles,
       mshrs: CACHE_MSHRS,
-      period,
-      port: this.pcie.port('mtt'),
-    }).clockedBy(this.coreClock);
-    this.klmWalker = new KlmWalker(sim, this, 'klm_walker', { lineReq: this.mtt.lineReq, lineResp: this.mtt.lineResp }).clockedBy(this.coreClock);
-    this.atu = new Atu(sim, this, 'atu', {
+    });
+    this.klmWalker = new KlmWalker(this, 'klm_walker', { clock, ports: { lines: { req: this.mtt.lineReq, resp: this.mtt.lineResp } }, deps: {} });
+    this.atu = new Atu(this, 'atu', {
+      clock,
+      ports: { mkey: this.mkeyCache, mtt: this.mtt, klm: this.klmWalker },
+      deps: {},
       contexts: ATU_CONTEXTS,
       maxIndirection: cfg.klmMaxIndirection,
-      mkeyCache: this.mkeyCache,
-      mtt: this.mtt,
-      klmWalker: this.klmWalker,
-    }).clockedBy(this.coreClock);
-    this.cmdif = new Cmdif(this, opts);
-    this.cqWriter = new CqWriter(this).clockedBy(this.coreClock);
+    });
+    this.icmWriter = new IcmWriter(this, 'icm_writer', {
+      ports: {},
+      deps: { mem: this.mem, icm: this.icm, mkeyCache: this.mkeyCache, mtt: this.mtt },
+      destroyInvalidates: cfg.destroyInvalidates,
+    });
+    this.cmdif = new Cmdif(this, 'cmdif', {
+      ports: {},
+      deps: { writer: this.icmWriter, icm: this.icm },
+      cfg,
+      caps: opts.caps,
+      onPageFaultResume: opts.onPageFaultResume,
+    });
+    this.cqWriter = new CqWriter(this, 'cq_writer', { clock, ports: { dma: this.pcie.port('cq') }, deps: { cqs: this.cmdif } });
     // REG_MR has no PD check (the mlx5 UMR mask leaves the PD alone); a zero-length type-2 bind
     // is MW_BIND_ERR (o10-37.2.40), as the reference model has it
-    this.umrEngine = new UmrEngine(this, { regMrPdCheck: false, type2Unbind: 'bind_error', ...opts.umr });
+    this.umrEngine = new UmrEngine(this, 'umr_engine', {
+      clock,
+      ports: { dma: this.pcie.port('umr') },
+      deps: { icm: this.icm, writer: this.icmWriter, mem: this.mem },
+      regMrPdCheck: false,
+      type2Unbind: 'bind_error',
+      ...opts.umr,
+    });
     this.umrEngine.waveRank = 15;
     // the work queues and the RC data path (the link between adapters is the testbed's); each
     // engine gets its ports and the QP table, nothing else of the adapter
     const qps: QpTable = this.cmdif;
-    const clock = this.coreClock;
     const payloads = this.payloads;
     this.requester = new Requester(this, 'requester', {
       clock,

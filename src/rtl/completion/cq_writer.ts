@@ -4,8 +4,7 @@
  * (spec/mlx5.md "CQE": software owns CQE n when (op_own & 1) == ((n & ncqe) != 0)). One CQE per
  * cycle. Software waiting on a CQ is notified when the write has landed in host memory.
  */
-import { EnumType, Fifo, Module, SimEvent, type EventTarget, type Reg } from '../../sim/index.ts';
-import type { Hca } from '../hca.ts';
+import { EnumType, Fifo, Module, SimEvent, type EventTarget, type Reg, type WireOptions } from '../../sim/index.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { encodeCqe } from '../formats/cqe.ts';
 import { CqeOpcode } from '../formats/constants.ts';
@@ -38,6 +37,20 @@ export const CqeOpcodeEnum = new EnumType('cqe_opcode', {
   [CqeOpcode.INVALID]: 'INVALID',
 });
 
+/** What the writer needs of a CQ: where its buffer is and how many CQEs it holds (a power of two). */
+export interface CqPlace {
+  readonly bufAddr: number;
+  readonly size: number;
+}
+
+/** The CQ table (the firmware's, filled by CREATE_CQ): the CQ of a number, or undefined. */
+export interface CqTable {
+  getCq(cqn: number): CqPlace | undefined;
+}
+
+/** Wiring of the CQ writer: posted writes over its DMA port, CQs looked up in the CQ table. */
+export type CqWriterOptions = WireOptions<{ readonly dma: DmaPort }, { readonly cqs: CqTable }>;
+
 export class CqWriter extends Module implements EventTarget {
   readonly req: Fifo<CqeJob>;
   private readonly port: DmaPort;
@@ -52,8 +65,11 @@ export class CqWriter extends Module implements EventTarget {
   private readonly sCqes;
   private readonly sErrors;
 
-  constructor(private readonly hca: Hca) {
-    super(hca.sim, hca, 'cq_writer');
+  private readonly cqs: CqTable;
+
+  constructor(parent: Module, name: string, opts: CqWriterOptions) {
+    super(parent.sim, parent, name);
+    this.cqs = opts.deps.cqs;
     this.rValid = this.probe('cqe_valid', 1);
     this.rCqn = this.probe('cqn', 24);
     this.rOpcode = this.probe('opcode', CqeOpcodeEnum.width, { enum: CqeOpcodeEnum });
@@ -61,10 +77,11 @@ export class CqWriter extends Module implements EventTarget {
     this.rSe = this.probe('se', 1);
     this.req = new Fifo<CqeJob>(this, 'req', { capacity: 8 });
     this.req.consumer = this;
-    this.port = hca.pcie.port('cq');
+    this.port = opts.ports.dma;
     this.port.req.producer = this;
     this.sCqes = this.stats.counter('cqes');
     this.sErrors = this.stats.counter('error_cqes');
+    this.clockedBy(opts.clock);
   }
 
   /** Software: notified when a CQE of `cqn` has landed in host memory. */
@@ -91,7 +108,7 @@ export class CqWriter extends Module implements EventTarget {
       return;
     }
     const j = this.req.pop();
-    const cq = this.hca.cmdif.getCq(j.cqn);
+    const cq = this.cqs.getCq(j.cqn);
     if (!cq) throw new Error(`${this.path}: completion for CQ ${j.cqn}, which does not exist`);
     const n = this.pi.get(j.cqn) ?? 0;
     this.pi.set(j.cqn, n + 1);

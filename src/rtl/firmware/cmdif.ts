@@ -15,12 +15,12 @@
  * - `queued`: commands posted and not yet started (saturates at 255);
  * - `status` (cmd_status): the status of the last completed command.
  */
-import { enumType, Module, type Counter, type Histogram, type Signal } from '../../sim/index.ts';
-import type { Hca } from '../hca.ts';
-import { destroyMkey, readMkey, writeMkey } from './icm_writer.ts';
+import { enumType, Module, type Counter, type Histogram, type Nothing, type Signal, type UnclockedWireOptions } from '../../sim/index.ts';
+import type { HcaConfig } from '../config.ts';
+import type { Icm } from '../memory/icm.ts';
+import type { IcmWriter } from './icm_writer.ts';
 import { ICM_BYTE3, ICM_ALLOCATED, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
 import { CmdOpcode, MKEY_QPN_NONE, MkcAccessMode, PageFaultFlag, makeKey } from '../formats/constants.ts';
-import { MKEY_CONTEXT_SIZE } from '../formats/mkey_context.ts';
 import type { Klm } from '../formats/klm.ts';
 import { hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
 import { IndexAllocator } from './index_alloc.ts';
@@ -53,6 +53,18 @@ export interface CmdifOptions {
   caps?: HcaCapsOverride;
   /** Called when PAGE_FAULT_RESUME executes (the ODP page-fault module resumes the QP). */
   onPageFaultResume?: (qpn: number, flags: number) => void;
+}
+
+/** What the firmware uses: the ICM writer (every change of ICM goes through it) and the mkey table's size. */
+export interface CmdifDeps {
+  readonly writer: Pick<IcmWriter, 'createMkey' | 'readMkey' | 'destroyMkey' | 'contextBytes'>;
+  readonly icm: Pick<Icm, 'mkeyEntries'>;
+}
+
+/** Wiring of the command interface (no clock: firmware runs as a process), its configuration and options. */
+export interface CmdifWiring extends UnclockedWireOptions<Nothing, CmdifDeps>, CmdifOptions {
+  /** The adapter's configuration: command latencies, QP defaults, what the capabilities derive from. */
+  readonly cfg: HcaConfig;
 }
 
 /**
@@ -139,13 +151,16 @@ export class Cmdif extends Module {
   private readonly sLatency: Histogram;
   private readonly sWait: Histogram;
 
-  constructor(
-    /** The adapter whose firmware this is. */
-    readonly hca: Hca,
-    opts: CmdifOptions = {},
-  ) {
-    super(hca.sim, hca, 'cmdif');
-    this.caps = hcaCaps(hca.cfg, opts.caps);
+  private readonly cfg: HcaConfig;
+  private readonly writer: CmdifDeps['writer'];
+  private readonly icm: CmdifDeps['icm'];
+
+  constructor(parent: Module, name: string, opts: CmdifWiring) {
+    super(parent.sim, parent, name);
+    this.cfg = opts.cfg;
+    this.writer = opts.deps.writer;
+    this.icm = opts.deps.icm;
+    this.caps = hcaCaps(opts.cfg, opts.caps);
     this.onPageFaultResume = opts.onPageFaultResume ?? null;
     this.state = this.signal('state', CmdifState.width, { enum: CmdifState });
     this.opcode = this.signal('opcode', CmdOpcodeEnum.width, { enum: CmdOpcodeEnum });
@@ -154,7 +169,7 @@ export class Cmdif extends Module {
     this.status = this.signal('status', CmdStatusEnum.width, { enum: CmdStatusEnum });
     const g = this.caps.general.max;
     this.pds = new IndexAllocator(FIRST_PD, FIRST_PD + g.maxPd);
-    const mkeyLimit = Math.min(hca.icm.mkeyEntries, g.maxMr);
+    const mkeyLimit = Math.min(this.icm.mkeyEntries, g.maxMr);
     this.mkeys = new IndexAllocator(FIRST_MKEY_INDEX, Math.max(FIRST_MKEY_INDEX, mkeyLimit));
     this.eqns = new IndexAllocator(FIRST_EQN, FIRST_EQN + g.maxEq);
     this.cqns = new IndexAllocator(FIRST_CQN, Math.min(2 ** 24, FIRST_CQN + g.maxCq)); // cqn is 24 bits
@@ -189,7 +204,7 @@ export class Cmdif extends Module {
 
   /** The firmware latency of a command (spec/timing.md "firmware command"). */
   latencyOf(op: string): number {
-    return op === 'CREATE_MKEY' ? this.hca.cfg.fwCreateMkeyPs : this.hca.cfg.fwCommandPs;
+    return op === 'CREATE_MKEY' ? this.cfg.fwCreateMkeyPs : this.cfg.fwCommandPs;
   }
 
   /** True when `pd` was allocated by ALLOC_PD. */
@@ -384,9 +399,9 @@ export class Cmdif extends Module {
       );
     }
     // the firmware's own check of ICM too: an index written behind its back (a bench) is in use
-    const index = this.mkeys.alloc((i) => readMkey(this.hca, i).allocated);
+    const index = this.mkeys.alloc((i) => this.writer.readMkey(i).allocated);
     if (index < 0) this.fail('NO_RESOURCES', 'mkey_exhausted', `no free mkey index below ${hex(this.mkeys.limit)}`);
-    writeMkey(this.hca, {
+    this.writer.createMkey({
       index,
       tag,
       free: c.free ?? false,
@@ -415,8 +430,8 @@ export class Cmdif extends Module {
   /** An mkey index of the ICM table, else BAD_PARAM. */
   private mkeyIndexOf(v: unknown): number {
     const index = this.uint('mkey_index', v, 24);
-    if (index >= this.hca.icm.mkeyEntries) {
-      this.fail('BAD_PARAM', 'mkey_index_table', `mkey index ${hex(index)} is beyond the mkey table (${this.hca.icm.mkeyEntries} entries)`);
+    if (index >= this.icm.mkeyEntries) {
+      this.fail('BAD_PARAM', 'mkey_index_table', `mkey index ${hex(index)} is beyond the mkey table (${this.icm.mkeyEntries} entries)`);
     }
     return index;
   }
@@ -430,7 +445,7 @@ export class Cmdif extends Module {
    */
   private queryMkey(c: CmdInputs['QUERY_MKEY']): CmdOutputs['QUERY_MKEY'] {
     const index = this.mkeyIndexOf(c.index);
-    const context = this.hca.mem.read(this.hca.icm.mkeyContextAddr(index), MKEY_CONTEXT_SIZE).slice();
+    const context = this.writer.contextBytes(index);
     const allocated = (context[ICM_BYTE3] & ICM_ALLOCATED) !== 0;
     context[ICM_BYTE3] = 0;
     context.fill(0, ICM_XLT_COUNT, ICM_XLT_ADDR + 8);
@@ -439,8 +454,8 @@ export class Cmdif extends Module {
 
   private destroyMkey(c: CmdInputs['DESTROY_MKEY']): CmdOutputs['DESTROY_MKEY'] {
     const index = this.mkeyIndexOf(c.index);
-    if (!readMkey(this.hca, index).allocated) this.fail('BAD_RESOURCE', 'mkey_not_allocated', `mkey index ${hex(index)} is not allocated`);
-    destroyMkey(this.hca, index);
+    if (!this.writer.readMkey(index).allocated) this.fail('BAD_RESOURCE', 'mkey_not_allocated', `mkey index ${hex(index)} is not allocated`);
+    this.writer.destroyMkey(index);
     this.mkeys.release(index);
   }
 
@@ -533,7 +548,7 @@ export class Cmdif extends Module {
     const dbrAddr = this.uint('dbr_addr', c.dbrAddr ?? 0, 64);
     const qpn = this.qpns.alloc();
     if (qpn < 0) this.fail('NO_RESOURCES', 'qp_exhausted', `all ${g.maxQp} QPs exist`);
-    const cfg = this.hca.cfg;
+    const cfg = this.cfg;
     this.qps.set(qpn, {
       qpn,
       transport,

@@ -1,15 +1,25 @@
 /**
- * What firmware does to ICM when it creates, changes or destroys an mkey: the functional effect
- * of CREATE_MKEY / DESTROY_MKEY (and of UMR on the context), kept apart from command timing so
- * `cmdif` and `umr_engine` share it. Every change keeps the on-chip caches coherent: the mkey
- * cache is updated (or invalidated, per `destroyInvalidates`) and cached translation lines of
- * a rewritten table are dropped, before any later access can see them.
+ * The ICM writer (`tb.hcaN.icm_writer`): the one owner of the mkey contexts and translation
+ * tables in ICM. Firmware commands (CREATE_MKEY / DESTROY_MKEY, through cmdif) change them here
+ * at the end of their latency; the UMR engine's posted writes change them when they land in host
+ * memory, and the writer is told of each landing (it is the write's `landed` target). Either
+ * way the on-chip caches follow at that moment, before any later access can see them: the mkey
+ * cache takes the new context (or drops it, per `destroyInvalidates`), cached lines of a
+ * rewritten table are dropped, and a cache fill in flight for either is marked stale and read
+ * again (translation/miss_queue.ts), so no cache keeps a copy older than ICM.
  */
-import type { Hca } from '../hca.ts';
-import { encodeIcmMkey, decodeIcmMkey, readIcmPrivate, writeIcmPrivate, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
+import { Module, type EventTarget, type Nothing, type UnclockedWireOptions } from '../../sim/index.ts';
+import type { HcaConfig } from '../config.ts';
+import type { HostMem } from '../memory/host_mem.ts';
+import type { Icm } from '../memory/icm.ts';
+import { encodeIcmMkey, decodeIcmMkey, readIcmPrivate, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { decodeMkeyContext, type MkeyContext } from '../formats/mkey_context.ts';
-import { MkcAccessMode, MKEY_QPN_NONE } from '../formats/constants.ts';
+import { KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, mkeyIndex } from '../formats/constants.ts';
 import { decodeKlm, encodeKlm, type Klm } from '../formats/klm.ts';
+import { writeMttRaw } from '../formats/mtt.ts';
+import { hex } from '../formats/field.ts';
+import type { MkeyCache } from '../translation/mkey_cache.ts';
+import type { Mtt } from '../translation/mtt_cache.ts';
 
 /** An mkey as firmware writes it. Access is ib_access_flags bits (local read always granted). */
 export interface MkeyDesc {
@@ -44,138 +54,274 @@ export interface MkeyDesc {
   fbo?: number;
 }
 
-/** Writes a new mkey (CREATE_MKEY's effect): its translation table and its context. */
-export function writeMkey(hca: Hca, d: MkeyDesc): MkeyEntry {
-  const isMtt = d.accessMode === MkcAccessMode.MTT;
-  const isKlm = d.accessMode === MkcAccessMode.KLMS;
-  const given = isMtt ? (d.mtt?.length ?? 0) : isKlm ? (d.klm?.length ?? 0) : 0;
-  const count = Math.max(given, d.xltCapacity ?? 0);
-  const entryBytes = isMtt ? 8 : 16;
-  let xltAddr = 0;
-  if (isMtt || isKlm) {
-    xltAddr = hca.icm.allocXlt(Math.max(64, count * entryBytes));
-    writeTranslations(hca, xltAddr, d);
+/** What the writer uses: host memory (where ICM lives), the ICM's allocation, and the caches it keeps coherent. */
+export interface IcmWriterDeps {
+  readonly mem: Pick<HostMem, 'read' | 'write'>;
+  readonly icm: Pick<Icm, 'mkeyContextAddr' | 'mkeyEntries' | 'allocXlt' | 'freeXlt' | 'xltSize'>;
+  readonly mkeyCache: Pick<MkeyCache, 'write' | 'invalidate' | 'invalidateAll'>;
+  readonly mtt: Pick<Mtt, 'invalidateRange' | 'invalidateAll'>;
+}
+
+/** Wiring of the ICM writer (no clock: it acts at command ends and write landings). */
+export interface IcmWriterOptions extends UnclockedWireOptions<Nothing, IcmWriterDeps> {
+  /** What DESTROY_MKEY drops from the caches (config.destroyInvalidates). */
+  readonly destroyInvalidates: HcaConfig['destroyInvalidates'];
+}
+
+/** A posted write announced by the UMR engine, until it lands. */
+interface Pending {
+  /** The mkey index of a context write, or -1 for translation entries. */
+  index: number;
+  addr: number;
+  length: number;
+  then: EventTarget | null;
+  thenTag: number;
+  /** Announced and not landed yet. */
+  busy: boolean;
+}
+
+export class IcmWriter extends Module implements EventTarget {
+  private readonly mem: IcmWriterDeps['mem'];
+  private readonly icm: IcmWriterDeps['icm'];
+  private readonly mkeyCache: IcmWriterDeps['mkeyCache'];
+  private readonly mtt: IcmWriterDeps['mtt'];
+  private readonly destroyInvalidates: HcaConfig['destroyInvalidates'];
+  /** Posted writes announced, by tag; a slot is reused once its write has landed. */
+  private readonly slots: Pending[] = [];
+  private readonly freeTags: number[] = [];
+  private readonly sCreated;
+  private readonly sDestroyed;
+  private readonly sCtxLanded;
+  private readonly sXltLanded;
+
+  constructor(parent: Module, name: string, opts: IcmWriterOptions) {
+    super(parent.sim, parent, name);
+    this.mem = opts.deps.mem;
+    this.icm = opts.deps.icm;
+    this.mkeyCache = opts.deps.mkeyCache;
+    this.mtt = opts.deps.mtt;
+    this.destroyInvalidates = opts.destroyInvalidates;
+    this.sCreated = this.stats.counter('mkeys_created');
+    this.sDestroyed = this.stats.counter('mkeys_destroyed');
+    this.sCtxLanded = this.stats.counter('umr_context_writes');
+    this.sXltLanded = this.stats.counter('umr_xlt_writes');
   }
-  const ctxAddr = hca.icm.mkeyContextAddr(d.index);
-  const buf = new Uint8Array(64);
-  const view = new DataView(buf.buffer);
-  encodeIcmMkey(
-    view,
-    0,
-    {
-      free: d.free,
-      pcieControl: 0,
-      umrEn: d.umrEn,
-      atomic: (d.access & 8) !== 0,
-      remoteWrite: (d.access & 2) !== 0,
-      remoteRead: (d.access & 4) !== 0,
-      localWrite: (d.access & 1) !== 0,
-      localRead: true,
-      accessMode: d.accessMode,
-      qpn: d.qpn,
-      tag: d.tag,
-      len64: d.len64,
-      bsfEn: false,
-      syncUmr: false,
-      remoteInval: d.remoteInval,
-      pd: d.pd,
-      startAddr: d.start,
-      len: d.length,
-      bsfOctwordSize: 0,
-      translationsOctwordSize: isMtt ? Math.ceil(count / 2) : isKlm ? count : 0,
-      logPageSize: d.logPageSize,
-    },
-    {
-      allocated: true, pgAccess: d.pgAccess, xltCount: given, xltAddr, mwBind: d.mwBind ?? false, kind: d.kind ?? 0, mwCount: 0,
-      zeroBased: d.zeroBased ?? false, fbo: d.fbo ?? 0,
-    },
-  );
-  hca.mem.write(ctxAddr, buf);
-  hca.mkeyCache.invalidate(d.index); // no older cached copy of the index survives a create
-  return decodeIcmMkey(view, 0, d.index);
-}
 
-/** Rewrites translation entries of an existing table (UMR's XLT update; ODP's MTT update). */
-export function writeTranslations(hca: Hca, xltAddr: number, d: Pick<MkeyDesc, 'accessMode' | 'mtt' | 'klm'>, firstEntry = 0): void {
-  if (d.accessMode === MkcAccessMode.MTT && d.mtt && d.mtt.length > 0) {
-    const buf = new Uint8Array(d.mtt.length * 8);
-    const v = new DataView(buf.buffer);
-    d.mtt.forEach((val, i) => {
-      v.setUint32(i * 8, Math.floor(val / 2 ** 32));
-      v.setUint32(i * 8 + 4, val >>> 0);
-    });
-    const at = xltAddr + firstEntry * 8;
-    hca.mem.write(at, buf);
-    hca.mtt.invalidateRange(at, buf.length);
-  } else if (d.accessMode === MkcAccessMode.KLMS && d.klm && d.klm.length > 0) {
-    const buf = new Uint8Array(d.klm.length * 16);
-    const v = new DataView(buf.buffer);
-    d.klm.forEach((k, i) => encodeKlm(v, i * 16, k));
-    const at = xltAddr + firstEntry * 16;
-    hca.mem.write(at, buf);
-    hca.mtt.invalidateRange(at, buf.length);
+  // --- firmware: effects at the end of a command's latency ---
+
+  /** Writes a new mkey (CREATE_MKEY's effect): its translation table and its context. */
+  createMkey(d: MkeyDesc): MkeyEntry {
+    this.checkNoUmrWrite(d.index, 'CREATE_MKEY');
+    const isMtt = d.accessMode === MkcAccessMode.MTT;
+    const isKlm = d.accessMode === MkcAccessMode.KLMS;
+    const given = isMtt ? (d.mtt?.length ?? 0) : isKlm ? (d.klm?.length ?? 0) : 0;
+    const count = Math.max(given, d.xltCapacity ?? 0);
+    const entryBytes = isMtt ? MTT_SIZE : KLM_SIZE;
+    let xltAddr = 0;
+    if (isMtt || isKlm) {
+      xltAddr = this.icm.allocXlt(Math.max(64, count * entryBytes));
+      this.writeTranslations(xltAddr, d);
+    }
+    const ctxAddr = this.icm.mkeyContextAddr(d.index);
+    const buf = new Uint8Array(MKEY_CONTEXT_SIZE);
+    const view = new DataView(buf.buffer);
+    encodeIcmMkey(
+      view,
+      0,
+      {
+        free: d.free,
+        pcieControl: 0,
+        umrEn: d.umrEn,
+        atomic: (d.access & 8) !== 0,
+        remoteWrite: (d.access & 2) !== 0,
+        remoteRead: (d.access & 4) !== 0,
+        localWrite: (d.access & 1) !== 0,
+        localRead: true,
+        accessMode: d.accessMode,
+        qpn: d.qpn,
+        tag: d.tag,
+        len64: d.len64,
+        bsfEn: false,
+        syncUmr: false,
+        remoteInval: d.remoteInval,
+        pd: d.pd,
+        startAddr: d.start,
+        len: d.length,
+        bsfOctwordSize: 0,
+        translationsOctwordSize: isMtt ? Math.ceil(count / 2) : isKlm ? count : 0,
+        logPageSize: d.logPageSize,
+      },
+      {
+        allocated: true, pgAccess: d.pgAccess, xltCount: given, xltAddr, mwBind: d.mwBind ?? false, kind: d.kind ?? 0, mwCount: 0,
+        zeroBased: d.zeroBased ?? false, fbo: d.fbo ?? 0,
+      },
+    );
+    this.mem.write(ctxAddr, buf);
+    this.mkeyCache.invalidate(d.index); // no older cached copy of the index survives a create
+    this.sCreated.inc();
+    return decodeIcmMkey(view, 0, d.index);
+  }
+
+  /** Rewrites translation entries of an existing table (firmware's own writes; ODP's MTT update). */
+  writeTranslations(xltAddr: number, d: Pick<MkeyDesc, 'accessMode' | 'mtt' | 'klm'>, firstEntry = 0): void {
+    let buf: Uint8Array;
+    let at: number;
+    if (d.accessMode === MkcAccessMode.MTT && d.mtt && d.mtt.length > 0) {
+      buf = new Uint8Array(d.mtt.length * MTT_SIZE);
+      const v = new DataView(buf.buffer);
+      d.mtt.forEach((raw, i) => writeMttRaw(v, i * MTT_SIZE, raw));
+      at = xltAddr + firstEntry * MTT_SIZE;
+    } else if (d.accessMode === MkcAccessMode.KLMS && d.klm && d.klm.length > 0) {
+      buf = new Uint8Array(d.klm.length * KLM_SIZE);
+      const v = new DataView(buf.buffer);
+      d.klm.forEach((k, i) => encodeKlm(v, i * KLM_SIZE, k));
+      at = xltAddr + firstEntry * KLM_SIZE;
+    } else return;
+    this.mem.write(at, buf);
+    this.mtt.invalidateRange(at, buf.length);
+  }
+
+  /** An mkey's current ICM entry (decoded). */
+  readMkey(index: number): MkeyEntry {
+    const bytes = this.mem.read(this.icm.mkeyContextAddr(index), MKEY_CONTEXT_SIZE);
+    return decodeIcmMkey(new DataView(bytes.buffer, bytes.byteOffset, MKEY_CONTEXT_SIZE), 0, index);
+  }
+
+  /** A copy of an mkey's 64 context bytes as ICM holds them (QUERY_MKEY's view before it hides reserved bytes). */
+  contextBytes(index: number): Uint8Array {
+    return this.mem.read(this.icm.mkeyContextAddr(index), MKEY_CONTEXT_SIZE).slice();
+  }
+
+  /** The KLM entries of an indirect mkey (a window's one KLM names its MR). */
+  readKlms(entry: MkeyEntry): Klm[] {
+    const out: Klm[] = [];
+    if (entry.xltAddr === 0) return out;
+    const bytes = this.mem.read(entry.xltAddr, entry.xltCount * KLM_SIZE);
+    const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
+    for (let i = 0; i < entry.xltCount; i++) out.push(decodeKlm(v, i * KLM_SIZE));
+    return out;
+  }
+
+  /** DESTROY_MKEY's effect: the index is no longer allocated; its table is freed; caches follow the policy. */
+  destroyMkey(index: number): void {
+    this.checkNoUmrWrite(index, 'DESTROY_MKEY');
+    const addr = this.icm.mkeyContextAddr(index);
+    const bytes = this.mem.read(addr, MKEY_CONTEXT_SIZE);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, MKEY_CONTEXT_SIZE);
+    const priv = readIcmPrivate(view, 0);
+    if (!priv.allocated) throw new Error(`destroyMkey: index ${hex(index)} is not allocated`);
+    // a window destroyed while bound no longer holds its MR
+    const entry = decodeIcmMkey(view, 0, index);
+    if (entry.kind !== 0 && !entry.free) {
+      const mr = this.readKlms(entry)[0];
+      if (mr) this.updateMkey(mkeyIndex(mr.key), (_c, p) => { p.mwCount = Math.max(0, (p.mwCount ?? 0) - 1); });
+    }
+    if (priv.xltAddr !== 0) {
+      this.mtt.invalidateRange(priv.xltAddr, this.icm.xltSize(priv.xltAddr));
+      this.icm.freeXlt(priv.xltAddr);
+    }
+    // the context becomes free and unallocated; its other bytes stay for post-mortem QUERY
+    const ctx = decodeMkeyContext(view, 0);
+    ctx.free = true;
+    encodeIcmMkey(view, 0, ctx, { allocated: false, pgAccess: false, xltCount: 0, xltAddr: 0 }); // private fields cleared
+    this.mem.write(addr, bytes);
+    if (this.destroyInvalidates === 'all') {
+      this.mkeyCache.invalidateAll();
+      this.mtt.invalidateAll();
+    } else this.mkeyCache.invalidate(index);
+    this.sDestroyed.inc();
+  }
+
+  /** Read-modify-write of an mkey's ICM entry by firmware; the cached copy takes the result. */
+  private updateMkey(index: number, edit: (c: MkeyContext, p: IcmPrivate) => void): void {
+    this.checkNoUmrWrite(index, 'an update by firmware');
+    const addr = this.icm.mkeyContextAddr(index);
+    const bytes = this.mem.read(addr, MKEY_CONTEXT_SIZE);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, MKEY_CONTEXT_SIZE);
+    const c = decodeMkeyContext(view, 0);
+    const p = readIcmPrivate(view, 0);
+    edit(c, p);
+    encodeIcmMkey(view, 0, c, p);
+    this.mem.write(addr, bytes);
+    this.mkeyCache.write(decodeIcmMkey(view, 0, index));
+  }
+
+  /**
+   * Firmware must not change a context a UMR's posted write is still carrying: the landing would
+   * put back the bytes the UMR computed from the older context. The driver never does it (a
+   * command on an mkey waits for the work requests on it); the model says so rather than
+   * corrupt ICM silently.
+   */
+  private checkNoUmrWrite(index: number, what: string): void {
+    for (let t = 0; t < this.slots.length; t++) {
+      const w = this.slots[t];
+      if (w.busy && w.index === index) throw new Error(`${this.path}: ${what} of mkey index ${hex(index)} while a UMR's write of its context is in flight`);
+    }
+  }
+
+  // --- the UMR engine: effects when its posted writes land ---
+
+  /**
+   * The UMR engine is about to post a write of `length` bytes at `addr`: the context of mkey
+   * `index`, or (index -1) translation entries. Returns the tag the write must carry, with this
+   * writer as its `landed` target; when it lands the caches follow, then `then.fire(thenTag)`.
+   */
+  posting(index: number, addr: number, length: number, then: EventTarget | null, thenTag: number): number {
+    const tag = this.freeTags.length > 0 ? this.freeTags.pop()! : this.slots.length;
+    let w = this.slots[tag];
+    if (w === undefined) this.slots[tag] = w = { index, addr, length, then, thenTag, busy: true };
+    else {
+      w.index = index;
+      w.addr = addr;
+      w.length = length;
+      w.then = then;
+      w.thenTag = thenTag;
+      w.busy = true;
+    }
+    return tag;
+  }
+
+  /** @internal A posted write announced by `posting` has landed in host memory. */
+  fire(tag: number): void {
+    const w = this.slots[tag];
+    if (w === undefined || !w.busy) throw new Error(`${this.path}: a write with tag ${tag} landed that was never announced`);
+    const { index, addr, length, then, thenTag } = w; // the slot may be reused from here on
+    w.busy = false;
+    this.freeTags.push(tag);
+    if (index >= 0) {
+      // the landed bytes are the context now: the cached copy takes them, in-flight fills go stale
+      const bytes = this.mem.read(addr, MKEY_CONTEXT_SIZE);
+      this.mkeyCache.write(decodeIcmMkey(new DataView(bytes.buffer, bytes.byteOffset, MKEY_CONTEXT_SIZE), 0, index));
+      this.sCtxLanded.inc();
+    } else {
+      this.mtt.invalidateRange(addr, length);
+      this.sXltLanded.inc();
+    }
+    then?.fire(thenTag);
+  }
+
+  /** Posted writes announced and not yet landed. */
+  get inFlight(): number {
+    return this.slots.length - this.freeTags.length;
   }
 }
 
-/** Reads an mkey's current ICM entry (QUERY_MKEY's view, decoded). */
-export function readMkey(hca: Hca, index: number): MkeyEntry {
-  const bytes = hca.mem.read(hca.icm.mkeyContextAddr(index), 64);
-  return decodeIcmMkey(new DataView(bytes.buffer, bytes.byteOffset, 64), 0, index);
+/** The adapter's ICM writer (an `Hca` is one of these). */
+export interface HasIcmWriter {
+  readonly icmWriter: IcmWriter;
 }
 
-/**
- * Read-modify-write of an mkey's ICM entry (UMR and remote invalidation): `edit` changes the
- * decoded context and private fields; the entry is written back and the cached copy updated.
- */
-export function updateMkey(hca: Hca, index: number, edit: (c: MkeyContext, p: IcmPrivate) => void): MkeyEntry {
-  const addr = hca.icm.mkeyContextAddr(index);
-  const bytes = hca.mem.read(addr, 64);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, 64);
-  const c = decodeMkeyContext(view, 0);
-  const p = readIcmPrivate(view, 0);
-  edit(c, p);
-  encodeIcmMkey(view, 0, c, p);
-  hca.mem.write(addr, bytes);
-  const entry = decodeIcmMkey(view, 0, index);
-  hca.mkeyCache.write(entry);
-  return entry;
+/** CREATE_MKEY's effect on `owner`'s ICM (for test benches and scenarios that load ICM directly). */
+export function writeMkey(owner: HasIcmWriter, d: MkeyDesc): MkeyEntry {
+  return owner.icmWriter.createMkey(d);
 }
 
-/** The KLM entries of an indirect mkey (a window's one KLM names its MR). */
-export function readKlms(hca: Hca, entry: MkeyEntry): Klm[] {
-  const out: Klm[] = [];
-  if (entry.xltAddr === 0) return out;
-  const bytes = hca.mem.read(entry.xltAddr, entry.xltCount * 16);
-  const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-  for (let i = 0; i < entry.xltCount; i++) out.push(decodeKlm(v, i * 16));
-  return out;
+/** `owner`'s current ICM entry of mkey `index`. */
+export function readMkey(owner: HasIcmWriter, index: number): MkeyEntry {
+  return owner.icmWriter.readMkey(index);
 }
 
-/** DESTROY_MKEY's effect: the index is no longer allocated; its table is freed; caches follow the policy. */
-export function destroyMkey(hca: Hca, index: number): void {
-  const addr = hca.icm.mkeyContextAddr(index);
-  const bytes = hca.mem.read(addr, 64);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, 64);
-  const priv = readIcmPrivate(view, 0);
-  if (!priv.allocated) throw new Error(`destroyMkey: index 0x${index.toString(16)} is not allocated`);
-  // a window destroyed while bound no longer holds its MR
-  const entry = decodeIcmMkey(view, 0, index);
-  if (entry.kind !== 0 && !entry.free) {
-    const mr = readKlms(hca, entry)[0];
-    if (mr) updateMkey(hca, mr.key >>> 8, (_c, p) => { p.mwCount = Math.max(0, (p.mwCount ?? 0) - 1); });
-  }
-  if (priv.xltAddr !== 0) {
-    hca.mtt.invalidateRange(priv.xltAddr, hca.icm.xltSize(priv.xltAddr));
-    hca.icm.freeXlt(priv.xltAddr);
-  }
-  // the context becomes free and unallocated; its bytes stay for post-mortem QUERY
-  view.setUint8(0, view.getUint8(0) | 0x40);
-  writeIcmPrivate(view, 0, { allocated: false, pgAccess: false, xltCount: 0, xltAddr: 0 });
-  hca.mem.write(addr, bytes);
-  if (hca.cfg.destroyInvalidates === 'all') {
-    hca.mkeyCache.invalidateAll();
-    hca.mtt.invalidateAll();
-  } else hca.mkeyCache.invalidate(index);
+/** DESTROY_MKEY's effect on `owner`'s ICM. */
+export function destroyMkey(owner: HasIcmWriter, index: number): void {
+  owner.icmWriter.destroyMkey(index);
 }
-
-export { MKEY_QPN_NONE };

@@ -2,10 +2,9 @@
  * The PCIe link between the HCA and host memory (`tb.hcaN.pcie`): DMA reads and posted writes
  * from the HCA's clients, and doorbell (MMIO) writes from the driver.
  */
-import { Module } from '../../sim/module.ts';
+import { Module, type Nothing, type WireOptions } from '../../sim/module.ts';
 import { Fifo } from '../../sim/fifo.ts';
 import { enumType } from '../../sim/enum_type.ts';
-import type { Clock } from '../../sim/clock.ts';
 import type { Reg } from '../../sim/signal.ts';
 import type { EventTarget } from '../../sim/event_queue.ts';
 import type { Counter, Histogram } from '../../sim/stats.ts';
@@ -68,6 +67,11 @@ export type PcieConfig = Pick<
 
 /** What the PCIe block did on an edge: accepted a read, a write, nothing, or waits for a read tag. */
 export const [PcieState, PCIE] = enumType('pcie_state', ['IDLE', 'READ', 'WRITE', 'TAG_STALL']);
+
+/** How hca.ts wires the block: on the core clock, over host memory, with the link's timing. */
+export interface PcieOptions extends WireOptions<Nothing, { readonly mem: Pick<HostMem, 'read' | 'readInto' | 'write' | 'size'> }> {
+  readonly cfg: PcieConfig;
+}
 
 /** Per-port state: the port and the completions held back by its full `resp` FIFO (read slots, in order). */
 interface PortState {
@@ -157,17 +161,16 @@ export class Pcie extends Module implements EventTarget {
   private readonly writeLand: EventTarget;
   private readonly doorbellArrive: EventTarget;
 
-  constructor(
-    parent: Module,
-    /** Host physical memory behind the link. */
-    readonly mem: HostMem,
-    clock: Clock,
-    readonly cfg: PcieConfig,
-    name = 'pcie',
-  ) {
+  /** Host physical memory behind the link. */
+  private readonly mem: Pick<HostMem, 'read' | 'readInto' | 'write' | 'size'>;
+  private readonly cfg: PcieConfig;
+
+  constructor(parent: Module, name: string, opts: PcieOptions) {
     super(parent.sim, parent, name);
-    this.clockedBy(clock);
-    this.maxOut = cfg.pcieMaxOutstandingReads;
+    this.mem = opts.deps.mem;
+    this.cfg = opts.cfg;
+    this.clockedBy(opts.clock);
+    this.maxOut = opts.cfg.pcieMaxOutstandingReads;
     if (!(Number.isInteger(this.maxOut) && this.maxOut >= 1)) {
       throw new RangeError(`${this.path}: pcieMaxOutstandingReads must be a positive integer, got ${this.maxOut}`);
     }

@@ -6,13 +6,13 @@
  * need no path of their own). Several translation contexts run at once, each an FSM with a
  * stack of frames (one per indirection level); responses return on the requesting port.
  */
-import { EnumType, enumType, Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
-import type { MkeyCache, MkeyLookupResp } from './mkey_cache.ts';
-import type { Mtt, MttResp } from './mtt_cache.ts';
-import type { KlmWalker, KlmWalkResp } from './klm_walker.ts';
+import { EnumType, enumType, Fifo, Module, type Nothing, type Reg, type ReqResp, type WireOptions } from '../../sim/index.ts';
+import type { MkeyLookup, MkeyLookupResp } from './mkey_cache.ts';
+import type { MttReq, MttResp } from './mtt_cache.ts';
+import type { KlmWalkReq, KlmWalkResp } from './klm_walker.ts';
 import type { MkeyEntry } from '../memory/icm_mkey.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_WRITE } from '../memory/icm_mkey.ts';
-import { MKEY_QPN_NONE, MkcAccessMode } from '../formats/constants.ts';
+import { MKEY_QPN_NONE, MkcAccessMode, mkeyIndex } from '../formats/constants.ts';
 import { MKEY_KIND_MR } from '../memory/icm_mkey.ts';
 import type { AtuError, AtuRequest, AtuResponse, AtuResult, PhysSegment } from './atu_types.ts';
 
@@ -72,21 +72,26 @@ interface Ctx {
   rKey: Reg;
 }
 
-export interface AtuOptions {
-  contexts: number;
-  maxIndirection: number;
-  mkeyCache: MkeyCache;
-  mtt: Mtt;
-  klmWalker: KlmWalker;
+/** The ATU's ports onto the pipeline it sequences: the mkey cache, MTT entries, the KLM walker. */
+export interface AtuPipelinePorts {
+  readonly mkey: ReqResp<MkeyLookup, MkeyLookupResp>;
+  readonly mtt: ReqResp<MttReq, MttResp>;
+  readonly klm: ReqResp<KlmWalkReq, KlmWalkResp>;
+}
+
+/** Wiring of the ATU, its translation contexts and the deepest KLM nesting it follows. */
+export interface AtuOptions extends WireOptions<AtuPipelinePorts, Nothing> {
+  readonly contexts: number;
+  readonly maxIndirection: number;
 }
 
 export class Atu extends Module {
   readonly ports: AtuPort[] = [];
   readonly maxIndirection: number;
   private readonly ctxs: Ctx[] = [];
-  private readonly mkc: MkeyCache;
-  private readonly mtt: Mtt;
-  private readonly walker: KlmWalker;
+  private readonly mkc: ReqResp<MkeyLookup, MkeyLookupResp>;
+  private readonly mtt: ReqResp<MttReq, MttResp>;
+  private readonly walker: ReqResp<KlmWalkReq, KlmWalkResp>;
   private rr = 0;
   /** Contexts not IDLE (so an idle ATU skips the context loop). */
   private nBusy = 0;
@@ -106,13 +111,13 @@ export class Atu extends Module {
   private readonly sCtxStalls;
   private readonly sSegments;
 
-  constructor(sim: Sim, parent: Module, name: string, opts: AtuOptions) {
-    super(sim, parent, name);
+  constructor(parent: Module, name: string, opts: AtuOptions) {
+    super(parent.sim, parent, name);
     if (!(Number.isInteger(opts.contexts) && opts.contexts >= 1)) throw new RangeError(`${this.path}: contexts must be >= 1`);
     this.maxIndirection = opts.maxIndirection;
-    this.mkc = opts.mkeyCache;
-    this.mtt = opts.mtt;
-    this.walker = opts.klmWalker;
+    this.mkc = opts.ports.mkey;
+    this.mtt = opts.ports.mtt;
+    this.walker = opts.ports.klm;
     this.rReqValid = this.probe('in_valid', 1);
     this.rReqKey = this.probe('in_key', 32);
     this.rReqVa = this.probe('in_va', 64);
@@ -155,6 +160,7 @@ export class Atu extends Module {
     this.sLatency = this.stats.histogram('latency_ps');
     this.sPeak = this.stats.counter('contexts_peak');
     this.sCtxStalls = this.stats.counter('context_full_stalls');
+    this.clockedBy(opts.clock);
   }
 
   /** A new client port (declare before tracing starts). */
@@ -190,7 +196,7 @@ export class Atu extends Module {
         }
       } else if (c.state === CTX.LOOKUP) {
         if (this.mkc.req.canPush()) {
-          c.mkReq.index = c.frames[c.sp - 1].key >>> 8;
+          c.mkReq.index = mkeyIndex(c.frames[c.sp - 1].key);
           this.mkc.req.push(c.mkReq);
           this.setState(c, CTX.MKEY_WAIT);
         }
@@ -269,7 +275,7 @@ export class Atu extends Module {
     this.push(c, req.key, true, req.va, req.length, req.va, 0);
     // issue the lookup in this same cycle
     if (this.mkc.req.canPush()) {
-      c.mkReq.index = req.key >>> 8;
+      c.mkReq.index = mkeyIndex(req.key);
       this.mkc.req.push(c.mkReq);
       this.setState(c, CTX.MKEY_WAIT);
     }

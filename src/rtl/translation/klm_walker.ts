@@ -5,7 +5,7 @@
  * time through the `mtt` line cache and scans one entry per cycle (timing.md defaults). One walk
  * at a time; the ATU recurses into the entry's key and asks again for the rest of the range.
  */
-import { enumType, Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
+import { enumType, Fifo, Module, type Nothing, type Reg, type ReqResp, type WireOptions } from '../../sim/index.ts';
 import type { LineReq, LineResp } from './mtt_cache.ts';
 import { KLM_SIZE, klmBcount, klmKey, klmVa } from '../formats/klm.ts';
 
@@ -30,10 +30,8 @@ export interface KlmWalkResp {
 
 export const [KlmWalkerState, KLM] = enumType('klm_walker_state', ['IDLE', 'FETCH', 'WAIT_LINE', 'SCAN', 'RESPOND']);
 
-export interface KlmWalkerOptions {
-  lineReq: Fifo<LineReq>;
-  lineResp: Fifo<LineResp>;
-}
+/** Wiring of the walker: it reads KLM lists a line at a time through the MTT cache's line port. */
+export type KlmWalkerOptions = WireOptions<{ readonly lines: ReqResp<LineReq, LineResp> }, Nothing>;
 
 export class KlmWalker extends Module {
   readonly req: Fifo<KlmWalkReq>;
@@ -57,8 +55,8 @@ export class KlmWalker extends Module {
   private readonly sWalkLen;
   private readonly sWalkTime;
 
-  constructor(sim: Sim, parent: Module, name: string, opts: KlmWalkerOptions) {
-    super(sim, parent, name);
+  constructor(parent: Module, name: string, opts: KlmWalkerOptions) {
+    super(parent.sim, parent, name);
     this.state = this.stateReg('state', KlmWalkerState);
     this.rKey = this.probe('key', 32);
     this.rIdx = this.probe('entry', 32);
@@ -67,14 +65,15 @@ export class KlmWalker extends Module {
     this.resp = new Fifo<KlmWalkResp>(this, 'resp', { capacity: 4 });
     this.req.consumer = this;
     this.resp.producer = this;
-    this.lineReq = opts.lineReq;
-    this.lineResp = opts.lineResp;
+    this.lineReq = opts.ports.lines.req;
+    this.lineResp = opts.ports.lines.resp;
     this.lineResp.consumer = this;
     this.lineReq.producer = this;
     this.sWalks = this.stats.counter('walks');
     this.sScanned = this.stats.counter('entries_scanned');
     this.sWalkLen = this.stats.histogram('walk_entries');
     this.sWalkTime = this.stats.histogram('walk_ps');
+    this.clockedBy(opts.clock);
   }
 
   override tick(): void {

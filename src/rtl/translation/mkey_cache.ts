@@ -5,7 +5,7 @@
  * same read. Commands and UMR keep it coherent through `write` (update a cached copy) and
  * `invalidate` / `invalidateAll`, which also cancel in-flight fills of the indices concerned.
  */
-import { Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
+import { Fifo, Module, type Reg, type WireOptions } from '../../sim/index.ts';
 import { SetAssoc } from './set_assoc.ts';
 import { MissQueue } from './miss_queue.ts';
 import { decodeIcmMkey, unallocatedMkey, type MkeyEntry } from '../memory/icm_mkey.ts';
@@ -27,18 +27,14 @@ export interface MkeyLookupResp {
   entry: MkeyEntry;
 }
 
-/** Geometry and timing of the mkey cache. */
-export interface MkeyCacheOptions {
-  entries: number;
-  ways: number;
-  /** Cycles from a lookup to its response on a hit (>= 1). */
-  hitCycles: number;
+/** Wiring, geometry and timing of the mkey cache: misses read contexts over its DMA port. */
+export interface MkeyCacheOptions extends WireOptions<{ readonly dma: DmaPort }, { readonly icm: Pick<Icm, 'mkeyContextAddr' | 'mkeyEntries'> }> {
+  readonly entries: number;
+  readonly ways: number;
+  /** Cycles of the clock from a lookup to its response on a hit (>= 1). */
+  readonly hitCycles: number;
   /** Outstanding misses. */
-  mshrs: number;
-  /** Clock period in ps (the hit latency is counted in its cycles). */
-  period: number;
-  icm: Pick<Icm, 'mkeyContextAddr' | 'mkeyEntries'>;
-  port: DmaPort;
+  readonly mshrs: number;
 }
 
 export class MkeyCache extends Module {
@@ -69,8 +65,8 @@ export class MkeyCache extends Module {
   private readonly sStaleFills;
   private readonly sMissLatency;
 
-  constructor(sim: Sim, parent: Module, name: string, opts: MkeyCacheOptions) {
-    super(sim, parent, name);
+  constructor(parent: Module, name: string, opts: MkeyCacheOptions) {
+    super(parent.sim, parent, name);
     if (!(Number.isInteger(opts.hitCycles) && opts.hitCycles >= 1)) throw new RangeError(`${this.path}: hitCycles must be >= 1`);
     this.tags = new SetAssoc(opts.entries, opts.ways);
     this.data = new Array<MkeyEntry | null>(opts.entries).fill(null);
@@ -79,8 +75,8 @@ export class MkeyCache extends Module {
     const mq = this.mq;
     this.stats.gauge('mshrs_peak', () => mq.peak);
     this.stats.gauge('mshr_full_stalls', () => mq.fullStalls);
-    this.icm = opts.icm;
-    this.port = opts.port;
+    this.icm = opts.deps.icm;
+    this.port = opts.ports.dma;
     this.rReqValid = this.probe('lookup_valid', 1);
     this.rReqIndex = this.probe('lookup_index', 24);
     this.rHit = this.probe('hit', 1);
@@ -89,7 +85,7 @@ export class MkeyCache extends Module {
     this.rFillIndex = this.probe('fill_index', 24);
     this.rMshrBusy = this.probe('mshr_busy', Math.max(1, Math.ceil(Math.log2(opts.mshrs + 1))));
     this.req = new Fifo<MkeyLookup>(this, 'req', { capacity: 4 });
-    this.resp = new Fifo<MkeyLookupResp>(this, 'resp', { capacity: 8, latency: (opts.hitCycles - 1) * opts.period });
+    this.resp = new Fifo<MkeyLookupResp>(this, 'resp', { capacity: 8, latency: (opts.hitCycles - 1) * opts.clock.period });
     this.req.consumer = this;
     this.resp.producer = this;
     this.port.resp.consumer = this;
@@ -102,6 +98,7 @@ export class MkeyCache extends Module {
     this.sInvalidations = this.stats.counter('invalidations');
     this.sStaleFills = this.stats.counter('stale_fills');
     this.sMissLatency = this.stats.histogram('miss_latency_ps');
+    this.clockedBy(opts.clock);
   }
 
   /** Coherent update by a command or UMR: a cached copy takes the new context. */

@@ -4,7 +4,7 @@
  * same tables). Set-associative with LRU; misses read the line over PCIe with several
  * outstanding (MSHRs). UMR writes of translations call `invalidateRange` for coherence.
  */
-import { Fifo, Module, Sim, type Reg } from '../../sim/index.ts';
+import { Fifo, Module, type Nothing, type Reg, type WireOptions } from '../../sim/index.ts';
 import { SetAssoc } from './set_assoc.ts';
 import { MissQueue } from './miss_queue.ts';
 import type { DmaPort } from '../memory/pcie.ts';
@@ -31,14 +31,15 @@ export interface LineResp {
   line: Uint8Array;
 }
 
-export interface MttOptions {
-  lineBytes: number;
-  lines: number;
-  ways: number;
-  hitCycles: number;
-  mshrs: number;
-  period: number;
-  port: DmaPort;
+/** Wiring, geometry and timing of the MTT cache: misses read lines over its DMA port. */
+export interface MttOptions extends WireOptions<{ readonly dma: DmaPort }, Nothing> {
+  readonly lineBytes: number;
+  readonly lines: number;
+  readonly ways: number;
+  /** Cycles of the clock from a lookup to its response on a hit (>= 1). */
+  readonly hitCycles: number;
+  /** Outstanding misses. */
+  readonly mshrs: number;
 }
 
 const ENTRY = 0;
@@ -75,8 +76,8 @@ export class Mtt extends Module {
   private readonly sInvalidations;
   private readonly sMissLatency;
 
-  constructor(sim: Sim, parent: Module, name: string, opts: MttOptions) {
-    super(sim, parent, name);
+  constructor(parent: Module, name: string, opts: MttOptions) {
+    super(parent.sim, parent, name);
     if (opts.lineBytes !== 64) throw new RangeError(`${this.path}: only 64-byte lines are modelled (got ${opts.lineBytes})`);
     this.lineBytes = opts.lineBytes;
     this.tags = new SetAssoc(opts.lines, opts.ways);
@@ -88,14 +89,14 @@ export class Mtt extends Module {
     this.stats.gauge('mshrs_peak', () => mq.peak);
     this.stats.gauge('mshr_full_stalls', () => mq.fullStalls);
     this.waitAddr = Array.from({ length: opts.mshrs }, () => []);
-    this.port = opts.port;
+    this.port = opts.ports.dma;
     this.rReqValid = this.probe('lookup_valid', 1);
     this.rReqAddr = this.probe('lookup_addr', 64);
     this.rHit = this.probe('hit', 1);
     this.rMiss = this.probe('miss', 1);
     this.rFillValid = this.probe('fill_valid', 1);
     this.rMshrBusy = this.probe('mshr_busy', Math.max(1, Math.ceil(Math.log2(opts.mshrs + 1))));
-    const latency = (opts.hitCycles - 1) * opts.period;
+    const latency = (opts.hitCycles - 1) * opts.clock.period;
     this.req = new Fifo<MttReq>(this, 'req', { capacity: 4 });
     this.resp = new Fifo<MttResp>(this, 'resp', { capacity: 8, latency });
     this.lineReq = new Fifo<LineReq>(this, 'line_req', { capacity: 2 });
@@ -114,6 +115,7 @@ export class Mtt extends Module {
     this.sEvictions = this.stats.counter('evictions');
     this.sInvalidations = this.stats.counter('invalidations');
     this.sMissLatency = this.stats.histogram('miss_latency_ps');
+    this.clockedBy(opts.clock);
   }
 
   /** Coherence: translations in `[addr, addr + len)` changed; drop cached lines and fills. */

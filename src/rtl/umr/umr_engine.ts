@@ -14,17 +14,19 @@
  *        -> CHECK                  the rules (one cycle); errors skip the writes
  *        -> WRITE                  posted DMA writes, one per cycle: the bind's MR count, the
  *                                  translations, the target context, the released MR's count
+ *        -> WAIT_LANDED            until every write has landed in ICM
  *        -> DONE                   the completion to `resp`
  *
- * Timing and function: each write request is pushed to the PCIe port with the exact bytes it
- * writes, and its functional effect is applied through firmware.ts (`writeTranslations`,
- * `updateMkey`) in the cycle it is issued, so the mkey cache (updated in place, in-flight fills
- * cancelled) and the MTT/KLM line cache (lines invalidated) are coherent before any later
- * lookup: no access after a UMR can see a stale context or translation. The posted write then
- * lands the same bytes `pcieWritePs` later; PCIe ordering (a read never passes a posted write)
- * makes every later DMA read of the engine or the caches see them. Translations are written
- * before the context that makes them reachable, and a bind counts the window on its MR before
- * the window becomes valid, so no lookup between two writes sees a half-done 
+ * Timing and function: CHECK computes every byte the UMR writes from the contexts and list the
+ * engine read (a read-modify-write of its own copies, so two writes to one context compose).
+ * Each posted write carries them to ICM, and the UMR takes effect when the write lands
+ * (`pcieWritePs` after it is issued), not before: the ICM writer, told of the landing, updates
+ * the mkey cache's copy of a context (a fill in flight goes stale and is read again) or drops
+ * the cached lines of rewritten translations. Posted writes land in order, so translations are
+ * in ICM before the context that makes them reachable, and a bind counts the window on its MR
+ * before the window becomes valid: no lookup between two landings sees a half-done UMR. The
+ * completion waits for the last landing, so whatever follows it (a later WQE, a CQE, the next
+ * message at the responder) sees the new contexts.
  *
  * Errors never change ICM: every check runs before the first write.
  *
@@ -34,15 +36,15 @@
  * (context read, check, posted write) and updates the mkey cache the same coherent way. The
  * engine takes the two queues in turn when both wait.
  */
-import { enumType, Fifo, Module, type Counter, type Histogram, type Reg } from '../../sim/index.ts';
-import type { Hca } from '../hca.ts';
+import { enumType, Fifo, Module, type Counter, type EventTarget, type Histogram, type Reg, type WireOptions } from '../../sim/index.ts';
+import type { HostMem } from '../memory/host_mem.ts';
+import type { Icm } from '../memory/icm.ts';
 import type { DmaPort, DmaReq, DmaResp } from '../memory/pcie.ts';
-import type { UmrDone, UmrJob } from './umr_types.ts';
-import { decodeIcmMkey, unallocatedMkey, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
-import { updateMkey, writeTranslations } from '../firmware/icm_writer.ts';
-import { MKEY_CONTEXT_SIZE, mkcTranslationsOctwordSize, type MkeyContext } from '../formats/mkey_context.ts';
+import type { UmrDone, UmrIcmWriter, UmrJob } from './umr_types.ts';
+import { decodeIcmMkey, encodeIcmMkey, readIcmPrivate, unallocatedMkey, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
+import { MKEY_CONTEXT_SIZE, decodeMkeyContext, mkcTranslationsOctwordSize, type MkeyContext } from '../formats/mkey_context.ts';
 import { decodeKlm, type Klm } from '../formats/klm.ts';
-import { CqeSyndrome } from '../formats/constants.ts';
+import { CqeSyndrome, mkeyIndex } from '../formats/constants.ts';
 import {
   UMR_KIND,
   UmrKind,
@@ -65,7 +67,7 @@ export { UmrKind, UmrSyndrome } from './umr_ops.ts';
 
 /** The engine's FSM states (trace enum `umr_state`). */
 export const [UmrState, UMR] = enumType('umr_state', [
-  'IDLE', 'FETCH_MKEY', 'WAIT_MKEY', 'FETCH_XLT', 'WAIT_XLT', 'FETCH_REF', 'WAIT_REF', 'CHECK', 'WRITE', 'DONE',
+  'IDLE', 'FETCH_MKEY', 'WAIT_MKEY', 'FETCH_XLT', 'WAIT_XLT', 'FETCH_REF', 'WAIT_REF', 'CHECK', 'WRITE', 'WAIT_LANDED', 'DONE',
 ]);
 
 /** DMA read tags: what a completion carries. */
@@ -92,25 +94,38 @@ export interface UmrEngineOptions {
   queueCapacity?: number;
 }
 
-/** A posted write of the plan: its address, and the functional update that yields its bytes. */
+/** What the engine uses: the ICM's geometry, the ICM writer its writes land through, host memory's size. */
+export interface UmrEngineDeps {
+  readonly icm: Pick<Icm, 'mkeyContextAddr' | 'mkeyEntries' | 'xltSize'>;
+  readonly writer: UmrIcmWriter;
+  readonly mem: Pick<HostMem, 'size'>;
+}
+
+/** Wiring of the engine: its DMA port, its dependencies, and its policies. */
+export interface UmrEngineWiring extends WireOptions<{ readonly dma: DmaPort }, UmrEngineDeps>, UmrEngineOptions {}
+
+/** A posted write of the plan: where, the bytes, and what it changes (a context's index, or -1 and its translation entries). */
 interface PlannedWrite {
   addr: number;
-  apply: () => Uint8Array;
+  data: Uint8Array;
+  index: number;
+  entries: number;
 }
 
 /**
- * The UMR engine of `hca`, named `umr_engine`, on the HCA's core clock (the constructor puts it
- * there). It owns the PCIe port `umr`. Push `UmrJob`s into `req`; completions come out of
- * `resp` in order.
+ * The UMR engine. Push `UmrJob`s into `req`; completions come out of `resp` in order. It is
+ * told of its own writes' landings (`fire`) by the ICM writer.
  */
-export class UmrEngine extends Module {
+export class UmrEngine extends Module implements EventTarget {
   readonly req: Fifo<UmrJob>;
   readonly resp: Fifo<UmrDone>;
   /** Remote invalidations from the responder: LOCAL_INV WQEs run as REMOTE_INV; completions in order. */
   readonly rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> };
   readonly port: DmaPort;
   readonly policy: Readonly<UmrPolicy>;
-  private readonly hca: Hca;
+  private readonly icm: UmrEngineDeps['icm'];
+  private readonly writer: UmrIcmWriter;
+  private readonly memBytes: number;
 
   private readonly rState: Reg;
   private readonly rKey: Reg;
@@ -151,12 +166,17 @@ export class UmrEngine extends Module {
   private reads: DmaReq[] = [];
   private nIssued = 0;
   private nPending = 0;
+  /** The 64 context bytes read of each index this job, edited in place by the plan. */
+  private fetched = new Map<number, Uint8Array>();
   private writes: PlannedWrite[] = [];
   private nWritten = 0;
+  private nLanded = 0;
 
-  constructor(hca: Hca, opts: UmrEngineOptions = {}) {
-    super(hca.sim, hca, 'umr_engine');
-    this.hca = hca;
+  constructor(parent: Module, name: string, opts: UmrEngineWiring) {
+    super(parent.sim, parent, name);
+    this.icm = opts.deps.icm;
+    this.writer = opts.deps.writer;
+    this.memBytes = opts.deps.mem.size;
     this.policy = Object.freeze({ type2Unbind: opts.type2Unbind ?? 'bind_error', regMrPdCheck: opts.regMrPdCheck ?? true });
     const cap = opts.queueCapacity ?? 4;
     this.rState = this.stateReg('state', UmrState);
@@ -172,7 +192,7 @@ export class UmrEngine extends Module {
     this.rinv = { req: new Fifo<UmrJob>(this, 'rinv_req', { capacity: cap }), resp: new Fifo<UmrDone>(this, 'rinv_resp', { capacity: cap }) };
     this.rinv.req.consumer = this;
     this.rinv.resp.producer = this;
-    this.port = hca.pcie.port('umr');
+    this.port = opts.ports.dma;
     this.port.req.producer = this;
     this.port.resp.consumer = this;
 
@@ -189,7 +209,7 @@ export class UmrEngine extends Module {
     this.sWrites = this.stats.counter('posted_writes');
     this.sXltEntries = this.stats.counter('xlt_entries_written');
     this.sLatency = this.stats.histogram('latency_ps');
-    this.clockedBy(hca.coreClock);
+    this.clockedBy(opts.clock);
   }
 
   override tick(): void {
@@ -234,13 +254,18 @@ export class UmrEngine extends Module {
         if (this.nWritten < this.writes.length) {
           if (!this.port.req.canPush()) return this.sleep();
           const op = this.writes[this.nWritten++];
-          const data = op.apply(); // the functional effect, now: caches stay coherent
-          this.port.req.push({ kind: 'write', addr: op.addr, length: data.length, tag: 0, data });
+          // the ICM writer is told when it lands (the caches follow), then tells this engine
+          const tag = this.writer.posting(op.index, op.addr, op.data.length, this, 0);
+          this.port.req.push({ kind: 'write', addr: op.addr, length: op.data.length, tag, data: op.data, owned: true, landed: this.writer });
           this.sWrites.inc();
+          if (op.index < 0) this.sXltEntries.inc(op.entries);
         }
-        if (this.nWritten === this.writes.length) this.rState.set(UMR.DONE);
+        if (this.nWritten === this.writes.length) this.rState.set(UMR.WAIT_LANDED);
         return;
       }
+      case UMR.WAIT_LANDED:
+        if (this.nLanded < this.writes.length) return this.sleep(); // woken by the last landing
+        return this.rState.set(UMR.DONE);
       case UMR.DONE:
         if (!(this.remote ? this.rinv.resp : this.resp).canPush()) return this.sleep(); // woken when the consumer pops
         return this.finish();
@@ -263,8 +288,10 @@ export class UmrEngine extends Module {
     this.list = w.inlineXlt;
     this.oldKlm = null;
     this.oldMr = null;
+    this.fetched = new Map();
     this.writes = [];
     this.nWritten = 0;
+    this.nLanded = 0;
     this.rKey.set(w.key);
     this.rKind.set(w.kind);
     this.rQpn.set(job.qpn & 0xffffff);
@@ -275,16 +302,16 @@ export class UmrEngine extends Module {
       return this.rState.set(UMR.CHECK);
     }
     const reads: DmaReq[] = [];
-    this.readCtx(reads, w.key >>> 8, TAG_TARGET);
-    if (w.kind === UMR_KIND.BIND_MW && w.bindKlm !== null) this.readCtx(reads, w.bindKlm.key >>> 8, TAG_MR);
+    this.readCtx(reads, mkeyIndex(w.key), TAG_TARGET);
+    if (w.kind === UMR_KIND.BIND_MW && w.bindKlm !== null) this.readCtx(reads, mkeyIndex(w.bindKlm.key), TAG_MR);
     this.beginReads(reads, UMR.FETCH_MKEY);
     if (reads.length === 0) this.afterContexts();
   }
 
   /** Queues the read of a context, or records an index beyond the ICM table as never allocated (no read). */
   private readCtx(reads: DmaReq[], index: number, tag: number): void {
-    if (index < this.hca.icm.mkeyEntries) {
-      reads.push({ kind: 'read', addr: this.hca.icm.mkeyContextAddr(index), length: CTX_BYTES, tag });
+    if (index < this.icm.mkeyEntries) {
+      reads.push({ kind: 'read', addr: this.icm.mkeyContextAddr(index), length: CTX_BYTES, tag });
       return;
     }
     const e = unallocatedMkey(index); // as the mkey cache answers
@@ -306,11 +333,13 @@ export class UmrEngine extends Module {
     const view = new DataView(d.buffer, d.byteOffset, d.byteLength);
     switch (r.tag) {
       case TAG_TARGET:
-        this.target = decodeIcmMkey(view, 0, this.w!.key >>> 8);
+        this.target = decodeIcmMkey(view, 0, mkeyIndex(this.w!.key));
         this.targetOcto = mkcTranslationsOctwordSize(view, 0);
+        this.fetched.set(this.target.index, d.slice(0, CTX_BYTES));
         return;
       case TAG_MR:
-        this.mr = decodeIcmMkey(view, 0, this.w!.bindKlm!.key >>> 8);
+        this.mr = decodeIcmMkey(view, 0, mkeyIndex(this.w!.bindKlm!.key));
+        this.fetched.set(this.mr.index, d.slice(0, CTX_BYTES));
         return;
       case TAG_XLT:
         this.list = d;
@@ -323,7 +352,9 @@ export class UmrEngine extends Module {
         }
         return;
       case TAG_OLD_MR:
-        this.oldMr = decodeIcmMkey(view, 0, this.oldKlm!.key >>> 8);
+        // read after the others: the newest copy of its index, should it be the bind's MR too
+        this.oldMr = decodeIcmMkey(view, 0, mkeyIndex(this.oldKlm!.key));
+        this.fetched.set(this.oldMr.index, d.slice(0, CTX_BYTES));
         return;
     }
   }
@@ -342,7 +373,7 @@ export class UmrEngine extends Module {
       // Non-inline translations: the data segment's address is the host physical (DMA) address
       // of the driver's descriptor list; its lkey (the PD's local DMA lkey / reserved lkey) is
       // taken to mean physical addressing and is not looked up.
-      const p = checkPointer(w, this.hca.mem.size);
+      const p = checkPointer(w, this.memBytes);
       if (p !== 0) {
         this.syn = p;
         return this.rState.set(UMR.CHECK);
@@ -358,7 +389,7 @@ export class UmrEngine extends Module {
   /** After the list / KLM: read the released MR's context. */
   private afterXlt(): void {
     const reads: DmaReq[] = [];
-    if (this.oldKlm !== null) this.readCtx(reads, this.oldKlm.key >>> 8, TAG_OLD_MR);
+    if (this.oldKlm !== null) this.readCtx(reads, mkeyIndex(this.oldKlm.key), TAG_OLD_MR);
     this.beginReads(reads, UMR.FETCH_REF);
   }
 
@@ -372,11 +403,10 @@ export class UmrEngine extends Module {
   private plan(): void {
     const w = this.w!;
     const t = this.target!;
-    const hca = this.hca;
     const binds = bindsSomething(w, t);
     let xlt: XltPlan | null = null;
     if (this.list !== null && (w.kind === UMR_KIND.REG_MR || w.kind === UMR_KIND.XLT_UPDATE || binds)) {
-      const r = checkTranslations(w, t, this.targetOcto, hca.icm.xltSize(t.xltAddr), this.list);
+      const r = checkTranslations(w, t, this.targetOcto, this.icm.xltSize(t.xltAddr), this.list);
       if (typeof r === 'number') {
         this.syn = r;
         return;
@@ -387,7 +417,7 @@ export class UmrEngine extends Module {
     // 1. a bind counts the window on its MR first: a deregistration in between sees it bound
     if (binds) writes.push(this.ctxWrite(this.mr!.index, (_c, p) => { p.mwCount = (p.mwCount ?? 0) + 1; }));
     // 2. the translations, before the context that makes them reachable
-    if (xlt !== null && xlt.count > 0) writes.push(this.xltWrite(t, xlt));
+    if (xlt !== null && xlt.count > 0) writes.push(this.xltWrite(t, xlt, this.list!));
     // 3. the target's context
     if (this.targetChanges(w, t, xlt)) {
       const x = xlt;
@@ -427,32 +457,31 @@ export class UmrEngine extends Module {
     }
   }
 
+  /**
+   * A context write: `edit` applied to the engine's copy of the context as it read it (and as
+   * earlier writes of this job left it); the write carries a snapshot of the result.
+   */
   private ctxWrite(index: number, edit: (c: MkeyContext, p: IcmPrivate) => void): PlannedWrite {
-    const hca = this.hca;
-    const addr = hca.icm.mkeyContextAddr(index);
-    return {
-      addr,
-      apply: (): Uint8Array => {
-        // read-modify-write of the current entry (coherent cache update inside updateMkey)
-        updateMkey(hca, index, edit);
-        return hca.mem.read(addr, CTX_BYTES);
-      },
-    };
+    const bytes = this.fetched.get(index);
+    if (bytes === undefined) throw new Error(`${this.path}: a write of mkey index ${index}, whose context was not read`);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, CTX_BYTES);
+    const c = decodeMkeyContext(view, 0);
+    const p = readIcmPrivate(view, 0);
+    edit(c, p);
+    encodeIcmMkey(view, 0, c, p);
+    return { addr: this.icm.mkeyContextAddr(index), data: bytes.slice(), index, entries: 0 };
   }
 
-  private xltWrite(t: MkeyEntry, x: XltPlan): PlannedWrite {
-    const hca = this.hca;
+  /** The translations: the list's own bytes (ICM holds entries in the same format), clipped to the table. */
+  private xltWrite(t: MkeyEntry, x: XltPlan, list: Uint8Array): PlannedWrite {
     const eb = entryBytes(t.accessMode);
-    const addr = t.xltAddr + x.first * eb;
-    return {
-      addr,
-      apply: (): Uint8Array => {
-        // drops the MTT/KLM cache lines of the range
-        writeTranslations(hca, t.xltAddr, { accessMode: t.accessMode, mtt: x.mtt ?? undefined, klm: x.klm ?? undefined }, x.first);
-        this.sXltEntries.inc(x.count);
-        return hca.mem.read(addr, x.count * eb);
-      },
-    };
+    return { addr: t.xltAddr + x.first * eb, data: list.slice(0, x.count * eb), index: -1, entries: x.count };
+  }
+
+  /** @internal A posted write of this job has landed and the caches have followed it. */
+  fire(): void {
+    this.nLanded++;
+    if (this.nLanded === this.writes.length) this.wake();
   }
 
   /** DONE: the completion, the statistics, and back to IDLE. */
@@ -480,6 +509,7 @@ export class UmrEngine extends Module {
     this.oldMr = null;
     this.reads = [];
     this.writes = [];
+    this.fetched = new Map();
     this.rState.set(UMR.IDLE);
   }
 }

@@ -16,8 +16,7 @@ import { decodeKlm, type Klm } from '../formats/klm.ts';
 import { readMttRaw } from '../formats/mtt.ts';
 import type { MkeyMaskName } from '../formats/constants.ts';
 import { CeMode, CqeSyndrome, DS_SIZE, FenceMode, KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, UmrCtrlFlag, WqeOpcode } from '../formats/constants.ts';
-import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../memory/icm_mkey.ts';
-import { ICM_FBO, ICM_ZERO_BASED } from '../memory/icm_mkey.ts';
+import { MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2, readIcmPrivate } from '../memory/icm_mkey.ts';
 
 /**
  * What a UMR does, decided from its mkey_mask and the mkey segment's status (the WQE carries
@@ -116,9 +115,11 @@ export function decodeUmrWqe(wqe: Uint8Array): UmrWqe {
     w.flags = u.flags;
     w.mask = u.mkeyMask;
     w.seg = decodeMkeyContext(view, UMR_MKEY_OFF);
-    w.segMwBind = (view.getUint8(UMR_MKEY_OFF + 3) & ICM_MW_BIND) !== 0;
-    w.segZeroBased = (view.getUint8(UMR_MKEY_OFF + 3) & ICM_ZERO_BASED) !== 0;
-    w.segFbo = view.getUint32(UMR_MKEY_OFF + ICM_FBO);
+    // the model's reserved bits travel in the segment where an ICM entry keeps them (icm_mkey.ts)
+    const segPriv = readIcmPrivate(view, UMR_MKEY_OFF);
+    w.segMwBind = segPriv.mwBind === true;
+    w.segZeroBased = segPriv.zeroBased === true;
+    w.segFbo = segPriv.fbo ?? 0;
     w.xltBytes = u.xltOctowords * DS_SIZE;
     w.xltOffsetOcto = (u.flags & UmrCtrlFlag.TRANSLATION_OFFSET_EN) !== 0 ? u.xltOffset : 0;
     if (w.xltBytes > 0) {

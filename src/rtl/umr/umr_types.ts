@@ -1,3 +1,5 @@
+import type { EventTarget } from '../../sim/index.ts';
+
 /**
  * The UMR engine's interface with the send queue engine: a UMR WQE (REG_MR, LOCAL_INV,
  * BIND_MW, unbind) fetched from the send queue, executed against ICM and the caches, and the
@@ -16,4 +18,14 @@ export interface UmrJob {
 export interface UmrDone {
   tag: number;
   syndrome: number;
+}
+
+/**
+ * The ICM writer as the UMR engine sees it (firmware/icm_writer.ts implements it; hca.ts wires
+ * it): the engine announces each posted write and makes the writer its `landed` target, so the
+ * caches follow the write when it lands in ICM, then the engine is told (`then.fire(thenTag)`).
+ */
+export interface UmrIcmWriter extends EventTarget {
+  /** A write of `length` bytes at `addr`: the context of mkey `index`, or (-1) translation entries. Returns the write's tag. */
+  posting(index: number, addr: number, length: number, then: EventTarget | null, thenTag: number): number;
 }

@@ -24,7 +24,7 @@ function rig(cfg: Partial<HcaConfig> = {}): Rig {
   const hca = new Module(sim, sim.top, 'hca0');
   const clk = new Clock(hca, 'core_clk', PERIOD);
   const mem = new HostMem(16 * MiB, sim.rng.fork());
-  const pcie = new Pcie(hca, mem, clk, resolveConfig(cfg));
+  const pcie = new Pcie(hca, 'pcie', { clock: clk, ports: {}, deps: { mem }, cfg: resolveConfig(cfg) });
   return { sim, clk, mem, pcie };
 }
 

@@ -3,6 +3,10 @@ import { makeKey, NOT_BOUND_QPN, type ModelMkey } from '../../../src/model/index
 import { xlateBench } from '../../support/xlate_bench.ts';
 import { destroyMkey, writeMkey, type MkeyDesc } from '../../../src/rtl/firmware/icm_writer.ts';
 import { MkcAccessMode } from '../../../src/rtl/formats/constants.ts';
+import { readMkey } from '../../../src/rtl/firmware/icm_writer.ts';
+import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from '../../../src/rtl/umr/umr_ops.ts';
+import { DEFAULT_HCA_CONFIG } from '../../../src/rtl/config.ts';
+import { NS } from '../../../src/sim/index.ts';
 
 const page = (i: number): number => 0x4000_0000 + i * 0x3000;
 
@@ -50,6 +54,66 @@ describe('coherence of the on-chip caches', () => {
       const r = await pending;
       // a stale fill would have installed tag 1 and failed the key
       expect(r.results[0]).toEqual({ kind: 'ok', segments: [{ pa: page(16), length: 8 }] });
+    });
+    expect(b.sim.stats()['tb.hca0.mkey_cache'].stale_fills).toBe(1);
+  });
+
+  it('a UMR takes effect when its posted write lands, not when it is issued: ICM and the cached copy change together, then it completes', async () => {
+    const m = mttMkey(5, 1);
+    const b = xlateBench([m]);
+    const key = makeKey(5, 1);
+    const st = (): Record<string, unknown> => b.sim.stats()['tb.hca0.pcie'];
+    await b.sim.run(async () => {
+      expect((await b.translate([req(key)])).results[0].kind).toBe('ok');
+      expect(b.hca.mkeyCache.holds(5)).toBe(true);
+      const writesBefore = st().writes as number;
+      const wqe = new Uint8Array(LOCAL_INV_WQE_BYTES);
+      encodeLocalInvWqe(wqe, key, 1, 0);
+      let doneAt = -1;
+      const umr = b.hca.umrEngine;
+      const job = b.sim.spawn(async () => {
+        await umr.req.pushWait({ tag: 7, qpn: 1, pd: 1, wqe });
+        expect((await umr.resp.popWait()).syndrome).toBe(0);
+        doneAt = b.sim.now;
+      });
+      while ((st().writes as number) === writesBefore) await b.sim.delay(1 * NS);
+      const issuedAt = b.sim.now;
+      // issued, not landed: ICM and the cache still hold the valid context, and the key works
+      expect(readMkey(b.hca, 5).free).toBe(false);
+      expect((await b.translate([req(key)])).results[0].kind).toBe('ok');
+      while (!readMkey(b.hca, 5).free) await b.sim.delay(1 * NS);
+      const landedAt = b.sim.now;
+      expect(landedAt - issuedAt).toBeGreaterThanOrEqual(DEFAULT_HCA_CONFIG.pcieWritePs - 1 * NS);
+      expect(landedAt - issuedAt).toBeLessThanOrEqual(DEFAULT_HCA_CONFIG.pcieWritePs + 1 * NS);
+      // landed: the cached copy is the new one (a hit, no refill), and the UMR has not completed before it
+      expect(b.hca.mkeyCache.holds(5)).toBe(true);
+      expect((await b.translate([req(key)])).results[0]).toEqual({ kind: 'error', error: 'FREE', key });
+      await job;
+      expect(doneAt).toBeGreaterThanOrEqual(landedAt);
+    });
+    expect(b.sim.stats()['tb.hca0.icm_writer'].umr_context_writes).toBe(1);
+    expect(b.sim.stats()['tb.hca0.mkey_cache'].misses).toBe(1);
+  });
+
+  it("a fill on its way from host memory when a UMR's write lands is stale: it is read again", async () => {
+    const m = mttMkey(9, 1);
+    const b = xlateBench([m]);
+    const mkc = b.hca.mkeyCache;
+    const writer = b.hca.icmWriter;
+    await b.sim.run(async () => {
+      const pending = b.sim.spawn(() => b.translate([req(makeKey(9, 1))]));
+      await mkc.port.resp.changed.wait(); // the old context is in the cache's port, not yet installed
+      expect(mkc.port.resp.size).toBe(1);
+      // what the PCIe block does when a UMR's posted write lands: the bytes, then the writer's notice
+      const addr = b.hca.icm.mkeyContextAddr(9);
+      const tag = writer.posting(9, addr, 64, null, 0);
+      // firmware may not rewrite a context a UMR write is carrying: the landing would undo it
+      expect(() => writeMkey(b.hca, desc(m, 3))).toThrow(/CREATE_MKEY of mkey index 0x9 while a UMR's write of its context is in flight/);
+      b.hca.mem.write(addr, Uint8Array.of(b.hca.mem.read(addr, 1)[0] | 0x40)); // the free bit (spec/mlx5.md "mkey context" byte 0)
+      writer.fire(tag);
+      expect(writer.inFlight).toBe(0);
+      const r = await pending;
+      expect(r.results[0]).toEqual({ kind: 'error', error: 'FREE', key: makeKey(9, 1) });
     });
     expect(b.sim.stats()['tb.hca0.mkey_cache'].stale_fills).toBe(1);
   });

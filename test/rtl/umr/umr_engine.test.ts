@@ -595,7 +595,7 @@ describe('UmrEngine: translation update, queueing, trace names', () => {
     const values = (name: string): (number | null)[] => v.changes.filter(([, path]) => path === `tb.hca0.umr_engine.${name}`).map(([, , x]) => x);
     const S = (n: string): number => UmrState.valueOf(n);
     expect(values('state')).toEqual([
-      S('IDLE'), S('FETCH_MKEY'), S('WAIT_MKEY'), S('CHECK'), S('WRITE'), S('DONE'), S('IDLE'), // success: two posted writes
+      S('IDLE'), S('FETCH_MKEY'), S('WAIT_MKEY'), S('CHECK'), S('WRITE'), S('WAIT_LANDED'), S('DONE'), S('IDLE'), // success: two posted writes, then their landing
       S('FETCH_MKEY'), S('WAIT_MKEY'), S('CHECK'), S('DONE'), S('IDLE'), // "must be free" fails: no write
     ]);
     expect(values('key')).toEqual([0, key]);
