@@ -18,10 +18,17 @@ export interface Wire<T> {
   body: T;
 }
 
-/** One direction's delivery queue: messages land in `inbox[to]` at their arrival time. */
+/**
+ * One direction's delivery queue: messages land in `inbox[to]` at their arrival time. Arrivals
+ * at one destination are in send order (serialization then a fixed latency), so each
+ * destination keeps a FIFO and only its head is a kernel event: the event queue holds one
+ * entry per destination, not one per message in flight.
+ */
 export class Link<T> extends Module implements EventTarget {
   private readonly busyUntil: number[];
-  private readonly pending: { at: number; w: Wire<T> }[] = [];
+  /** Per destination: messages in flight in arrival order, from `head`. */
+  private readonly pending: { at: number; w: Wire<T> }[][];
+  private readonly head: number[];
   private readonly rPackets: Reg;
   private readonly sPackets;
   private readonly sBytes;
@@ -38,6 +45,8 @@ export class Link<T> extends Module implements EventTarget {
   ) {
     super(sim, parent, name);
     this.busyUntil = inbox.map(() => 0);
+    this.pending = inbox.map(() => []);
+    this.head = inbox.map(() => 0);
     this.rPackets = this.reg('packets_in_flight', 16);
     this.sPackets = this.stats.counter('packets');
     this.sBytes = this.stats.counter('bytes');
@@ -57,8 +66,9 @@ export class Link<T> extends Module implements EventTarget {
     const start = Math.max(this.sim.now, this.busyUntil[w.to]);
     this.busyUntil[w.to] = start + xfer;
     const at = start + xfer + this.latencyPs;
-    this.pending.push({ at, w });
-    this.sim.at(at, this);
+    const q = this.pending[w.to];
+    q.push({ at, w });
+    if (q.length - this.head[w.to] === 1) this.sim.at(at, this, w.to);
     this.sPackets.inc(pk);
     this.sBytes.inc(bytes);
     this.sMessages.inc();
@@ -66,26 +76,31 @@ export class Link<T> extends Module implements EventTarget {
     return at;
   }
 
-  /** @internal Deliveries due now, in send order. */
-  fire(): void {
+  /** @internal Deliveries due now at destination `to`, in send order; then the next arrival's event. */
+  fire(to: number): void {
     const now = this.sim.now;
-    for (let i = 0; i < this.pending.length; ) {
-      const p = this.pending[i];
-      if (p.at !== now) {
-        i++;
-        continue;
-      }
-      const inbox = this.inbox[p.w.to];
+    const q = this.pending[to];
+    const inbox = this.inbox[to];
+    let h = this.head[to];
+    while (h < q.length && q[h].at <= now) {
       if (!inbox.canPush()) {
         // a full inbox: retry on the next picosecond (the responder drains it every cycle)
-        p.at = now + 1;
-        this.sim.at(p.at, this);
-        i++;
-        continue;
+        this.head[to] = h;
+        this.sim.at(now + 1, this, to);
+        return;
       }
+      const p = q[h++];
       inbox.push(p.w.body);
       this.rPackets.set(Math.max(0, this.rPackets.q - Link.packets(p.w.payloadBytes, p.w.mtu)));
-      this.pending.splice(i, 1);
     }
+    if (h === q.length) {
+      q.length = 0;
+      h = 0;
+    } else if (h > 1024) {
+      q.splice(0, h);
+      h = 0;
+    }
+    this.head[to] = h;
+    if (h < q.length) this.sim.at(q[h].at, this, to);
   }
 }
