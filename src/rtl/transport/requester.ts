@@ -122,6 +122,8 @@ interface ReqQp {
   resendAt: number;
   /** A message failed: later messages are flushed. */
   flushing: boolean;
+  /** The local ACK timeout (IBTA: 4.096 us x 2^timeout), per try. */
+  readonly ackTimeout: number;
 }
 
 export class Requester extends Module implements EventTarget {
@@ -140,9 +142,9 @@ export class Requester extends Module implements EventTarget {
   private readonly qps = new Map<number, ReqQp>();
   /** Contexts whose SGE translations are not all issued, in order. */
   private readonly xlateQ: Ctx[] = [];
-  /** Contexts whose mover has requests to issue. */
-  private stepping: Ctx[] = [];
-  private spare: Ctx[] = [];
+  /** Contexts whose mover has requests to issue: the first nStepping entries. */
+  private readonly stepping: Ctx[] = [];
+  private nStepping = 0;
   /** Finished contexts whose completion is not yet handed to the send queue engine. */
   private readonly doneQ: Ctx[] = [];
   private doneHead = 0;
@@ -285,26 +287,25 @@ export class Requester extends Module implements EventTarget {
       c.answersDue++;
       if (c.issued === c.ptrs.length) this.xlateQ.shift();
     }
-    // DMA: each mover issues at most one request an edge
-    if (this.stepping.length > 0) {
+    // DMA: each mover issues at most one request an edge (the list is compacted in place;
+    // contexts added meanwhile, at its end, are stepped too)
+    if (this.nStepping > 0) {
       const list = this.stepping;
-      const keep = this.spare;
-      keep.length = 0;
-      for (let i = 0; i < list.length; i++) {
+      let w = 0;
+      for (let i = 0; i < this.nStepping; i++) {
         const c = list[i];
         c.mover.step();
         if (c.stage === SCATTER) {
           act = SCATTER;
           if (c.mover.done) this.scattered(c);
-          else keep.push(c);
+          else list[w++] = c;
         } else if (c.stage === GATHER) {
           act = GATHER;
           if (c.mover.done) this.gathered(c);
-          else if (!c.mover.waiting) keep.push(c);
+          else if (!c.mover.waiting) list[w++] = c;
         }
       }
-      this.spare = list;
-      this.stepping = keep;
+      this.nStepping = w;
     }
     while (this.pumpQ.length > 0) {
       if (this.pump(this.pumpQ.pop()!)) act = READY;
@@ -325,9 +326,9 @@ export class Requester extends Module implements EventTarget {
     if (busy > this.sPeak.value) this.sPeak.value = busy;
     if (act >= 0) this.state.setNow(act);
     else if (busy === 0) this.state.setNow(IDLE);
-    else if (this.stepping.length === 0 && this.xlateQ.length === 0) this.state.setNow(WAIT_RESP);
+    else if (this.nStepping === 0 && this.xlateQ.length === 0) this.state.setNow(WAIT_RESP);
     // asleep until an input arrives: answers, DMA and ATU results, jobs, room, the timer
-    const more = this.stepping.length > 0 || (this.xlateQ.length > 0 && this.atu.req.canPush()) || (this.req.canPop() && this.free.length > 0);
+    const more = this.nStepping > 0 || (this.xlateQ.length > 0 && this.atu.req.canPush()) || (this.req.canPop() && this.free.length > 0);
     if (!more) this.sleep();
   }
 
@@ -338,7 +339,6 @@ export class Requester extends Module implements EventTarget {
     c.op = OP_OF[job.wqe.ctrl.opcode];
     c.rdAtomic = c.op === 'READ' || c.op === 'CMP_SWAP' || c.op === 'FETCH_ADD';
     c.ptrs = [];
-    c.results.length = 0;
     c.issued = 0;
     c.answersDue = 0;
     c.local = [];
@@ -367,7 +367,8 @@ export class Requester extends Module implements EventTarget {
       c.payload = buf;
     }
     c.length = length;
-    for (let i = 0; i < c.ptrs.length; i++) c.results.push(null);
+    if (c.results.length !== c.ptrs.length) c.results = new Array<AtuResponse | null>(c.ptrs.length);
+    c.results.fill(null);
     this.rQpn.set(job.qpn);
     this.rOp.set(job.wqe.ctrl.opcode);
     this.rLen.set(Math.min(length, 0xffffffff));
@@ -390,7 +391,7 @@ export class Requester extends Module implements EventTarget {
     if (q === undefined) {
       const qp = this.table.getQp(qpn);
       if (qp === undefined) return null;
-      q = { qpn, qp, list: [], sendNext: 0, nextPsn: 0, rdOut: 0, resendAt: -1, flushing: false };
+      q = { qpn, qp, list: [], sendNext: 0, nextPsn: 0, rdOut: 0, resendAt: -1, flushing: false, ackTimeout: ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout) };
       this.qps.set(qpn, q);
     }
     return q;
@@ -425,7 +426,7 @@ export class Requester extends Module implements EventTarget {
   private startGather(c: Ctx): void {
     c.mover.gather(c.local);
     c.stage = GATHER;
-    this.stepping.push(c);
+    this.stepping[this.nStepping++] = c;
   }
 
   /** The payload is read from host memory. */
@@ -490,7 +491,7 @@ export class Requester extends Module implements EventTarget {
     c.answered = false;
     if (c.rdAtomic) q.rdOut++;
     // the ACK timeout (IBTA: 4.096 us x 2^timeout), per try
-    c.timeoutAt = this.sim.now + ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout);
+    c.timeoutAt = this.sim.now + q.ackTimeout;
     this.armTimer(c.timeoutAt);
   }
 
@@ -543,7 +544,7 @@ export class Requester extends Module implements EventTarget {
       c.readBuf = a.dataBuf ?? null;
       c.mover.scatter(c.local, a.data!, c.readBuf);
       c.stage = SCATTER;
-      this.stepping.push(c);
+      this.stepping[this.nStepping++] = c;
       return;
     }
     this.finish(c, 0);

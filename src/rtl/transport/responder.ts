@@ -135,7 +135,9 @@ export class Responder extends Module {
   private readonly ctxs: Ctx[] = [];
   private readonly free: Ctx[] = [];
   private readonly rqs = new Map<number, RespQp>();
+  /** Double-buffered work lists: `active` (the first nActive entries) is next edge's. */
   private active: Ctx[] = [];
+  private nActive = 0;
   private spare: Ctx[] = [];
   /** QPs whose posted receives are to be flushed, once no message of theirs is in flight. */
   private readonly flushQ: number[] = [];
@@ -241,7 +243,7 @@ export class Responder extends Module {
   private activate(c: Ctx): void {
     if (!c.active) {
       c.active = true;
-      this.active.push(c);
+      this.active[this.nActive++] = c;
     }
   }
 
@@ -285,19 +287,18 @@ export class Responder extends Module {
       this.admit(this.inbox.pop());
     }
     let act = -1;
-    if (this.active.length > 0) {
+    if (this.nActive > 0) {
       const list = this.active;
-      const keep = this.spare;
-      keep.length = 0;
-      this.active = keep;
-      for (let i = 0; i < list.length; i++) {
+      const n = this.nActive;
+      this.active = this.spare;
+      this.nActive = 0;
+      this.spare = list;
+      for (let i = 0; i < n; i++) {
         const c = list[i];
         c.active = false;
         if (this.stepCtx(c)) this.activate(c);
         act = c.stage;
       }
-      list.length = 0;
-      this.spare = list;
     }
     if (this.flushQ.length > 0 && this.flush()) act = FLUSH;
     const busy = this.inFlight;
@@ -305,7 +306,7 @@ export class Responder extends Module {
     if (busy > this.sPeak.value) this.sPeak.value = busy;
     if (act >= 0 && act !== WAIT_TURN) this.state.setNow(act);
     else if (busy === 0) this.state.setNow(IDLE);
-    if (this.active.length === 0 && this.flushQ.length === 0 && !(this.inbox.canPop() && this.free.length > 0)) this.sleep();
+    if (this.nActive === 0 && this.flushQ.length === 0 && !(this.inbox.canPop() && this.free.length > 0)) this.sleep();
   }
 
   /** A message from the link: taken in PSN order per QP, or dropped. */

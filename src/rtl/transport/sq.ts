@@ -150,7 +150,9 @@ export class Sq extends Module {
   private readonly reads: ({ q: SqQp; c: Chunk } | null)[] = [];
   private readonly freeTags: number[] = [];
   /** QPs with something to do, served round robin. */
+  /** Double-buffered work lists: `active` (the first nActive entries) is next edge's. */
   private active: SqQp[] = [];
+  private nActive = 0;
   private spare: SqQp[] = [];
   private readonly state: Signal;
   private readonly rInflight: Reg;
@@ -267,7 +269,7 @@ export class Sq extends Module {
   private activate(q: SqQp): void {
     if (!q.active) {
       q.active = true;
-      this.active.push(q);
+      this.active[this.nActive++] = q;
     }
   }
 
@@ -322,27 +324,26 @@ export class Sq extends Module {
         act = WAIT_DONE;
       }
     }
-    if (this.active.length > 0) {
+    if (this.nActive > 0) {
       const list = this.active;
-      const keep = this.spare;
-      keep.length = 0;
-      this.active = keep;
-      for (let i = 0; i < list.length; i++) {
+      const n = this.nActive;
+      this.active = this.spare;
+      this.nActive = 0;
+      this.spare = list;
+      for (let i = 0; i < n; i++) {
         const q = list[i];
         q.active = false;
         if (this.gone(q)) continue;
         const a = this.serve(q);
         if (a > act) act = a;
       }
-      list.length = 0;
-      this.spare = list;
     }
     const used = this.inFlight;
     this.rInflight.set(used);
     if (used > this.sPeak.value) this.sPeak.value = used;
     if (act >= 0) this.state.setNow(act);
     else if (used === 0) this.state.setNow(IDLE);
-    if (this.active.length === 0) this.sleep();
+    if (this.nActive === 0) this.sleep();
   }
 
   private invKey(s: Slot): number {
