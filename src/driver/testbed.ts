@@ -66,6 +66,33 @@ export class Testbed {
     return this.sim.delay(ps);
   }
 
+  /**
+   * Runs until no work is in flight anywhere: every clock idle, and no module with work waiting
+   * for an answer, a DMA, a message or a command (`Module.hasWork`). Retry timers armed for work
+   * already done do not count. Steps from event to event (no fixed sleeps); throws when work is
+   * still in flight after `timeout` ps (default 1 s of simulated time), naming the modules.
+   */
+  async quiesce(opts: { timeout?: Ps } = {}): Promise<void> {
+    this.sim.checkInProcess('quiesce');
+    const limit = this.now + (opts.timeout ?? 1e12);
+    for (;;) {
+      const busy = this.busyModules();
+      if (busy.length === 0) return;
+      const next = this.sim.queue.peekTime();
+      if (next === Infinity) throw new Error(`quiesce: at ${this.now} ps ${busy.join(', ')} still have work but no event is scheduled`);
+      if (next > limit) throw new Error(`quiesce: still in flight after ${opts.timeout ?? 1e12} ps: ${busy.join(', ')}`);
+      await this.sim.delay(Math.max(1, next - this.now));
+    }
+  }
+
+  /** Modules with work in flight now (and clocks with awake modules), by path. */
+  busyModules(): string[] {
+    const out: string[] = [];
+    for (const c of this.sim.clocks) if (c.awakeCount > 0) out.push(c.clkSignal.path);
+    for (const m of this.sim.top.walk()) if (m.hasWork()) out.push(m.path);
+    return out;
+  }
+
   /** Simulated time in ps. */
   get now(): Ps {
     return this.sim.now;

@@ -126,6 +126,15 @@ export class Module {
     return pulsed !== 0 && this.traced;
   }
 
+  /**
+   * Work in flight that no clock edge shows: a request waiting for an answer, a DMA or a message
+   * on its way, a command running. `tb.quiesce()` runs until no module has any (and every clock
+   * is idle). A module whose only work is its clock's ticks keeps the default.
+   */
+  hasWork(): boolean {
+    return false;
+  }
+
   /** Ticks start again from the next edge of the clock (strictly after now). */
   wake(): void {
     if (!this.awake && this.clk) this.clk.wakeModule(this);

@@ -59,7 +59,7 @@ describe('qp.destroy (ibv_destroy_qp)', () => {
       // a doorbell for the number is ignored by the send queue engine
       const wqes = tb.stats()['tb.hca0.sq'].wqes;
       s.ctx0.hca.pcie.ringDoorbell(s.ctx0.hca.sq.doorbell, { qpn, pi: 1 });
-      await tb.delay(1e6);
+      await tb.quiesce(); // the doorbell has arrived and been dropped
       expect(tb.stats()['tb.hca0.sq'].wqes).toBe(wqes);
       expect(s.ctx0.hca.sq.completedWqes(qpn)).toBe(0);
     });
@@ -211,7 +211,7 @@ describe('pd.dealloc (ibv_dealloc_pd)', () => {
         const b = tb.host(1).alloc(PAGE, { align: PAGE });
         const mr0 = await pd0.regMr(a.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
         const mr1 = await pd1.regMr(b.addr, PAGE, Access.LOCAL_WRITE);
-        await tb.delay(5_000_000_000); // the driver's background mkey pool refills are done: firmware idle
+        await tb.quiesce(); // the driver's background mkey pool refills are done: firmware idle
         const req = c1.hca.requester.req;
         const push = req.push.bind(req);
         let pushedAt = -1;

@@ -18,7 +18,7 @@ describe('registration timing (spec/timing.md anchors)', () => {
       const pd = await c.allocPd();
       const buf = tb.host(0).alloc(4096 * PAGE);
       await pd.regMr(buf.addr, 64 * PAGE, Access.LOCAL_WRITE); // empty pool: CREATE_MKEY, and the pool refills
-      await tb.delay(5000 * US); // the background refill is done: the firmware is idle
+      await tb.quiesce(); // the background refill is done: the firmware is idle
       let t0 = tb.now;
       const pooled = await pd.regMr(buf.addr + 64 * PAGE, 64 * PAGE, Access.LOCAL_WRITE);
       times.pooled = tb.now - t0;

@@ -121,7 +121,7 @@ describe('verbs calls: synchronous failures (spec/semantics.md "Verbs calls")', 
       const w = (i: number): SendWr => ({ wrId: 100 + i, opcode: 'RDMA_WRITE', sgList: [{ addr: buf.addr, length: 8, lkey: mr.lkey }], remoteAddr: buf.addr + PAGE, rkey: mr.rkey });
       small.postSend([w(0), w(1)]);
       await expectErr(() => small.postSend(w(2)), 'ENOMEM', /send queue full/);
-      await tb.delay(100_000_000); // 100 us: once they complete there is room again
+      await tb.quiesce(); // once they complete there is room again
       expect(() => small.postSend(w(3))).not.toThrow();
 
       // any call on a destroyed object: EINVAL
@@ -264,7 +264,7 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
       const buf = tb.host(0).alloc(2 * PAGE, { align: PAGE });
       // the first regMr finds the pool empty (CREATE_MKEY) and starts a refill; the next is pooled
       await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE);
-      await tb.delay(5e9);
+      await tb.quiesce(); // the refill is done
       const mr = await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_READ);
       expect(mr.poolBucket).toBeGreaterThan(0);
       const old = mr.lkey;
@@ -338,7 +338,7 @@ describe('zero-based MRs at addresses inside a page (semantics.md: "a zero-based
       // regMr by CREATE_MKEY (the pool is empty at first), then from the pool
       const a = await pd0.regMr(buf.addr + 1, 2 * PAGE, ZB_READ);
       expect(a.poolBucket).toBe(0);
-      await tb.delay(5e9);
+      await tb.quiesce(); // the refill is done
       const b = await pd0.regMr(buf.addr + 3000, 2 * PAGE, ZB_READ);
       expect(b.poolBucket).toBeGreaterThan(0);
       for (const [mr, addr] of [[a, buf.addr + 1], [b, buf.addr + 3000]] as const) {
@@ -418,7 +418,7 @@ describe('translation lists by pointer (over 64 bytes): each posted UMR has its 
       expect(await firstBytes(mb.rkey, B.addr + 15 * PAGE)).toEqual([0xbb, 0xbb, 0xbb, 0xbb]);
       // the driver's mkey pool: two registrations in flight on its UMR QP
       await pd0.regMr(A.addr, 16 * PAGE, RD); // the 64-page bucket starts empty: it refills
-      await tb.delay(5_000_000_000);
+      await tb.quiesce();
       const [x, y] = await Promise.all([pd0.regMr(A.addr, 16 * PAGE, RD), pd0.regMr(B.addr, 16 * PAGE, RD)]);
       expect([x.poolBucket, y.poolBucket]).toEqual([64, 64]);
       expect(await firstBytes(x.rkey, A.addr + 15 * PAGE)).toEqual([0xaa, 0xaa, 0xaa, 0xaa]);

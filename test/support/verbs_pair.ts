@@ -109,8 +109,6 @@ export const BOGUS_INDEX = 0xfff0;
 export const BEYOND_INDEX = 0x123456;
 /** Simulated time a command may take to complete (RETRY_EXC_ERR takes 8 ACK timeouts, ~0.54 s). */
 const SETTLE_PS = 3e12;
-/** Time for posted DMA writes to land after the last WQE is done (pcieWritePs is 250 ns). */
-const LAND_PS = 20e6;
 /** Unmapped bytes after every host allocation (src/rtl/memory/host_space.ts GUARD_GAP). */
 const GUARD_GAP = 4096;
 
@@ -1164,17 +1162,9 @@ export class VerbsPair {
       q.expect = expect;
       q.got = got;
     }
-    // the send queues drain (unsignaled successes leave no completion to wait for)
-    let step = 1e5;
-    while (this.tb.now < deadline) {
-      const busy = this.qps.filter((q) => !q.destroyed && this.tb.hca(q.hca).sq.completedWqes(q.t.qpNum) < q.postedT);
-      if (busy.length === 0) break;
-      await this.tb.delay(Math.min(step, Math.max(1, deadline - this.tb.now)));
-      step = Math.min(step * 2, 1e10);
-    }
-    // an unsignaled READ's or atomic's data is written by posted PCIe writes that land a little
-    // after the send queue counts the WQE done (a CQE would be ordered after them): let them land
-    await this.tb.delay(LAND_PS);
+    // the send queues drain (unsignaled successes leave no completion to wait for), and the
+    // posted writes of unsignaled READs and atomics land: run until nothing is in flight
+    await this.tb.quiesce({ timeout: Math.max(1, deadline - this.tb.now) }).catch((e: unknown) => problems.push(`testbed not quiescent: ${(e as Error).message}`));
     for (const q of this.qps) {
       // a destroyed QP's send queue engine forgot it (and its work never completes)
       const done = this.tb.hca(q.hca).sq.completedWqes(q.t.qpNum);

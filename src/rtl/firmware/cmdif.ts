@@ -180,6 +180,11 @@ export class Cmdif extends Module {
     this.sWait = this.stats.histogram('queue_wait_ps');
   }
 
+  /** A command posted and not completed. */
+  override hasWork(): boolean {
+    return this.outstanding > 0;
+  }
+
   /** Commands posted and not completed (waiting or executing). */
   get outstanding(): number {
     return this.queue.length + (this.busy.q === 1 ? 1 : 0);

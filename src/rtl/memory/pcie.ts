@@ -253,6 +253,11 @@ export class Pcie extends Module implements EventTarget {
     return this.maxOut - this.nFree;
   }
 
+  /** A DMA or doorbell queued or in flight. */
+  override hasWork(): boolean {
+    return !this.idle;
+  }
+
   /** True when nothing is queued or in flight (as of the last commit): no request waiting, no read, no posted write, no doorbell. */
   get idle(): boolean {
     if (this.nFree !== this.maxOut || this.writes.size !== 0 || this.doorbells.size !== 0) return false;

@@ -163,6 +163,11 @@ export class Atu extends Module {
     this.clockedBy(opts.clock);
   }
 
+  /** A translation in a context (it may be waiting for a cache's host read). */
+  override hasWork(): boolean {
+    return this.nBusy > 0;
+  }
+
   /** A new client port (declare before tracing starts). */
   port(name: string, capacity = 4): AtuPort {
     const p: AtuPort = {

@@ -58,6 +58,12 @@ export class Link<T> extends Module implements EventTarget {
     return Math.max(1, Math.ceil(payload / mtu));
   }
 
+  /** Messages on the wire. */
+  override hasWork(): boolean {
+    for (let i = 0; i < this.pending.length; i++) if (this.head[i] < this.pending[i].length) return true;
+    return false;
+  }
+
   /** Sends `w`: it lands in `inbox[w.to]` after serialization and latency; returns the arrival time. */
   send(w: Wire<T>): number {
     const pk = Link.packets(w.payloadBytes, w.mtu);

@@ -220,7 +220,7 @@ export class Requester extends Module implements EventTarget {
   }
 
   /** Work in flight: a message in a context or waiting to be taken. */
-  busy(): boolean {
+  override hasWork(): boolean {
     return this.inFlight > 0 || this.req.canPop() || this.inbox.canPop();
   }
 

@@ -220,7 +220,7 @@ export class Responder extends Module {
   }
 
   /** Work in flight: a message in a context or waiting, a flush to do. */
-  busy(): boolean {
+  override hasWork(): boolean {
     return this.inFlight > 0 || this.inbox.canPop() || this.flushQ.length > 0 || this.flushReq.canPop() || this.rqDoorbell.canPop();
   }
 
@@ -460,7 +460,14 @@ export class Responder extends Module {
       if (rq.ci >= rq.pi) return this.nak(c, 'RNR');
       return this.fetchRwqe(c);
     }
-    // RDMA: the remote key, unless zero length (which checks nothing)
+    // RDMA: the remote key, unless zero length (which checks nothing); a pipelined READ or
+    // WRITE of zero length still takes its turn (it acts once the messages before it committed)
+    if (m.length === 0 && Responder.pipelined(c)) {
+      c.issued = true;
+      c.pending = ZERO_LENGTH_OK;
+      c.stage = XLATE;
+      return;
+    }
     if (m.length === 0 && m.op !== 'CMP_SWAP' && m.op !== 'FETCH_ADD') {
       if (m.op === 'WRITE_IMM' && rq.ci >= rq.pi) return this.nak(c, 'RNR');
       c.committed = true;
@@ -738,11 +745,10 @@ export class Responder extends Module {
     const i = list.indexOf(c);
     if (i >= 0) list.splice(i, 1);
     this.recycle(c);
-    const next = list[0];
-    if (next !== undefined && (next.stage === ANSWER || (next.stage === WAIT_TURN && this.mayStart(next)))) this.activate(next);
-    // a pipelined successor may be waiting for this one to have committed (it is gone now)
-    const second = list[1];
-    if (second !== undefined && second.stage === WAIT_TURN && this.mayStart(second)) this.activate(second);
+    // the new head may answer, start, or act on its translation; a pipelined successor may be
+    // waiting for this one to have committed (it is gone now): both look again
+    if (list.length > 0) this.activate(list[0]);
+    if (list.length > 1) this.activate(list[1]);
   }
 
   private recycle(c: Ctx): void {
@@ -788,3 +794,5 @@ function sumLen(sges: readonly { length: number }[], n: number): number {
 }
 
 const EMPTY = new Uint8Array(0);
+/** What a zero-length READ or WRITE translates to: nothing, and no check (IBTA: no rkey check). */
+const ZERO_LENGTH_OK: AtuResponse = { tag: 0, result: { kind: 'ok', segments: [] } };

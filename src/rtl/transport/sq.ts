@@ -224,7 +224,7 @@ export class Sq extends Module {
   }
 
   /** Work in flight: WQEs posted and not completed. */
-  busy(): boolean {
+  override hasWork(): boolean {
     if (this.doorbell.canPop() || this.inFlight > 0) return true;
     for (const q of this.qps.values()) if (q.parsePtr < q.pi) return true;
     return false;
