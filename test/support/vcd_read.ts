@@ -64,8 +64,15 @@ export async function readVcd(text: string): Promise<ParsedVcd> {
   }
   const changes: [number, string, number | null][] = [];
   let last = -1;
-  for (const [t, id, cmd, value, mask] of raw) {
-    const time = Number(t);
+  // vcd-stream's times stop at 2^32 - 1 ps (4.3 ms): take each change's time from the text's
+  // own timestamps, which hold it exactly (the changes come in the text's order)
+  const valueTimes: number[] = [];
+  const times = strictTimes(text, byId, valueTimes);
+  if (valueTimes.length !== raw.length) throw new Error(`VCD: vcd-stream saw ${raw.length} value changes, the text has ${valueTimes.length}`);
+  for (let i = 0; i < raw.length; i++) {
+    const [t, id, cmd, value, mask] = raw[i];
+    const time = valueTimes[i];
+    if (Number(t) !== time && Number(t) < 2 ** 32 - 1) throw new Error(`VCD: vcd-stream's time ${String(t)} differs from the text's #${time}`);
     if (time < last) throw new Error(`VCD time goes backwards: ${time} after ${last}`);
     last = time;
     const d = byId.get(id);
@@ -83,7 +90,6 @@ export async function readVcd(text: string): Promise<ParsedVcd> {
     } else v = null;
     changes.push([time, d.path, v]);
   }
-  const times = strictTimes(text, byId);
   return { decls, scopes, timescale: (p.info.timescale ?? '').trim(), changes, times };
 }
 
@@ -91,7 +97,7 @@ export async function readVcd(text: string): Promise<ParsedVcd> {
  * The checks vcd-stream does not do, on the text itself: `#` timestamps strictly increase, and
  * every value line's id is declared (vcd-stream drops changes of unknown ids silently).
  */
-function strictTimes(text: string, byId: Map<string, VcdDecl>): number[] {
+function strictTimes(text: string, byId: Map<string, VcdDecl>, valueTimes: number[] = []): number[] {
   const body = text.slice(text.indexOf('$enddefinitions'));
   const times: number[] = [];
   for (const line of body.split('\n').slice(1)) {
@@ -118,6 +124,7 @@ function strictTimes(text: string, byId: Map<string, VcdDecl>): number[] {
     const d = byId.get(id);
     if (!d) throw new Error(`VCD value change '${line}' uses undeclared id '${id}'`);
     if (bits.length > d.width) throw new Error(`VCD value '${bits}' of ${d.path} is wider than ${d.width} bits`);
+    valueTimes.push(times.length > 0 ? times[times.length - 1] : 0);
   }
   return times;
 }
