@@ -86,7 +86,7 @@ const scenario: Scenario = {
         q1.postSend([{ ...k.wr, signaled: true }, { wrId: 99, opcode: 'RDMA_WRITE', sgList: [sge(lmr, 0, 8)], remoteAddr: rw.iova, rkey: rw.rkey }]);
         const got = await wait(cq1, 2, k.what);
         c.equal(got.map((w) => [w.wrId, w.status]), [[k.wr.wrId, k.want], [99, 'WR_FLUSH_ERR']], `${k.what}: ${k.want}, the next WR flushed`);
-        c.equal([q1.state, q0.state], k.remote ? ['ERR', 'ERR'] : ['ERR', 'RTS'], `${k.what}: QP states ${k.remote ? 'both ERR' : 'requester ERR, responder untouched'}`);
+        c.equal([(await q1.query()).state, (await q0.query()).state], k.remote ? ['ERR', 'ERR'] : ['ERR', 'RTS'], `${k.what}: QP states ${k.remote ? 'both ERR' : 'requester ERR, responder untouched'}`);
         c.check(sameBytes(snapshot(), before) && sameBytes(h1.read(s.addr, 4 * PAGE), localBefore), `${k.what}: no memory changed on either side`);
       }
 
@@ -98,12 +98,12 @@ const scenario: Scenario = {
         const [rv] = await wait(cq0, 1, 'receive into a read-only buffer');
         const [sd] = await wait(cq1, 1, 'SEND to a read-only receive buffer');
         c.equal([rv?.wrId, rv?.status, sd?.wrId, sd?.status], [50, 'LOC_PROT_ERR', 51, 'REM_OP_ERR'], 'a receive SGE without LOCAL_WRITE: receiver LOC_PROT_ERR, sender REM_OP_ERR');
-        c.equal([q0.state, q1.state], ['ERR', 'ERR'], 'both QPs go to ERR');
+        c.equal([(await q0.query()).state, (await q1.query()).state], ['ERR', 'ERR'], 'both QPs go to ERR');
       }
       // a LOCAL_INV with a stale tag: LOC_QP_OP_ERR, and the MR stays valid (on a QP still in RTS)
       {
         const q0 = spare ?? (await fresh())[0];
-        c.equal(q0.state, 'RTS', 'the QP for LOCAL_INV is in RTS');
+        c.equal((await q0.query()).state, 'RTS', 'the QP for LOCAL_INV is in RTS');
         q0.postSend({ wrId: 60, opcode: 'LOCAL_INV', invalidateRkey: stale(rw.lkey), signaled: true });
         const [li] = await wait(cq0, 1, 'LOCAL_INV with a stale key');
         c.equal(li && [li.wrId, li.status, li.opcode], [60, 'LOC_QP_OP_ERR', 'LOCAL_INV'], 'LOCAL_INV with a stale tag: LOC_QP_OP_ERR');

@@ -58,7 +58,7 @@ const scenario: Scenario = {
       const [bad] = await wait(cq1, 1, 'out-of-window READ');
       c.equal(bad?.status, 'REM_ACCESS_ERR', 'a READ past the window end fails REM_ACCESS_ERR');
       c.check(h1.read(dst.addr, 100).every((x) => x === 0), 'the refused READ placed nothing');
-      c.equal([qp0.state, qp1.state], ['ERR', 'ERR'], 'both QPs are in ERR');
+      c.equal([(await qp0.query()).state, (await qp1.query()).state], ['ERR', 'ERR'], 'both QPs are in ERR');
 
       // unbind (length 0) from a fresh QP: a type-1 window belongs to its PD, not to a QP
       const [qp2] = await pair(pd0, pd1);

@@ -79,7 +79,7 @@ const scenario: Scenario = {
       const [wr3] = await wait(cq1, 1, 'WRITE via another QP');
       c.equal(wr3?.status, 'REM_ACCESS_ERR', 'a WRITE arriving on another QP than the bound one fails REM_ACCESS_ERR');
       c.check(h0.read(w2 + 1024, 64).every((x) => x === 0), 'and writes nothing');
-      c.equal(qp2.state, 'ERR', 'that responder QP goes to ERR');
+      c.equal((await qp2.query()).state, 'ERR', 'that responder QP goes to ERR');
 
       // 4. remote invalidate of the window by SEND_WITH_INV
       qp0.postRecv({ wrId: 100, sgList: [{ addr: rbuf.addr, length: 64, lkey: rmr.lkey }] });

@@ -75,7 +75,7 @@ const scenario: Scenario = {
       const [bad] = await wait(cq0, 1, 'RDMA_READ_WITH_INV of a stale key');
       c.equal(bad && [bad.wrId, bad.status], [4, 'LOC_QP_OP_ERR'], 'invalidating a key that names no MR completes LOC_QP_OP_ERR');
       c.check(sameBytes(h0.read(sink.addr, 64), data.subarray(0, 64)), 'the read data landed before the invalidation failed');
-      c.equal(qp2.state, 'ERR', 'the QP goes to ERR');
+      c.equal((await qp2.query()).state, 'ERR', 'the QP goes to ERR');
     }, c);
   },
 };

@@ -56,7 +56,7 @@ const scenario: Scenario = {
       const [w] = await wait(cq1, 1, 'WRITE through the invalidated key');
       c.equal(w?.status, 'REM_ACCESS_ERR', 'a WRITE through the invalidated rkey fails REM_ACCESS_ERR');
       c.check(h0.read(area.addr, 64).every((b) => b === 0), 'nothing was written through the invalidated key');
-      c.equal([qp0.state, qp1.state], ['ERR', 'ERR'], 'both QPs are in ERR after the remote access error');
+      c.equal([(await qp0.query()).state, (await qp1.query()).state], ['ERR', 'ERR'], 'both QPs are in ERR after the remote access error');
 
       // fresh QPs: SEND_WITH_INV naming a user MR (no remote invalidation)
       const [qp2, qp3] = await pair(pd0, pd1);
@@ -66,7 +66,7 @@ const scenario: Scenario = {
       c.equal(bad && [bad.wrId, bad.status, bad.opcode, bad.wcFlags.has('WITH_INV')], [200, 'REM_INV_REQ_ERR', 'RECV', false], 'naming a user MR: receive completion REM_INV_REQ_ERR');
       const [sd2] = await wait(cq1, 1, 'the SEND_WITH_INV on a user MR');
       c.equal(sd2 && [sd2.wrId, sd2.status, sd2.opcode], [30, 'SUCCESS', 'SEND'], "the sender's completion is SEND SUCCESS");
-      c.equal(qp2.state, 'ERR', "the receiver's QP goes to ERR");
+      c.equal((await qp2.query()).state, 'ERR', "the receiver's QP goes to ERR");
       const raw2 = await ctx0.queryMkey(rmr.lkey);
       c.check((raw2[0] & 0x40) === 0 && raw2[7] === (rmr.rkey & 0xff), 'the user MR stays VALID with its key');
     }),

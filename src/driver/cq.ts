@@ -6,6 +6,8 @@ import type { Context } from './context.ts';
 import type { WcOpcode, WorkCompletion } from './types.ts';
 import type { Qp } from './qp.ts';
 import { VerbsError } from './verbs_error.ts';
+import { SimEvent } from '../sim/index.ts';
+import type { MemWatch } from '../rtl/memory/host_mem.ts';
 import { decodeCqe } from '../rtl/formats/cqe.ts';
 import { CqeOpcode, syndromeToWcStatus } from '../rtl/formats/constants.ts';
 
@@ -22,6 +24,12 @@ export class Cq {
   destroyed = false;
   /** The CQ buffer, for inspection: virtual address, CQEs, stride (as `qp.sq`). */
   readonly buf: { addr: number; cqeCnt: number; stride: number };
+  /**
+   * What a polling CPU sees: a DMA write landing on the CQE slot a wait needs (CQEs are written
+   * in order, so the last one it needs). The driver learns of CQEs from host memory only.
+   */
+  private readonly landed: SimEvent;
+  private readonly watchSlot: MemWatch;
 
   constructor(
     readonly ctx: Context,
@@ -30,6 +38,8 @@ export class Cq {
     private readonly bufVa: number,
   ) {
     this.buf = { addr: bufVa, cqeCnt: size, stride: 64 };
+    const ev = (this.landed = new SimEvent(ctx.tb.sim));
+    this.watchSlot = { lo: 0, hi: 0, fire: () => ev.notify() };
   }
 
   /** Any call on a destroyed object: EINVAL (spec/semantics.md "Verbs calls"). */
@@ -80,7 +90,9 @@ export class Cq {
     const out: WorkCompletion[] = [];
     const sim = this.ctx.tb.sim;
     const deadline = opts.timeout === undefined ? Infinity : sim.now + opts.timeout;
-    const ev = this.ctx.hca.cqWriter.event(this.cqn);
+    const ev = this.landed;
+    const host = this.ctx.hca.host;
+    const mem = this.ctx.hca.mem;
     let armed = false;
     for (;;) {
       out.push(...this.poll(n - out.length));
@@ -88,12 +100,21 @@ export class Cq {
       if (sim.now >= deadline) {
         throw new VerbsError('ETIMEDOUT', `cq.wait: ${out.length} of ${n} completions within ${opts.timeout} ps`);
       }
-      // wake on a CQE landing, or once at the deadline
+      // wake when the last CQE this wait needs lands in host memory, or once at the deadline
       if (!armed && deadline !== Infinity) {
         armed = true;
         sim.at(deadline, { fire: () => ev.notify() });
       }
-      await ev.wait();
+      const slot = (this.ci + (n - out.length) - 1) & (this.size - 1);
+      const pa = host.dmaAddress(this.bufVa + slot * 64);
+      this.watchSlot.lo = pa;
+      this.watchSlot.hi = pa + 64;
+      mem.watch(this.watchSlot);
+      try {
+        await ev.wait();
+      } finally {
+        mem.unwatch(this.watchSlot);
+      }
     }
   }
 
@@ -104,8 +125,10 @@ export class Cq {
     if (qp === undefined) return null;
     const err = c.opcode === CqeOpcode.REQ_ERR || c.opcode === CqeOpcode.RESP_ERR;
     const status = err ? syndromeToWcStatus(c.syndrome) : 'SUCCESS';
+    // the driver's view of its QP: an error completion means the QP is in ERR
+    if (err) qp.sawError();
     if (c.opcode === CqeOpcode.REQ || c.opcode === CqeOpcode.REQ_ERR) {
-      const rec = qp?.takeSendRecord(c.wqeCounter);
+      const rec = qp.takeSendRecord(c.wqeCounter);
       return {
         wrId: rec?.wrId ?? 0,
         status,
@@ -116,7 +139,7 @@ export class Cq {
         vendorErr: c.vendorErrSynd,
       };
     }
-    const wrId = qp?.takeRecvRecord(c.wqeCounter) ?? 0;
+    const wrId = qp.takeRecvRecord(c.wqeCounter) ?? 0;
     let opcode: WcOpcode = 'RECV';
     let flags = NO_FLAGS;
     const wc: WorkCompletion = { wrId, status, opcode, byteLen: err ? 0 : c.byteCnt, qpNum: c.qpn, wcFlags: flags, vendorErr: c.vendorErrSynd };

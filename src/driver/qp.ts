@@ -17,6 +17,7 @@ import { FenceMode, MLX5_INVALID_LKEY, WqeOpcode, incRkey } from '../rtl/formats
 import { encodeDataSeg } from '../rtl/formats/data_seg.ts';
 import { rqStride } from '../rtl/transport/responder.ts';
 import type { Mtu } from '../rtl/config.ts';
+import type { QpState } from '../rtl/firmware/cmd_types.ts';
 
 /** ibv_qp_init_attr (RC). */
 export interface QpInitAttr {
@@ -51,12 +52,20 @@ export class Qp {
   readonly sq: { addr: number; wqeCnt: number; stride: number };
   private sqPi = 0; // WQEBBs posted
   private posted = 0; // work requests posted
+  /** Work requests known complete: up to the newest send CQE polled (it covers the unsignaled before it). */
+  private sqDone = 0;
   private rqPi = 0;
+  /** Receive WQEs consumed, as the receive CQEs polled tell (mlx5: the RQ tail moves in poll_cq). */
+  private rqCi = 0;
+  /** The driver's view of the QP's state: its modify commands, error completions, query(). */
+  private swState: QpState = 'RESET';
   /** The last WQE was a UMR (REG_MR, LOCAL_INV, BIND_MW): the next one gets the small fence. */
   private nextFence: number = FenceMode.NONE;
   /** The work request behind each WQE index of the ring (slot = index & (wqeCnt - 1)): no map on the hot path. */
   private readonly sendWrId: (number | bigint)[];
   private readonly sendOp: (WcOpcode | undefined)[];
+  /** The work request number (0, 1, ...) behind each ring slot's WQE. */
+  private readonly sendSeq: number[];
   private readonly recvRecs = new Map<number, number | bigint>();
   private readonly scratch = new Uint8Array(1024);
   private readonly scratchView = new DataView(this.scratch.buffer);
@@ -76,6 +85,7 @@ export class Qp {
     this.sq = { addr: sqVa, wqeCnt: sqWqebbs, stride: 64 };
     this.sendWrId = new Array<number | bigint>(sqWqebbs).fill(0);
     this.sendOp = new Array<WcOpcode | undefined>(sqWqebbs).fill(undefined);
+    this.sendSeq = new Array<number>(sqWqebbs).fill(0);
     this.rqBufVa = rqVa;
     this.rqStride = rqStride(attr.maxRecvSge);
     attr.sendCq.qps.set(qpNum, this);
@@ -107,9 +117,30 @@ export class Qp {
     return new Qp(pd, qpn, attr, sqBuf.addr, sqWqebbs, rqBuf.addr, rqSize);
   }
 
-  /** 'RESET' | 'INIT' | 'RTR' | 'RTS' | 'ERR' */
-  get state(): string {
-    return this.pd.ctx.hca.cmdif.getQp(this.qpNum)?.state ?? 'RESET';
+  /**
+   * 'RESET' | 'INIT' | 'RTR' | 'RTS' | 'ERR', as the driver knows it: from its modify commands
+   * and the error completions it has polled (a QP the hardware moved to ERR with no completion,
+   * e.g. a responder after a remote access error, shows here after `query()`).
+   */
+  get state(): QpState {
+    return this.swState;
+  }
+
+  /**
+   * ibv_query_qp: the hardware's view of the QP (QUERY_QP, 0x50b): state, peer, path MTU,
+   * timeouts, initiator depth. Updates `state`.
+   */
+  async query(): Promise<{ state: QpState; remoteQpn: number; mtu: number; timeout: number; retryCnt: number; rnrRetry: number; maxRdAtomic: number }> {
+    this.checkAlive('query');
+    const ctx = this.pd.ctx;
+    const q = await ctx.cmd(ctx.hca.cmdif.exec({ op: 'QUERY_QP', qpn: this.qpNum }), 'query');
+    this.swState = q.state;
+    return { state: q.state, remoteQpn: q.remoteQpn, mtu: q.mtu, timeout: q.timeout, retryCnt: q.retryCnt, rnrRetry: q.rnrRetry, maxRdAtomic: q.maxRdAtomic };
+  }
+
+  /** @internal An error completion of this QP was polled: the QP is in ERR. */
+  sawError(): void {
+    this.swState = 'ERR';
   }
 
   /**
@@ -129,14 +160,17 @@ export class Qp {
     for (const [q] of sides) {
       const c = q.pd.ctx;
       await c.cmd(c.hca.cmdif.exec({ op: 'RST2INIT_QP', qpn: q.qpNum, accessFlags: 15 }), 'connect');
+      q.swState = 'INIT';
     }
     for (const [q, p] of sides) {
       const c = q.pd.ctx;
       await c.cmd(c.hca.cmdif.exec({ op: 'INIT2RTR_QP', qpn: q.qpNum, remoteQpn: p.qpNum, remoteHca: p.pd.ctx.index, mtu }), 'connect');
+      q.swState = 'RTR';
     }
     for (const [q] of sides) {
       const c = q.pd.ctx;
       await c.cmd(c.hca.cmdif.exec({ op: 'RTR2RTS_QP', qpn: q.qpNum, maxRdAtomic }), 'connect');
+      q.swState = 'RTS';
     }
   }
 
@@ -177,7 +211,7 @@ export class Qp {
       this.checkAlive('postRecv');
       if (this.state === 'RESET') throw new VerbsError('EINVAL', 'postRecv: the QP is in RESET');
       if (w.sgList.length > this.attr.maxRecvSge) throw new VerbsError('EINVAL', `postRecv: ${w.sgList.length} SGEs > maxRecvSge ${this.attr.maxRecvSge}`);
-      if (this.rqPi - ctx.hca.responder.rqConsumed(this.qpNum) >= Math.min(this.rqSize, this.attr.maxRecvWr)) {
+      if (this.rqPi - this.rqCi >= Math.min(this.rqSize, this.attr.maxRecvWr)) {
         throw new VerbsError('ENOMEM', 'postRecv: receive queue full');
       }
       const buf = new Uint8Array(this.rqStride);
@@ -192,21 +226,23 @@ export class Qp {
       ctx.hca.host.write(this.rqBufVa + (this.rqPi & (this.rqSize - 1)) * this.rqStride, buf);
       this.recvRecs.set(this.rqPi & 0xffff, w.wrId);
       this.rqPi++;
-      ctx.hca.pcie.ringDoorbell(ctx.hca.responder.rqDoorbell, { qpn: this.qpNum, pi: this.rqPi });
+      ctx.hca.uar.ringRq(this.qpNum, this.rqPi);
     }
   }
 
-  /** @internal The work request of a send CQE. */
+  /** @internal The work request of a send CQE (which completes every earlier one too). */
   takeSendRecord(wqeIndex: number): { wrId: number | bigint; opcode: WcOpcode } | undefined {
     const slot = wqeIndex & (this.sq.wqeCnt - 1);
+    if (this.sendSeq[slot] + 1 > this.sqDone) this.sqDone = this.sendSeq[slot] + 1;
     const opcode = this.sendOp[slot];
     if (opcode === undefined) return undefined;
     this.sendOp[slot] = undefined;
     return { wrId: this.sendWrId[slot], opcode };
   }
 
-  /** @internal The wrId of a receive CQE. */
+  /** @internal The wrId of a receive CQE (its counter is the receive WQE's, 16 bits). */
   takeRecvRecord(counter: number): number | bigint | undefined {
+    this.rqCi += ((counter - this.rqCi) & 0xffff) + 1;
     const r = this.recvRecs.get(counter);
     this.recvRecs.delete(counter);
     return r;
@@ -238,7 +274,7 @@ export class Qp {
     const ctx = this.pd.ctx;
     const st = this.state;
     if (st !== 'RTS' && st !== 'ERR') throw new VerbsError('EINVAL', `postSend: the QP is in ${st} (needs RTS)`);
-    const inFlight = this.posted - ctx.hca.sq.completedWqes(this.qpNum);
+    const inFlight = this.posted - this.sqDone;
     if (inFlight >= this.attr.maxSendWr) throw new VerbsError('ENOMEM', 'postSend: send queue full');
     const view = this.scratchView;
     const wqeIndex = this.sqPi & 0xffff;
@@ -327,9 +363,10 @@ export class Qp {
     const slot = this.sqPi & (this.sq.wqeCnt - 1);
     this.sendWrId[slot] = wrId;
     this.sendOp[slot] = opcode;
+    this.sendSeq[slot] = this.posted;
     this.sqPi += n;
     this.posted++;
-    ctx.hca.pcie.ringDoorbell(ctx.hca.sq.doorbell, { qpn: this.qpNum, pi: this.sqPi });
+    ctx.hca.uar.ringSq(this.qpNum, this.sqPi);
   }
 
   /**
@@ -422,7 +459,7 @@ export class Qp {
    */
   descriptorList(list: Uint8Array): number {
     const host = this.pd.ctx.hca.host;
-    const done = this.pd.ctx.hca.sq.completedWqes(this.qpNum);
+    const done = this.sqDone;
     for (let i = this.descLent.length - 1; i >= 0; i--) {
       const d = this.descLent[i];
       if (d.wr < done) {

@@ -28,6 +28,12 @@ export interface HcaOptions extends CmdifOptions {
   umr?: UmrEngineOptions;
 }
 
+/** The UAR page's doorbells: a send queue's producer counter (WQEBBs), a receive queue's (WQEs). */
+export interface Uar {
+  ringSq(qpn: number, pi: number): void;
+  ringRq(qpn: number, pi: number): void;
+}
+
 /** Translation contexts of the ATU and outstanding misses per cache (assumed; no public figure). */
 export const ATU_CONTEXTS = 8;
 export const CACHE_MSHRS = 8;
@@ -50,6 +56,11 @@ export class Hca extends Module {
   readonly responder: Responder;
   readonly cqWriter: CqWriter;
   readonly umrEngine: UmrEngine;
+  /**
+   * The doorbells software rings (MMIO writes to the UAR page, `doorbellPs` to arrive): with host
+   * memory and firmware commands, all a driver touches of the adapter.
+   */
+  readonly uar: Uar;
   /** Payload buffers of the data-path engines (recycled, not allocated per message). */
   readonly payloads = new PayloadPool();
 
@@ -150,6 +161,12 @@ export class Hca extends Module {
       slots: cfg.sqWqeSlots,
       readWithInvalidate: cfg.readWithInvalidate,
     });
+    const sqDb = this.sq.doorbell;
+    const rqDb = this.responder.rqDoorbell;
+    this.uar = {
+      ringSq: (qpn, pi) => this.pcie.ringDoorbell(sqDb, { qpn, pi }),
+      ringRq: (qpn, pi) => this.pcie.ringDoorbell(rqDb, { qpn, pi }),
+    };
     // DESTROY_QP / DESTROY_CQ: the engines forget the object's queue state at once
     this.cmdif.destroyListeners.push((what, num) => {
       if (what === 'CQ') return this.cqWriter.forgetCq(num);

@@ -555,7 +555,7 @@ describe('CQE bytes (spec/mlx5.md "CQE")', () => {
       expect(f.u8(55)).toBe(0x05); // WR_FLUSH_ERR
       expect(f.u32(56)).toBe(((0x10 << 24) | qp1.qpNum) >>> 0);
       expect(f.u16(60)).toBe(2);
-      expect(qp0.state).toBe('ERR');
+      expect((await qp0.query()).state).toBe('ERR');
 
       // RESP_ERR at a receiver: SEND_WITH_INV naming a user MR (fresh QPs)
       const q0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });

@@ -75,7 +75,7 @@ describe('qp.destroy (ibv_destroy_qp)', () => {
       s.qp1.postSend({ wrId: 7, opcode: 'SEND', sgList: [{ addr: s.b.addr, length: 16, lkey: s.mr1.lkey }], signaled: true });
       const [wc] = await s.cq1.wait(1);
       expect(wc).toMatchObject({ wrId: 7, status: 'RETRY_EXC_ERR', opcode: 'SEND' });
-      expect(s.qp1.state).toBe('ERR');
+      expect((await s.qp1.query()).state).toBe('ERR');
       const st = tb.stats();
       // every try (the first and retry_cnt retries) was dropped by the responder
       expect(st['tb.hca0.responder'].drops).toBe(drops + 1 + s.ctx1.hca.cfg.retryCount);
@@ -239,7 +239,7 @@ describe('pd.dealloc (ibv_dealloc_pd)', () => {
           expect(pushedAt).toBe(effectAt); // the job was handed over on the destroy's edge
         }
         sent = tb.stats()['tb.hca1.requester'].messages as number;
-        expect(qp0.state).toBe('RTS');
+        expect((await qp0.query()).state).toBe('RTS');
       });
       return { post2push, exec2effect, sent };
     };

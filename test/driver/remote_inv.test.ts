@@ -111,7 +111,7 @@ describe('remote invalidation (SEND_WITH_INV) through the UMR engine', () => {
       const st = tb.stats();
       expect(st['tb.hca0.umr_engine'].errors_rem_inv_req_err).toBe(1);
       expect(hist(tb, 'tb.hca0.responder', 'remote_inv_latency_ps').min).toBeGreaterThanOrEqual(tb.hca(0).cfg.pcieReadBasePs);
-      expect(s.qp0.state).toBe('ERR');
+      expect((await s.qp0.query()).state).toBe('ERR');
       expect((await s.ctx0.queryMkey(s.rmr.rkey))[0] & 0x40).toBe(0);
       expect((await s.ctx0.queryMkey(fmr.rkey))[0] & 0x40).toBe(0);
     });

@@ -14,7 +14,7 @@ describe('verbs end to end (two adapters)', () => {
       const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
       const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
       await qp0.connect(qp1);
-      expect(qp0.state).toBe('RTS');
+      expect((await qp0.query()).state).toBe('RTS');
       const a = tb.host(0).alloc(8192);
       const b = tb.host(1).alloc(8192);
       tb.host(0).write(a.addr, Uint8Array.from({ length: 4096 }, (_, i) => i & 0xff));
@@ -48,8 +48,8 @@ describe('verbs end to end (two adapters)', () => {
       qp0.postSend({ wrId: 6, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey });
       const errs = await cq0.wait(2);
       expect(errs.map((e) => e.status)).toEqual(['REM_ACCESS_ERR', 'WR_FLUSH_ERR']);
-      expect(qp0.state).toBe('ERR');
-      expect(qp1.state).toBe('ERR');
+      expect((await qp0.query()).state).toBe('ERR');
+      expect((await qp1.query()).state).toBe('ERR');
     });
   });
 });

@@ -119,9 +119,12 @@ describe('verbs calls: synchronous failures (spec/semantics.md "Verbs calls")', 
       const smallPeer = await pd.createQp({ sendCq: cq, recvCq: cq });
       await small.connect(smallPeer);
       const w = (i: number): SendWr => ({ wrId: 100 + i, opcode: 'RDMA_WRITE', sgList: [{ addr: buf.addr, length: 8, lkey: mr.lkey }], remoteAddr: buf.addr + PAGE, rkey: mr.rkey });
-      small.postSend([w(0), w(1)]);
+      small.postSend([w(0), { ...w(1), signaled: true }]);
       await expectErr(() => small.postSend(w(2)), 'ENOMEM', /send queue full/);
-      await tb.quiesce(); // once they complete there is room again
+      await tb.quiesce();
+      // done, but the driver learns it from the CQE (the send queue's tail moves in poll_cq)
+      await expectErr(() => small.postSend(w(2)), 'ENOMEM', /send queue full/);
+      expect((await small.attr.sendCq.wait(1)).map((c) => c.wrId)).toEqual([101]);
       expect(() => small.postSend(w(3))).not.toThrow();
 
       // any call on a destroyed object: EINVAL
@@ -199,7 +202,7 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
       expect(await outcome(q, { wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.LOCAL_WRITE })).toEqual(['SUCCESS', 'REG_MR', 'none']);
       fmr.updateKey(incRkey(fmr.rkey) & 0xff);
       expect(await outcome(q, { wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.LOCAL_WRITE })).toEqual(['LOC_QP_OP_ERR', 'REG_MR', 'WR_FLUSH_ERR']);
-      expect(q.state).toBe('ERR');
+      expect((await q.query()).state).toBe('ERR');
 
       // LOCAL_INV: full key match (a stale tag)
       q = await fresh();
@@ -217,7 +220,7 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
       q = await fresh();
       const free = await pd.allocMr('MEM_REG', 1);
       expect(await outcome(q, { wrId: 1, opcode: 'LOCAL_INV', invalidateRkey: free.rkey })).toEqual(['SUCCESS', 'LOCAL_INV', 'none']);
-      expect(q.state).toBe('RTS');
+      expect((await q.query()).state).toBe('RTS');
 
       // BIND_MW (2): the window must be FREE (o10-37.2.30)
       const mw2 = await pd.allocMw(2);

@@ -101,6 +101,13 @@ export class ModelQp {
   peer: ModelQp | undefined = undefined;
   /** Posted send work requests not executed yet, in order. */
   readonly sq: PostedSend[] = [];
+  /**
+   * Executed send work requests whose completion the application has not reaped yet (their
+   * sequence numbers): a polled send completion reaps its request and every earlier one. They
+   * still take room in the send queue (libmlx5 moves the SQ tail in poll_cq, from the CQE's
+   * wqe_counter), so an application that never polls finds the queue full.
+   */
+  unreaped: number[] = [];
   /** Posted receive work requests not consumed yet, in order. */
   readonly rq: PostedRecv[] = [];
   constructor(

@@ -298,6 +298,7 @@ export class VerbsModel {
     switch (state) {
       case 'RESET':
         qp.sq.length = 0;
+        qp.unreaped = [];
         qp.rq.length = 0;
         qp.peer = undefined;
         break;
@@ -623,8 +624,16 @@ export class VerbsModel {
   /** Removes and returns up to `max` completions of `cq`, oldest first (ibv_poll_cq). */
   pollCq(cq: ModelCq, max = Number.POSITIVE_INFINITY): ModelWc[] {
     alive(cq, 'CQ');
-    return cq.completions.splice(0, Math.min(max, cq.completions.length));
+    const out = cq.completions.splice(0, Math.min(max, cq.completions.length));
+    for (const wc of out) {
+      const r = this.reaps.get(wc);
+      if (r !== undefined) r.qp.unreaped = r.qp.unreaped.filter((s) => s > r.seq);
+    }
+    return out;
   }
+
+  /** The send request behind each send completion: polling it reaps the requests up to it. */
+  private readonly reaps = new WeakMap<ModelWc, { qp: ModelQp; seq: number }>();
 
   // ------------------------------------------------------------------------------------------
   // Inspection
@@ -685,7 +694,7 @@ export class VerbsModel {
   private admitSend(qp: ModelQp): void {
     if (qp.state !== 'RTS' && qp.state !== 'ERR') throw err('EINVAL', `postSend: the QP is in ${qp.state}, not RTS`);
     // postSend: send queue full.
-    if (qp.sq.length >= qp.caps.maxSendWr) throw err('ENOMEM', 'postSend: send queue full');
+    if (qp.sq.length + qp.unreaped.length >= qp.caps.maxSendWr) throw err('ENOMEM', 'postSend: send queue full');
   }
 
   /** The synchronous checks of one send work request, and what is fixed at post time. */
@@ -1006,15 +1015,18 @@ export class VerbsModel {
   /** A requester completion: none for an unsignaled success; an error moves the QP to ERR. */
   private completeSend(qp: ModelQp, item: PostedSend, status: WcStatus, byteLen = 0): void {
     if (status !== 'SUCCESS') qp.state = 'ERR';
+    qp.unreaped.push(item.seq);
     if (status === 'SUCCESS' && item.wr.signaled !== true) return;
-    qp.sendCq.completions.push({
+    const wc: ModelWc = {
       wrId: item.wr.wrId,
       status,
       opcode: REQUESTER_WC_OPCODE[item.wr.opcode],
       byteLen: status === 'SUCCESS' ? byteLen : 0,
       qpNum: qp.qpNum,
       wcFlags: NO_FLAGS,
-    });
+    };
+    this.reaps.set(wc, { qp, seq: item.seq });
+    qp.sendCq.completions.push(wc);
   }
 
   /** A receive completion (receives are always signaled); an error moves the QP to ERR. */

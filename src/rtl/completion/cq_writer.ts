@@ -2,9 +2,10 @@
  * The CQ writer (`tb.hcaN.cq_writer`): turns completions into 64-byte CQEs written by posted
  * PCIe writes into the CQ buffer in host memory, with the owner bit of the CQ's current pass
  * (spec/mlx5.md "CQE": software owns CQE n when (op_own & 1) == ((n & ncqe) != 0)). One CQE per
- * cycle. Software waiting on a CQ is notified when the write has landed in host memory.
+ * cycle. Software learns of a CQE from host memory only (the owner bit; a polling CPU sees the
+ * write land: memory/host_mem.ts MemWatch).
  */
-import { EnumType, Fifo, Module, SimEvent, type EventTarget, type Reg, type WireOptions } from '../../sim/index.ts';
+import { EnumType, Fifo, Module, type Reg, type WireOptions } from '../../sim/index.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { encodeCqe } from '../formats/cqe.ts';
 import { CqeOpcode } from '../formats/constants.ts';
@@ -51,12 +52,11 @@ export interface CqTable {
 /** Wiring of the CQ writer: posted writes over its DMA port, CQs looked up in the CQ table. */
 export type CqWriterOptions = WireOptions<{ readonly dma: DmaPort }, { readonly cqs: CqTable }>;
 
-export class CqWriter extends Module implements EventTarget {
+export class CqWriter extends Module {
   readonly req: Fifo<CqeJob>;
   private readonly port: DmaPort;
   /** Producer counter per CQ. */
   private readonly pi = new Map<number, number>();
-  private readonly events = new Map<number, SimEvent>();
   private readonly rValid: Reg;
   private readonly rCqn: Reg;
   private readonly rOpcode: Reg;
@@ -82,13 +82,6 @@ export class CqWriter extends Module implements EventTarget {
     this.sCqes = this.stats.counter('cqes');
     this.sErrors = this.stats.counter('error_cqes');
     this.clockedBy(opts.clock);
-  }
-
-  /** Software: notified when a CQE of `cqn` has landed in host memory. */
-  event(cqn: number): SimEvent {
-    let e = this.events.get(cqn);
-    if (!e) this.events.set(cqn, (e = new SimEvent(this.sim)));
-    return e;
   }
 
   /** DESTROY_CQ executed: forget the CQ's producer counter (its number may be handed out again). */
@@ -128,8 +121,7 @@ export class CqWriter extends Module implements EventTarget {
       // the owner bit of pass n / size: software compares it with (n & size) != 0
       owner: (n & cq.size) !== 0 ? 1 : 0,
     });
-    // software is told when the posted write has landed in host memory
-    this.port.req.push({ kind: 'write', addr: cq.bufAddr + (n & (cq.size - 1)) * 64, length: 64, tag: j.cqn, data: bytes, landed: this });
+    this.port.req.push({ kind: 'write', addr: cq.bufAddr + (n & (cq.size - 1)) * 64, length: 64, tag: j.cqn, data: bytes });
     this.rValid.set(1);
     this.rCqn.set(j.cqn);
     this.rOpcode.set(j.opcode);
@@ -137,10 +129,5 @@ export class CqWriter extends Module implements EventTarget {
     this.rSe.set(j.se ? 1 : 0);
     this.sCqes.inc();
     if (j.syndrome !== 0) this.sErrors.inc();
-  }
-
-  /** @internal A CQE of CQ `cqn` landed: wake software waiting on it. */
-  fire(cqn: number): void {
-    this.events.get(cqn)?.notify();
   }
 }

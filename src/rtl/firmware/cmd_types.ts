@@ -256,6 +256,8 @@ export interface CmdInputs {
   };
   /** The QP from CREATE_QP (mlx5_ifc destroy_qp_in.qpn), in any state. */
   DESTROY_QP: { qpn: number };
+  /** The hardware's view of a QP (ibv_query_qp): its state and connection attributes. */
+  QUERY_QP: { qpn: number };
   RST2INIT_QP: { qpn: number; accessFlags?: number; port?: number; pkeyIndex?: number };
   /** `remoteHca`: the peer adapter's index in the testbed (what an address vector names). */
   INIT2RTR_QP: { qpn: number; remoteQpn?: number; remoteHca?: number; mtu?: Mtu; rqPsn?: number };
@@ -279,6 +281,7 @@ export interface CmdOutputs {
   DESTROY_CQ: void;
   CREATE_QP: { qpn: number };
   DESTROY_QP: void;
+  QUERY_QP: QpContext;
   RST2INIT_QP: { state: QpState };
   INIT2RTR_QP: { state: QpState };
   RTR2RTS_QP: { state: QpState };

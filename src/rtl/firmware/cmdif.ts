@@ -296,6 +296,9 @@ export class Cmdif extends Module {
         return this.createQp(cmd);
       case 'DESTROY_QP':
         return this.destroyQp(cmd);
+      case 'QUERY_QP':
+        // a snapshot: the QP context as the hardware holds it at the end of the command
+        return { ...this.qpOf(cmd.qpn) };
       case 'RST2INIT_QP':
       case 'INIT2RTR_QP':
       case 'RTR2RTS_QP':

@@ -359,6 +359,8 @@ export const CmdOpcode = {
   RST2INIT_QP: 0x502,
   INIT2RTR_QP: 0x503,
   RTR2RTS_QP: 0x504,
+  /** MLX5_CMD_OP_QUERY_QP (mlx5_ifc.h). */
+  QUERY_QP: 0x50b,
   '2ERR_QP': 0x507,
   ALLOC_PD: 0x800,
   /** MLX5_CMD_OP_DEALLOC_PD (mlx5_ifc.h). */

@@ -42,6 +42,16 @@ export function isPow2(v: number): boolean {
  * virtual pages land on scattered physical frames (as on a real host, and what makes MTTs
  * meaningful) while the same seed gives the same addresses.
  */
+/**
+ * A watched range of physical memory `[lo, hi)`: what a CPU polling memory sees. A write that
+ * touches it calls `fire()` (the owner may move the range, e.g. to the next CQE it needs).
+ */
+export interface MemWatch {
+  lo: number;
+  hi: number;
+  fire(): void;
+}
+
 export class HostMem {
   /** Bytes of physical memory. */
   readonly size: number;
@@ -49,6 +59,7 @@ export class HostMem {
   readonly frameCount: number;
   private readonly store = new Map<number, Uint8Array>();
   private readonly used = new Set<number>();
+  private readonly watches: MemWatch[] = [];
 
   constructor(size: number, private readonly rng: Rng) {
     if (!Number.isSafeInteger(size) || size < 2 * FRAME_SIZE || size % FRAME_SIZE !== 0 || size > 2 ** 44) {
@@ -98,6 +109,25 @@ export class HostMem {
       const n = Math.min(len - done, FRAME_SIZE - off);
       this.frameForWrite(Math.floor(a / FRAME_SIZE)).set(bytes.subarray(done, done + n), off);
       done += n;
+    }
+    if (this.watches.length !== 0) this.fireWatches(pa, pa + len);
+  }
+
+  /** Starts watching `w` (see MemWatch). */
+  watch(w: MemWatch): void {
+    if (!this.watches.includes(w)) this.watches.push(w);
+  }
+
+  /** Stops watching `w`. */
+  unwatch(w: MemWatch): void {
+    const i = this.watches.indexOf(w);
+    if (i >= 0) this.watches.splice(i, 1);
+  }
+
+  private fireWatches(lo: number, hi: number): void {
+    for (let i = 0; i < this.watches.length; i++) {
+      const w = this.watches[i];
+      if (lo < w.hi && w.lo < hi) w.fire();
     }
   }
 

@@ -209,11 +209,6 @@ export class Responder extends Module {
     this.clockedBy(o.clock);
   }
 
-  /** Receive WQEs of a QP consumed (or flushed) so far. */
-  rqConsumed(qpn: number): number {
-    return this.rqs.get(qpn)?.ci ?? 0;
-  }
-
   /** Contexts in use (messages being served). */
   get inFlight(): number {
     return this.ctxs.length - this.free.length;

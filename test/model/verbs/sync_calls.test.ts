@@ -182,10 +182,25 @@ describe('postSend: send queue full (ENOMEM)', () => {
     const e = expectErrno(() => m.postSend(a.qp, [wr(1), wr(2), wr(3)]), 'ENOMEM');
     expect(e.badWrIndex).toBe(2);
     expect(a.qp.sq.map((p) => p.wr.wrId)).toEqual([1, 2]);
-    // Running frees the queue.
+    // Running executes them, but their room comes back only when their completions are polled
+    // (libmlx5 moves the SQ tail in poll_cq): both failed, so both have one
     m.runToCompletion();
+    expectErrno(() => m.postSend(a.qp, wr(4)), 'ENOMEM');
+    expect(m.pollCq(a.qp.sendCq).map((w) => w.wrId)).toEqual([1, 2]);
     m.postSend(a.qp, wr(4));
     expect(a.qp.sq.length).toBe(1);
+  });
+
+  it('an unsignaled success keeps its room until a later completion of its queue is polled', () => {
+    const { m, a } = setup({ maxSendWr: 2 });
+    const nop = (wrId: number, signaled: boolean) => ({ wrId, opcode: 'RDMA_WRITE' as const, sgList: [], remoteAddr: 0, rkey: 0, signaled });
+    m.postSend(a.qp, [nop(1, false), nop(2, true)]);
+    m.runToCompletion();
+    expectErrno(() => m.postSend(a.qp, nop(3, false)), 'ENOMEM');
+    expect(m.pollCq(a.qp.sendCq).map((w) => [w.wrId, w.status])).toEqual([[2, 'SUCCESS']]);
+    m.postSend(a.qp, [nop(3, false), nop(4, false)]);
+    m.runToCompletion();
+    expectErrno(() => m.postSend(a.qp, nop(5, false)), 'ENOMEM'); // nothing polled covers 3 and 4
   });
 });
 
