@@ -338,43 +338,8 @@ interface NormWc {
   invalidatedRkey: number | undefined;
 }
 
-/**
- * Situations the generator steers around because they hit a known, reported difference (each
- * flag names the bug; see the test's KNOWN_DIFFERENCES).
- */
-export interface Avoid {
-  /** bindMw / BIND_MW naming a deregistered MR. */
-  bindWithDeadMr?: boolean;
-  /** MEM_REG mapSg whose pages exceed maxNumSg: the element list is cut where they would. */
-  mapSgOverPageBudget?: boolean;
-  /** updateKey on a user MR (its dereg then fails in the testbed). */
-  updateKeyOfUserMr?: boolean;
-  /** mapSg with a page size other than 4096. */
-  mapSgLargePages?: boolean;
-  /** SG_GAPS mapSg elements that cross a 4 KiB page (each is split at page boundaries first). */
-  sgGapsAcrossPages?: boolean;
-  /** The bindMw verb naming a fast-registration MR registered ZERO_BASED. */
-  bindMwToZeroBasedFastMr?: boolean;
-  /** Keys of deregistered user MRs (they become keys naming nothing on both sides). */
-  keyOfDeregisteredUserMr?: boolean;
-  /** A window's key as an lkey (it becomes a key naming nothing on both sides). */
-  windowKeyAsLkey?: boolean;
-  /** A failed mapSg: the testbed MR's list is put back as it was. */
-  failedMapSgClearsList?: boolean;
-  /** BIND_MW (type 2) naming a zero-based MR (the setup MR of the window's PD is bound instead). */
-  type2BindToZeroBasedMr?: boolean;
-  /** regMr ZERO_BASED at an address that is not page-aligned (it is rounded down). */
-  zeroBasedUnalignedRegMr?: boolean;
-  /** REG_MR ZERO_BASED of a MEM_REG list starting inside a page (ZERO_BASED is dropped). */
-  zeroBasedUnalignedFastReg?: boolean;
-  /** REG_MR without REMOTE_ATOMIC of an MR once registered with it (REMOTE_ATOMIC is added). */
-  reRegisterKeepsAtomic?: boolean;
-}
-
 /** Options of a pair. */
 export interface PairOptions {
-  /** Known differences to steer around. */
-  avoid?: Avoid;
   /** The testbed's seed (physical page placement etc.). */
   seed?: number;
   /** Testbed configuration (e.g. tiny caches, to stress eviction and coherence). */
@@ -417,10 +382,8 @@ export class VerbsPair {
   readonly counts = new Map<string, number>();
   /** wrId -> what its key named (coverage counts). */
   private readonly wrLabels = new Map<number, string>();
-  private readonly avoid: Avoid;
 
   private constructor(opts: PairOptions) {
-    this.avoid = opts.avoid ?? {};
     // RDMA_READ_WITH_INV is accepted by both sides or by neither (API.md config.readWithInvalidate)
     this.m = new VerbsModel({ hcas: HCAS, readWithInvalidate: opts.config?.readWithInvalidate ?? false });
     this.tb = new Testbed({
@@ -522,7 +485,6 @@ export class VerbsPair {
         const pd = this.pdIndex(h, s.pd);
         const b = this.buf(h, s.buf);
         let addr = this.hostAddr(h, b.addr + s.off);
-        if (this.avoid.zeroBasedUnalignedRegMr && (s.access & 32) !== 0) addr -= addr % 4096;
         const len = fit(b, addr, s.len, s.fit);
         const r = await this.both(
           () => this.m.regMr(this.mPds[h][pd], addr, len, s.access),
@@ -552,20 +514,10 @@ export class VerbsPair {
           const addr = this.hostAddr(mr.hca, b.addr + e.off);
           return { addr, length: fit(b, addr, e.len, e.fit) };
         });
-        const pageSize = this.avoid.mapSgLargePages ? 4096 : s.pageSize;
-        if (this.avoid.mapSgOverPageBudget && mr.type === 'MEM_REG') elems = withinPageBudget(elems, mr.m.maxNumSg, pageSize);
-        if (this.avoid.sgGapsAcrossPages && mr.type === 'SG_GAPS') elems = splitAtPages(elems);
+        const pageSize = s.pageSize;
         const r = await this.both(
           () => this.m.mapSg(mr.m, elems, pageSize),
-          () => {
-            const saved = { pages: mr.t.pages, elements: mr.t.elements, pageSize: mr.t.pageSize };
-            try {
-              return mr.t.mapSg(elems, pageSize);
-            } catch (e) {
-              if (this.avoid.failedMapSgClearsList) Object.assign(mr.t, saved);
-              throw e;
-            }
-          },
+          () => mr.t.mapSg(elems, pageSize),
           'mapSg',
         );
         if (r && r[0] !== r[1]) this.fail(`mapSg returned ${r[0]} (model) vs ${r[1]} (testbed)`);
@@ -573,7 +525,6 @@ export class VerbsPair {
       }
       case 'updateKey': {
         const mr = this.mrs[s.mr % this.mrs.length];
-        if (this.avoid.updateKeyOfUserMr && mr.type === 'USER') return;
         await this.both(
           () => this.m.updateKey(mr.m, s.key8),
           () => mr.t.updateKey((s.key8 + mr.tagDelta) & 0xff),
@@ -611,7 +562,6 @@ export class VerbsPair {
         const mw = (s.mw % 2 === 0 ? this.pickMw(q.hca, s.mw >> 1, 1) : undefined) ?? this.pickMw(q.hca, s.mw >> 1);
         if (mw === undefined) return;
         const mr = this.bindMr(q.hca, mw, s.mr);
-        if (this.avoid.bindMwToZeroBasedFastMr && mr && mr.type !== 'USER' && (mr.m.dev.access & 32) !== 0) return;
         const span = mr ? this.mrSpan(mr) : { start: 0, length: 0 };
         const addr = Math.max(0, span.start + offsetOf(s.pos, span.length, s.len));
         const wrId = this.nextWrId++;
@@ -717,7 +667,7 @@ export class VerbsPair {
     const ofType = this.mws.filter((r) => r.hca === q.hca && r.type === s.type);
     const mrs = this.mrs.filter((r) => r.hca === q.hca && r.pd === q.pd && !r.destroyed && r.m.dev.state === 'VALID' && r.m.dev.length > 0);
     const mr = mrs.length > 0 && s.mr % 3 !== 0 ? mrs[s.mr % mrs.length] : this.mrs[q.hca * PDS_PER_HCA + q.pd];
-    const mrPick = this.mrs.filter((r) => r.hca === q.hca && (!this.avoid.bindWithDeadMr || !r.destroyed)).indexOf(mr);
+    const mrPick = this.mrs.filter((r) => r.hca === q.hca).indexOf(mr);
     if (mrPick < 0) return;
     // the specs pick "mostly type 1 / 2" windows by 2 * (index among that type)
     if (s.type === 1) {
@@ -848,8 +798,6 @@ export class VerbsPair {
           mkey = makeKey(other && other !== mr ? other.m.index : BOGUS_INDEX, keyTag(mkey));
         }
         let access = w.access;
-        if (this.avoid.reRegisterKeepsAtomic && mr.atomicEver && (access & 8) === 0) access |= 8 | 1;
-        if (this.avoid.zeroBasedUnalignedFastReg && mr.type === 'MEM_REG' && mr.m.iova % 4096 !== 0) access &= ~32;
         if ((access & 8) !== 0) mr.atomicEver = true;
         return [
           { ...base, opcode: 'REG_MR', mr: mr.m, key: mkey, access },
@@ -860,7 +808,6 @@ export class VerbsPair {
         // mostly a type-2 window (w.mw odd: any window)
         const mw = (w.mw % 2 === 0 ? this.pickMw(q.hca, w.mw >> 1, 2) : undefined) ?? this.pickMw(q.hca, w.mw >> 1);
         let mr = mw === undefined ? this.bindMr(q.hca, undefined, w.mr) : this.bindMr(q.hca, mw, w.mr);
-        if (this.avoid.type2BindToZeroBasedMr && mr && (mr.m.dev.access & 32) !== 0) mr = this.bindMr(q.hca, mw, 'home');
         const span = mr ? this.mrSpan(mr) : { start: 0, length: 0 };
         const addr = Math.max(0, span.start + offsetOf(w.pos, span.length, w.len));
         if (mw === undefined) {
@@ -887,7 +834,7 @@ export class VerbsPair {
     const ms: ModelSge[] = [];
     const ts: Sge[] = [];
     for (const s of sges) {
-      const k = this.key(q, this.avoid.windowKeyAsLkey && s.key.kind === 'mw' ? { ...s.key, kind: 'bogus' } : s.key);
+      const k = this.key(q, s.key);
       let addr = Math.max(0, k.span.start + offsetOf(s.pos, k.span.length, s.len));
       // inline data is read by the CPU at post time: keep it off the testbed's own queues
       if (hostRead) addr = this.hostAddr(h, addr);
@@ -959,10 +906,10 @@ export class VerbsPair {
     if (pick === null) return undefined;
     if (pick === 'home') {
       const home = this.homeMr(h, mw?.pd ?? 0);
-      if (!home.destroyed || !this.avoid.bindWithDeadMr) return home;
+      return home;
       pick = 0;
     }
-    return this.pickMr(h, pick, false, this.avoid.bindWithDeadMr);
+    return this.pickMr(h, pick, false, false);
   }
 
   /** The `pick`-th MR of adapter `h` (fast-registration ones only with `fastOnly`). */
@@ -1018,7 +965,6 @@ export class VerbsPair {
     const rec = this.byModelIndex[h].get(index);
     if (rec === undefined) return makeKey(BOGUS_INDEX, tag);
     if (rec.destroyed && this.liveTbIndex(h, rec.tIndex)) return makeKey(BOGUS_INDEX, tag);
-    if (rec.destroyed && this.avoid.keyOfDeregisteredUserMr && 'lkey' in rec.m && (rec as MrRec).type === 'USER') return makeKey(BOGUS_INDEX, tag);
     const key = makeKey(rec.tIndex, tag + rec.tagDelta);
     if (rec.destroyed && this.poolTag(h, rec.tIndex) === keyTag(key)) return makeKey(BOGUS_INDEX, tag);
     return key;
@@ -1274,33 +1220,6 @@ export class VerbsPair {
 function fit(b: BufRec, addr: number, len: number, fits: boolean): number {
   if (!fits) return len;
   return Math.max(1, Math.min(len, b.addr + b.length - addr));
-}
-
-/** `elems` with every element split at 4 KiB page boundaries. */
-function splitAtPages(elems: { addr: number; length: number }[]): { addr: number; length: number }[] {
-  const out: { addr: number; length: number }[] = [];
-  for (const e of elems) {
-    let at = e.addr;
-    const end = e.addr + e.length;
-    do {
-      const next = Math.min(end, (Math.floor(at / 4096) + 1) * 4096);
-      out.push({ addr: at, length: next - at });
-      at = next;
-    } while (at < end);
-  }
-  return out;
-}
-
-/** The longest prefix of `elems` whose pages (of `pageSize`) number at most `max`. */
-function withinPageBudget(elems: { addr: number; length: number }[], max: number, pageSize: number): { addr: number; length: number }[] {
-  let pages = 0;
-  const out: { addr: number; length: number }[] = [];
-  for (const e of elems) {
-    pages += Math.ceil((e.addr + e.length) / pageSize) - Math.floor(e.addr / pageSize);
-    if (pages > max) break;
-    out.push(e);
-  }
-  return out;
 }
 
 /** The offset of an access of `len` bytes at `pos` in a span of `span` bytes. */
