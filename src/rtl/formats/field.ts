@@ -21,8 +21,12 @@ function show(v: number): string {
 }
 
 /** Throws a RangeError naming `field` unless `v` is an integer in [0, 2^bits). */
+/** 2^bits for bits 0..64. */
+const UINT_LIMIT: readonly number[] = Array.from({ length: 65 }, (_, b) => 2 ** b);
+
 export function checkUint(field: string, v: number, bits: number): void {
-  if (!Number.isInteger(v) || v < 0 || v >= 2 ** bits) {
+  // (v >= 0 && v < limit) is false for NaN; the table spares a power per field on the hot path
+  if (!(v >= 0 && v < UINT_LIMIT[bits]) || !Number.isInteger(v)) {
     throw new RangeError(`${field} ${show(v)} does not fit ${bits} bits`);
   }
 }
