@@ -48,6 +48,7 @@ import {
   PDS_PER_HCA,
   QP_PAIRS,
   QP_SLOTS,
+  CONCURRENT_SLOTS,
   BUFFER_SIZES,
   SETUP_ACCESS,
   VerbsPair,
@@ -176,6 +177,17 @@ const dataWr: fc.Arbitrary<WrSpec> = fc.oneof(
   },
 );
 
+/** The same request over home keys only (its QP's and its peer's setup MRs), no invalidation. */
+const HOME: KeyRef = { kind: 'home', pick: 0, variant: 'cur' };
+function homeOnly(w: WrSpec): WrSpec | null {
+  if (w.op === 'SEND_WITH_INV' || w.op === 'RDMA_READ_WITH_INV' || !('sges' in w)) return null;
+  const out = { ...w, sges: w.sges.map((s) => ({ ...s, key: HOME })) } as WrSpec;
+  if ('remote' in out) out.remote = { ...out.remote, key: HOME };
+  if ('recv' in out) out.recv = out.recv.map((s) => ({ ...s, key: HOME }));
+  return out;
+}
+const homeWrs = fc.array(dataWr, { minLength: 1, maxLength: 8 }).map((ws) => ws.map(homeOnly).filter((w): w is WrSpec => w !== null)).filter((ws) => ws.length > 0);
+
 /** The MR of a bind: the window's PD's setup MR, any MR, or none. */
 const bindMr = fc.oneof(
   { weight: 4, arbitrary: fc.constant('home' as const) },
@@ -285,6 +297,11 @@ const specs: { weight: number; arbitrary: fc.Arbitrary<Spec> }[] = [
     }),
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('renewPair' as const), pair: fc.nat({ max: QP_PAIRS.length - 1 }) }) },
+  // batches on two QPs at once, run concurrently by the adapters
+  {
+    weight: 3,
+    arbitrary: fc.tuple(homeWrs, homeWrs).map(([a, b]) => ({ kind: 'postMany' as const, posts: [{ qp: CONCURRENT_SLOTS[0], wrs: a }, { qp: CONCURRENT_SLOTS[1], wrs: b }] })),
+  },
   // the destroy verbs, rarely (a destroyed QP stays in its slot until a fresh postSend or
   // renewPair replaces its pair, so later commands name it: EINVAL; its peer's requests time out)
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('destroyQp' as const), qp: qpSlot, cq: bool }) },

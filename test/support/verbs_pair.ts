@@ -95,6 +95,12 @@ export const QP_PAIRS = [
 ] as const;
 /** Number of QP slots (two per pair: slot 2p is `a`, 2p+1 is `b`). */
 export const QP_SLOTS = QP_PAIRS.length * 2;
+/**
+ * Requester slots whose work touches disjoint memory and keys when each uses only home keys:
+ * pair 0's a side (adapter 0, PD 0 -> adapter 1, PD 0) and pair 1's (adapter 1, PD 1 -> adapter 0,
+ * PD 1). Their batches may run concurrently and still have one right answer.
+ */
+export const CONCURRENT_SLOTS: readonly number[] = [0, 2];
 const MAX_SGE = 4;
 const MAX_RECV_WR = 16;
 const CQE = 64;
@@ -219,6 +225,13 @@ export type Spec =
   | { kind: 'postRecv'; qp: number; sges: SgeSpec[] }
   /** `fresh`: first re-create the QP's pair if either end is in ERR. */
   | { kind: 'postSend'; qp: number; wrs: WrSpec[]; fresh: boolean }
+  /**
+   * Work requests posted on several QPs before anything runs, so the adapters execute them at
+   * once (the pipeline's concurrency across QPs). The generator keeps the QPs' effects disjoint
+   * (CONCURRENT_SLOTS, home keys only): IB orders nothing across QPs, so only such batches have
+   * one right answer.
+   */
+  | { kind: 'postMany'; posts: { qp: number; wrs: WrSpec[] }[] }
   | { kind: 'renewPair'; pair: number }
   /** DESTROY_QP of the slot's QP (EINVAL once destroyed); with `cq`, then its CQ too. */
   | { kind: 'destroyQp'; qp: number; cq: boolean }
@@ -588,6 +601,15 @@ export class VerbsPair {
         const broken = (q: QpRec): boolean => q.destroyed || q.m.state === 'ERR';
         if (s.fresh && (broken(this.qps[slot]) || broken(this.qps[slot ^ 1]))) await this.createPair(slot >> 1);
         await this.postSend(this.qps[slot], s.wrs);
+        return;
+      }
+      case 'postMany': {
+        const broken = (q: QpRec): boolean => q.destroyed || q.m.state === 'ERR';
+        for (const p of s.posts) {
+          const slot = p.qp % QP_SLOTS;
+          if (broken(this.qps[slot]) || broken(this.qps[slot ^ 1])) await this.createPair(slot >> 1);
+        }
+        for (const p of s.posts) await this.postSend(this.qps[p.qp % QP_SLOTS], p.wrs);
         return;
       }
       case 'renewPair':

@@ -50,10 +50,11 @@ export interface ReqDone {
 /**
  * What a context is doing; the `state` trace shows the stage of the last context that moved.
  * SEND: translated and gathered, its turn on the wire; HOLD (untraced): translated, its gather
- * waits for an earlier READ or atomic of its QP to place its data.
+ * waits for an earlier READ or atomic of its QP to place its data; HOLD_SCATTER (untraced): its
+ * READ or atomic data came, and waits for the QP's earlier data to be written (in order).
  */
-export const [RequesterState, RS] = enumType('requester_state', ['IDLE', 'XLATE', 'GATHER', 'SEND', 'WAIT_RESP', 'SCATTER', 'DONE', 'HOLD']);
-const { IDLE, XLATE, GATHER, SEND: READY, WAIT_RESP, SCATTER, DONE, HOLD } = RS;
+export const [RequesterState, RS] = enumType('requester_state', ['IDLE', 'XLATE', 'GATHER', 'SEND', 'WAIT_RESP', 'SCATTER', 'DONE', 'HOLD', 'HOLD_SCATTER']);
+const { IDLE, XLATE, GATHER, SEND: READY, WAIT_RESP, SCATTER, DONE, HOLD, HOLD_SCATTER } = RS;
 
 const OP_OF: Record<number, RcOp> = {
   [WqeOpcode.SEND]: 'SEND',
@@ -96,6 +97,8 @@ interface Ctx {
   payload: Uint8Array | null;
   payloadBuf: PooledBuf | null;
   readBuf: PooledBuf | null;
+  /** READ or atomic data waiting for its turn to be written (HOLD_SCATTER). */
+  answerData: Uint8Array | null;
   /** The newest try was answered: the payload's buffer may be recycled. */
   answered: boolean;
   psn: number;
@@ -197,7 +200,7 @@ export class Requester extends Module implements EventTarget {
     for (let i = 0; i < o.contexts; i++) {
       const c: Ctx = {
         idx: i, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
-        ptrs: [], results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null,
+        ptrs: [], results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null, answerData: null,
         answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0,
       };
       this.ctxs.push(c);
@@ -542,12 +545,26 @@ export class Requester extends Module implements EventTarget {
     if (a.kind === 'READ_DATA' || a.kind === 'ATOMIC_DATA') {
       this.leaveWait(c);
       c.readBuf = a.dataBuf ?? null;
-      c.mover.scatter(c.local, a.data!, c.readBuf);
-      c.stage = SCATTER;
-      this.stepping[this.nStepping++] = c;
+      c.answerData = a.data!;
+      // the QP's results are written in order (their ranges may overlap): after an earlier scatter
+      if (this.scatterBefore(c)) c.stage = HOLD_SCATTER;
+      else this.startScatter(c);
       return;
     }
     this.finish(c, 0);
+  }
+
+  private scatterBefore(c: Ctx): boolean {
+    const list = c.q!.list;
+    for (let i = 0; i < list.length && list[i] !== c; i++) if (list[i].stage === SCATTER || list[i].stage === HOLD_SCATTER) return true;
+    return false;
+  }
+
+  private startScatter(c: Ctx): void {
+    c.mover.scatter(c.local, c.answerData!, c.readBuf);
+    c.answerData = null;
+    c.stage = SCATTER;
+    this.stepping[this.nStepping++] = c;
   }
 
   /** Go-back-N: `c` and every later message already sent will be sent again, in order. */
@@ -599,7 +616,12 @@ export class Requester extends Module implements EventTarget {
 
   /** Flushes a message at its next safe point (at once if it has no DMA or translation under way). */
   private abortCtx(c: Ctx): void {
-    if (c.stage === READY || c.stage === WAIT_RESP || c.stage === HOLD) this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
+    if (c.stage === HOLD_SCATTER) {
+      c.readBuf?.release();
+      c.readBuf = null;
+      c.answerData = null;
+    }
+    if (c.stage === READY || c.stage === WAIT_RESP || c.stage === HOLD || c.stage === HOLD_SCATTER) this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
     else c.abort = true;
   }
 
@@ -618,10 +640,11 @@ export class Requester extends Module implements EventTarget {
     if (i < 0) return;
     q.list.splice(i, 1);
     if (i < q.sendNext) q.sendNext--;
-    // gathers held behind a READ or atomic may go on
+    // gathers held behind a READ or atomic may go on, and the next held scatter
     for (let j = i; j < q.list.length; j++) {
       const x = q.list[j];
       if (x.stage === HOLD && !this.readsBefore(x)) this.startGather(x);
+      else if (x.stage === HOLD_SCATTER && !this.scatterBefore(x)) this.startScatter(x);
     }
     if (syndrome !== 0 && syndrome !== CqeSyndrome.WR_FLUSH_ERR) {
       q.flushing = true;
