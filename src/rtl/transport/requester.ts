@@ -320,7 +320,7 @@ export class Requester extends Module implements EventTarget {
       this.release(c);
       act = DONE;
     }
-    if (this.doneHead === this.doneQ.length) {
+    if (this.doneHead !== 0 && this.doneHead === this.doneQ.length) {
       this.doneQ.length = 0;
       this.doneHead = 0;
     }
@@ -362,7 +362,13 @@ export class Requester extends Module implements EventTarget {
       else c.ptrs.push({ lkey: d.seg.lkey, addr: d.seg.addr, length: dataSegLength(d.seg.byteCount) });
     }
     for (const p of c.ptrs) length += p.length;
-    if (inline !== null) {
+    // what the hardware cannot execute completes with the error it would give, never a throw:
+    // inline data mixed with pointers, an atomic whose local buffer is not one 8-byte segment
+    // (malformed: LOC_QP_OP_ERR), a message over IB's 2 GiB (LOC_LEN_ERR)
+    const malformed = (inline !== null && c.ptrs.length > 0) || (c.rdAtomic && c.op !== 'READ' && (inline !== null || c.ptrs.length !== 1 || length !== 8));
+    const refused = malformed ? CqeSyndrome.LOCAL_QP_OP_ERR : length > 2 ** 31 ? CqeSyndrome.LOCAL_LENGTH_ERR : 0;
+    if (refused !== 0) length = 0;
+    if (inline !== null && refused === 0) {
       for (const b of inline) length += b.length;
       const buf = new Uint8Array(length);
       let o = 0;
@@ -380,6 +386,7 @@ export class Requester extends Module implements EventTarget {
     // destroyed between the send queue engine's push and this pop, or behind a failed message
     if (q === null || q.flushing) return this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
     q.list.push(c);
+    if (refused !== 0) return this.finish(c, refused); // its QP's later messages are flushed
     if (c.ptrs.length > 0) {
       c.stage = XLATE;
       this.xlateQ.push(c);

@@ -167,6 +167,7 @@ export class Sq extends Module {
   private readonly sPeak;
   private readonly sSlotStalls;
   private readonly sEngineStalls;
+  private readonly sMalformed;
 
   constructor(parent: Module, name: string, o: SqOptions) {
     super(parent.sim, parent, name);
@@ -210,6 +211,7 @@ export class Sq extends Module {
     this.sPeak = this.stats.counter('slots_peak');
     this.sSlotStalls = this.stats.counter('slot_full_stalls');
     this.sEngineStalls = this.stats.counter('engine_full_stalls');
+    this.sMalformed = this.stats.counter('malformed_wqes');
     this.clockedBy(o.clock);
   }
 
@@ -485,7 +487,17 @@ export class Sq extends Module {
     s.invKey = -1;
     // a view bounded by the WQE's basic blocks (the parser checks ds against it), one per size
     const view = (s.views[bbs] ??= new DataView(s.bytes.buffer, 0, bbs * 64));
-    const w = malformed ? null : parseWqe(view, 0);
+    // a WQE the parser refuses (a 64-bit field beyond what the model represents, below 2^53,
+    // a segment past ds, ...) is malformed: it completes LOC_QP_OP_ERR, it never stops the run
+    let w: ParsedWqe | null = null;
+    if (!malformed) {
+      try {
+        w = parseWqe(view, 0);
+      } catch (e) {
+        if (!(e instanceof RangeError || e instanceof TypeError)) throw e;
+        this.sMalformed.inc();
+      }
+    }
     s.w = w;
     const b = s.bytes;
     s.opcode = ctrlOpcode(b);
