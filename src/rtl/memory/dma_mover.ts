@@ -77,7 +77,7 @@ export class DmaMover {
     this.buf = buf;
     this.inflight = 0;
     this.reading = reading;
-    this.chunkAt = [];
+    this.chunkAt.length = 0; // the last transfer's reads have all completed
   }
 
   /** True when every byte was issued and (for reads) every completion has arrived. */

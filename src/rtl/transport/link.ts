@@ -26,8 +26,10 @@ export interface Wire<T> {
  */
 export class Link<T> extends Module implements EventTarget {
   private readonly busyUntil: number[];
-  /** Per destination: messages in flight in arrival order, from `head`. */
-  private readonly pending: { at: number; w: Wire<T> }[][];
+  /** Per destination: messages in flight in arrival order, from `head` (arrival, packets, body). */
+  private readonly atQ: number[][];
+  private readonly pkQ: number[][];
+  private readonly bodyQ: T[][];
   private readonly head: number[];
   private readonly rPackets: Reg;
   private readonly sPackets;
@@ -45,7 +47,9 @@ export class Link<T> extends Module implements EventTarget {
   ) {
     super(sim, parent, name);
     this.busyUntil = inbox.map(() => 0);
-    this.pending = inbox.map(() => []);
+    this.atQ = inbox.map(() => []);
+    this.pkQ = inbox.map(() => []);
+    this.bodyQ = inbox.map(() => []);
     this.head = inbox.map(() => 0);
     this.rPackets = this.reg('packets_in_flight', 16);
     this.sPackets = this.stats.counter('packets');
@@ -60,21 +64,28 @@ export class Link<T> extends Module implements EventTarget {
 
   /** Messages on the wire. */
   override hasWork(): boolean {
-    for (let i = 0; i < this.pending.length; i++) if (this.head[i] < this.pending[i].length) return true;
+    for (let i = 0; i < this.atQ.length; i++) if (this.head[i] < this.atQ[i].length) return true;
     return false;
   }
 
   /** Sends `w`: it lands in `inbox[w.to]` after serialization and latency; returns the arrival time. */
   send(w: Wire<T>): number {
-    const pk = Link.packets(w.payloadBytes, w.mtu);
-    const bytes = w.payloadBytes + pk * PACKET_HEADER_BYTES;
+    return this.sendTo(w.to, w.payloadBytes, w.mtu, w.body);
+  }
+
+  /** `send` without a Wire object (the engines' hot path). */
+  sendTo(to: number, payloadBytes: number, mtu: number, body: T): number {
+    const pk = Link.packets(payloadBytes, mtu);
+    const bytes = payloadBytes + pk * PACKET_HEADER_BYTES;
     const xfer = Math.ceil((bytes * 8 * 1000) / this.gbps); // ps at gbps Gb/s
-    const start = Math.max(this.sim.now, this.busyUntil[w.to]);
-    this.busyUntil[w.to] = start + xfer;
+    const start = Math.max(this.sim.now, this.busyUntil[to]);
+    this.busyUntil[to] = start + xfer;
     const at = start + xfer + this.latencyPs;
-    const q = this.pending[w.to];
-    q.push({ at, w });
-    if (q.length - this.head[w.to] === 1) this.sim.at(at, this, w.to);
+    const q = this.atQ[to];
+    q.push(at);
+    this.pkQ[to].push(pk);
+    this.bodyQ[to].push(body);
+    if (q.length - this.head[to] === 1) this.sim.at(at, this, to);
     this.sPackets.inc(pk);
     this.sBytes.inc(bytes);
     this.sMessages.inc();
@@ -85,28 +96,34 @@ export class Link<T> extends Module implements EventTarget {
   /** @internal Deliveries due now at destination `to`, in send order; then the next arrival's event. */
   fire(to: number): void {
     const now = this.sim.now;
-    const q = this.pending[to];
+    const q = this.atQ[to];
+    const pkq = this.pkQ[to];
+    const bq = this.bodyQ[to];
     const inbox = this.inbox[to];
     let h = this.head[to];
-    while (h < q.length && q[h].at <= now) {
+    while (h < q.length && q[h] <= now) {
       if (!inbox.canPush()) {
         // a full inbox: retry on the next picosecond (the responder drains it every cycle)
         this.head[to] = h;
         this.sim.at(now + 1, this, to);
         return;
       }
-      const p = q[h++];
-      inbox.push(p.w.body);
-      this.rPackets.set(Math.max(0, this.rPackets.q - Link.packets(p.w.payloadBytes, p.w.mtu)));
+      inbox.push(bq[h]);
+      this.rPackets.set(Math.max(0, this.rPackets.q - pkq[h]));
+      h++;
     }
     if (h === q.length) {
       q.length = 0;
+      pkq.length = 0;
+      bq.length = 0;
       h = 0;
     } else if (h > 1024) {
       q.splice(0, h);
+      pkq.splice(0, h);
+      bq.splice(0, h);
       h = 0;
     }
     this.head[to] = h;
-    if (h < q.length) this.sim.at(q[h].at, this, to);
+    if (h < q.length) this.sim.at(q[h], this, to);
   }
 }

@@ -494,7 +494,7 @@ export class Requester extends Module implements EventTarget {
       swapAdd: isAtomic ? le64(w.atomic.swapAdd) : null,
     };
     const bytes = m.payload ? m.payload.length : 0;
-    this.link!.send({ to: qp.remoteHca, payloadBytes: bytes + (isAtomic ? 28 : 0), mtu: qp.mtu, body: m });
+    this.link!.sendTo(qp.remoteHca, bytes + (isAtomic ? 28 : 0), qp.mtu, m);
     this.sMessages.inc();
     this.sBytes.inc(bytes);
     c.stage = WAIT_RESP;

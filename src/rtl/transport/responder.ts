@@ -686,7 +686,7 @@ export class Responder extends Module {
 
   private ack(c: Ctx, a: Pick<RcResponse, 'kind' | 'data' | 'dataBuf'>): void {
     const m = c.m!;
-    c.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, ...a };
+    c.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, kind: a.kind, data: a.data, dataBuf: a.dataBuf };
     c.stage = c.cqes.length > 0 ? CQE : ANSWER;
   }
 
@@ -727,7 +727,8 @@ export class Responder extends Module {
       this.sDrops.inc();
       c.answer?.dataBuf?.release();
     } else {
-      this.link!.send({ to: c.answer!.dstHca, payloadBytes: c.answer!.data?.length ?? 0, mtu: 4096, body: c.answer! });
+      const a = c.answer!;
+      this.link!.sendTo(a.dstHca, a.data ? a.data.length : 0, 4096, a);
     }
     c.answer = null;
     this.done(c);
