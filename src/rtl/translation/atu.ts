@@ -159,7 +159,7 @@ export class Atu extends Module {
     this.sSegments = this.stats.counter('segments');
     this.sLatency = this.stats.histogram('latency_ps');
     this.sPeak = this.stats.counter('contexts_peak');
-    this.sCtxStalls = this.stats.counter('context_full_stalls');
+    this.sCtxStalls = this.stats.counter('contexts_full_stalls');
     this.clockedBy(opts.clock);
   }
 

@@ -87,7 +87,7 @@ export class Mtt extends Module {
     // occupancy of the MSHRs, read when the stats are taken (the hot path only bumps two fields)
     const mq = this.mq;
     this.stats.gauge('mshrs_peak', () => mq.peak);
-    this.stats.gauge('mshr_full_stalls', () => mq.fullStalls);
+    this.stats.gauge('mshrs_full_stalls', () => mq.fullStalls);
     this.waitAddr = Array.from({ length: opts.mshrs }, () => []);
     this.port = opts.ports.dma;
     this.rReqValid = this.probe('lookup_valid', 1);

@@ -28,6 +28,7 @@ import type { AtuResponse, PhysSegment } from '../translation/atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcOp, RcRequest, RcResponse } from './rc_types.ts';
 import type { QpTable, QpView } from './qp_table.ts';
+import { ContextTable } from './context_table.ts';
 import { CqeSyndrome, WqeOpcode } from '../formats/constants.ts';
 import { dataSegLength } from '../formats/data_seg.ts';
 import type { ParsedWqe } from '../formats/wqe_parse.ts';
@@ -140,8 +141,8 @@ export class Requester extends Module implements EventTarget {
   private readonly table: QpTable;
   private readonly hcaIndex: number;
   private readonly rnrTimerCode: number;
-  private readonly ctxs: Ctx[] = [];
-  private readonly free: Ctx[] = [];
+  private readonly ctxTable: ContextTable<Ctx>;
+  private readonly ctxs: readonly Ctx[];
   private readonly qps = new Map<number, ReqQp>();
   /** Contexts whose SGE translations are not all issued, in order. */
   private readonly xlateQ: Ctx[] = [];
@@ -167,8 +168,6 @@ export class Requester extends Module implements EventTarget {
   private readonly sRetries;
   private readonly sErrors;
   private readonly sLatency;
-  private readonly sPeak;
-  private readonly sCtxStalls;
   private readonly sRdAtomicStalls;
 
   constructor(parent: Module, name: string, o: RequesterOptions) {
@@ -197,29 +196,24 @@ export class Requester extends Module implements EventTarget {
     this.atu.req.producer = this;
     this.port.resp.consumer = this;
     this.port.req.producer = this;
-    for (let i = 0; i < o.contexts; i++) {
-      const c: Ctx = {
+    this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
         idx: i, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
         ptrs: [], results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null, answerData: null,
         answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0,
-      };
-      this.ctxs.push(c);
-    }
-    for (let i = o.contexts - 1; i >= 0; i--) this.free.push(this.ctxs[i]);
+      }), this.stats, 'contexts');
+    this.ctxs = this.ctxTable.all;
     this.sMessages = this.stats.counter('messages');
     this.sBytes = this.stats.counter('bytes');
     this.sRetries = this.stats.counter('retries');
     this.sErrors = this.stats.counter('errors');
     this.sLatency = this.stats.histogram('latency_ps');
-    this.sPeak = this.stats.counter('contexts_peak');
-    this.sCtxStalls = this.stats.counter('context_full_stalls');
     this.sRdAtomicStalls = this.stats.counter('rd_atomic_stalls');
     this.clockedBy(o.clock);
   }
 
   /** Contexts in use (messages in flight). */
   get inFlight(): number {
-    return this.ctxs.length - this.free.length;
+    return this.ctxTable.inUse;
   }
 
   /** Work in flight: a message in a context or waiting to be taken. */
@@ -273,11 +267,9 @@ export class Requester extends Module implements EventTarget {
     }
     // new work requests, while contexts are free
     while (this.req.canPop()) {
-      if (this.free.length === 0) {
-        this.sCtxStalls.inc();
-        break;
-      }
-      this.start(this.req.pop());
+      const c = this.ctxTable.take();
+      if (c === undefined) break;
+      this.start(c, this.req.pop());
       act = XLATE;
     }
     // translations, in order, as the ATU port takes them
@@ -326,17 +318,15 @@ export class Requester extends Module implements EventTarget {
     }
     const busy = this.inFlight;
     this.rInflight.set(busy);
-    if (busy > this.sPeak.value) this.sPeak.value = busy;
     if (act >= 0) this.state.setNow(act);
     else if (busy === 0) this.state.setNow(IDLE);
     else if (this.nStepping === 0 && this.xlateQ.length === 0) this.state.setNow(WAIT_RESP);
     // asleep until an input arrives: answers, DMA and ATU results, jobs, room, the timer
-    const more = this.nStepping > 0 || (this.xlateQ.length > 0 && this.atu.req.canPush()) || (this.req.canPop() && this.free.length > 0);
+    const more = this.nStepping > 0 || (this.xlateQ.length > 0 && this.atu.req.canPush()) || (this.req.canPop() && this.ctxTable.hasFree);
     if (!more) this.sleep();
   }
 
-  private start(job: ReqJob): void {
-    const c = this.free.pop()!;
+  private start(c: Ctx, job: ReqJob): void {
     c.job = job;
     c.started = this.sim.now;
     c.op = OP_OF[job.wqe.ctrl.opcode];
@@ -671,7 +661,7 @@ export class Requester extends Module implements EventTarget {
     c.job = null;
     c.q = null;
     c.stage = IDLE;
-    this.free.push(c);
+    this.ctxTable.give(c);
   }
 }
 

@@ -33,6 +33,7 @@ import type { AtuResponse, PhysSegment } from '../translation/atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcNak, RcRequest, RcResponse } from './rc_types.ts';
 import type { QpTable, QpView } from './qp_table.ts';
+import { ContextTable } from './context_table.ts';
 import type { CqeJob } from '../completion/cq_writer.ts';
 import type { UmrDone, UmrJob } from '../umr/umr_types.ts';
 import { CqeOpcode, CqeSyndrome, MLX5_INVALID_LKEY } from '../formats/constants.ts';
@@ -132,8 +133,8 @@ export class Responder extends Module {
   private readonly atu: AtuPort;
   private readonly port: DmaPort;
   private readonly table: QpTable;
-  private readonly ctxs: Ctx[] = [];
-  private readonly free: Ctx[] = [];
+  private readonly ctxTable: ContextTable<Ctx>;
+  private readonly ctxs: readonly Ctx[];
   private readonly rqs = new Map<number, RespQp>();
   /** Double-buffered work lists: `active` (the first nActive entries) is next edge's. */
   private active: Ctx[] = [];
@@ -154,8 +155,6 @@ export class Responder extends Module {
   private readonly sRnr;
   private readonly sInvalidations;
   private readonly sInvLatency;
-  private readonly sPeak;
-  private readonly sCtxStalls;
 
   constructor(parent: Module, name: string, o: ResponderOptions) {
     super(parent.sim, parent, name);
@@ -188,15 +187,13 @@ export class Responder extends Module {
       this.rinv.req.producer = this;
       this.rinv.resp.consumer = this;
     }
-    for (let i = 0; i < o.contexts; i++) {
-      this.ctxs.push({
+    this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
         idx: i, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false,
         segs: [], pending: null, issued: false, answer: null, cqes: [], recvSges: [], recvResults: [], recvIssued: 0,
         rwqeAsked: false, rwqeData: null, atomicPhase: 0, invIssued: false, invDone: null, invStarted: 0,
         invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), active: false,
-      });
-    }
-    for (let i = o.contexts - 1; i >= 0; i--) this.free.push(this.ctxs[i]);
+      }), this.stats, 'contexts');
+    this.ctxs = this.ctxTable.all;
     this.sMessages = this.stats.counter('messages');
     this.sNaks = this.stats.counter('naks');
     this.sDrops = this.stats.counter('drops');
@@ -204,14 +201,12 @@ export class Responder extends Module {
     this.sRnr = this.stats.counter('rnr_naks');
     this.sInvalidations = this.stats.counter('remote_invalidations');
     this.sInvLatency = this.stats.histogram('remote_inv_latency_ps');
-    this.sPeak = this.stats.counter('contexts_peak');
-    this.sCtxStalls = this.stats.counter('context_full_stalls');
     this.clockedBy(o.clock);
   }
 
   /** Contexts in use (messages being served). */
   get inFlight(): number {
-    return this.ctxs.length - this.free.length;
+    return this.ctxTable.inUse;
   }
 
   /** Work in flight: a message in a context or waiting, a flush to do. */
@@ -274,13 +269,8 @@ export class Responder extends Module {
       }
     }
     // take messages while contexts are free
-    while (this.inbox.canPop()) {
-      if (this.free.length === 0) {
-        this.sCtxStalls.inc();
-        break;
-      }
-      this.admit(this.inbox.pop());
-    }
+    while (this.inbox.canPop() && this.ctxTable.hasFree) this.admit(this.inbox.pop());
+    if (this.inbox.canPop()) this.ctxTable.take(); // none free: counted as a stall
     let act = -1;
     if (this.nActive > 0) {
       const list = this.active;
@@ -298,10 +288,9 @@ export class Responder extends Module {
     if (this.flushQ.length > 0 && this.flush()) act = FLUSH;
     const busy = this.inFlight;
     this.rInflight.set(busy);
-    if (busy > this.sPeak.value) this.sPeak.value = busy;
     if (act >= 0 && act !== WAIT_TURN) this.state.setNow(act);
     else if (busy === 0) this.state.setNow(IDLE);
-    if (this.nActive === 0 && this.flushQ.length === 0 && !(this.inbox.canPop() && this.free.length > 0)) this.sleep();
+    if (this.nActive === 0 && this.flushQ.length === 0 && !(this.inbox.canPop() && this.ctxTable.hasFree)) this.sleep();
   }
 
   /** A message from the link: taken in PSN order per QP, or dropped. */
@@ -321,7 +310,7 @@ export class Responder extends Module {
       return;
     }
     rq.ePsn++;
-    const c = this.free.pop()!;
+    const c = this.ctxTable.take()!;
     c.m = m;
     c.qp = qp;
     c.rq = rq;
@@ -754,7 +743,7 @@ export class Responder extends Module {
     c.rq = null;
     c.segs = [];
     c.cqes = [];
-    this.free.push(c);
+    this.ctxTable.give(c);
   }
 
   /** Posted receives of a QP in ERR complete WR_FLUSH_ERR, once no message of the QP is in flight. */

@@ -32,6 +32,7 @@ import type { DmaPort } from '../memory/pcie.ts';
 import type { CqeJob } from '../completion/cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
 import type { QpTable, QpView } from './qp_table.ts';
+import { ContextTable } from './context_table.ts';
 import type { UmrDone, UmrJob } from '../umr/umr_types.ts';
 import { parseWqe, type ParsedWqe } from '../formats/wqe_parse.ts';
 import { ctrlCe, ctrlFence, ctrlOpcode, ctrlWqeIndex, ctrlWqebbs } from '../formats/ctrl_seg.ts';
@@ -144,8 +145,8 @@ export class Sq extends Module {
   private readonly qps = new Map<number, SqQp>();
   /** QPs held at their next WQE (stallQp): the others go on. */
   private readonly stalled = new Set<number>();
-  private readonly slots: Slot[] = [];
-  private readonly freeSlots: Slot[] = [];
+  private readonly slotTable: ContextTable<Slot>;
+  private readonly slots: readonly Slot[];
   /** Reads in flight by DMA tag. */
   private readonly reads: ({ q: SqQp; c: Chunk } | null)[] = [];
   private readonly freeTags: number[] = [];
@@ -164,8 +165,6 @@ export class Sq extends Module {
   private readonly sFlushed;
   private readonly sErrors;
   private readonly sFetches;
-  private readonly sPeak;
-  private readonly sSlotStalls;
   private readonly sEngineStalls;
   private readonly sMalformed;
 
@@ -196,20 +195,16 @@ export class Sq extends Module {
       this.umr.req.producer = this;
     }
     this.cqWriter.producer = this;
-    for (let i = 0; i < o.slots; i++) {
-      this.slots.push({
+    this.slotTable = new ContextTable<Slot>(o.slots, (i) => ({
         idx: i, bytes: new Uint8Array(64 * MAX_WQE_BBS), views: new Array<DataView | undefined>(MAX_WQE_BBS + 1).fill(undefined),
         invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), state: S_FREE, q: null, bbs: 0, w: null, drains: false, invKey: -1,
         syndrome: 0, byteLen: 0, opcode: 0, wqeIndex: 0, signaled: false,
-      });
-    }
-    for (let i = o.slots - 1; i >= 0; i--) this.freeSlots.push(this.slots[i]);
+      }), this.stats, 'slots');
+    this.slots = this.slotTable.all;
     this.sWqes = this.stats.counter('wqes');
     this.sFlushed = this.stats.counter('flushed');
     this.sErrors = this.stats.counter('errors');
     this.sFetches = this.stats.counter('fetch_reads');
-    this.sPeak = this.stats.counter('slots_peak');
-    this.sSlotStalls = this.stats.counter('slot_full_stalls');
     this.sEngineStalls = this.stats.counter('engine_full_stalls');
     this.sMalformed = this.stats.counter('malformed_wqes');
     this.clockedBy(o.clock);
@@ -222,7 +217,7 @@ export class Sq extends Module {
 
   /** WQE slots in use. */
   get inFlight(): number {
-    return this.slots.length - this.freeSlots.length;
+    return this.slotTable.inUse;
   }
 
   /** Work in flight: WQEs posted and not completed. */
@@ -342,7 +337,6 @@ export class Sq extends Module {
     }
     const used = this.inFlight;
     this.rInflight.set(used);
-    if (used > this.sPeak.value) this.sPeak.value = used;
     if (act >= 0) this.state.setNow(act);
     else if (used === 0) this.state.setNow(IDLE);
     if (this.nActive === 0) this.sleep();
@@ -382,8 +376,8 @@ export class Sq extends Module {
     }
     // parse: WQEs whose every WQEBB has arrived, into slots
     while (q.parsePtr < q.arrived) {
-      if (this.freeSlots.length === 0) {
-        this.sSlotStalls.inc();
+      if (!this.slotTable.hasFree) {
+        this.slotTable.take(); // none free: counted as a stall
         blocked = true;
         break;
       }
@@ -393,7 +387,7 @@ export class Sq extends Module {
       const malformed = q.parsePtr + bbs > q.pi;
       if (malformed) bbs = q.pi - q.parsePtr;
       if (q.parsePtr + bbs > q.arrived) break; // woken by the rest of it
-      const s = this.freeSlots.pop()!;
+      const s = this.slotTable.take()!;
       for (let b = 0; b < bbs; b++) {
         const o = ((q.parsePtr + b) & (PREFETCH_BBS - 1)) * 64;
         s.bytes.set(q.prefetch.subarray(o, o + 64), b * 64);
@@ -588,6 +582,6 @@ export class Sq extends Module {
     s.state = S_FREE;
     s.q = null;
     s.w = null;
-    this.freeSlots.push(s);
+    this.slotTable.give(s);
   }
 }
