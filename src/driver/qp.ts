@@ -51,6 +51,9 @@ export class Qp {
   /** The send queue buffer, for inspection: virtual address, WQEBBs, stride. */
   readonly sq: { addr: number; wqeCnt: number; stride: number };
   private sqPi = 0; // WQEBBs posted
+  /** The producer counter last rung, and whether postSend rings once at the end of its list. */
+  private sqRung = 0;
+  private deferDoorbell = false;
   private posted = 0; // work requests posted
   /** Work requests known complete: up to the newest send CQE polled (it covers the unsignaled before it). */
   private sqDone = 0;
@@ -177,14 +180,29 @@ export class Qp {
   /** ibv_post_send: synchronous; the first bad work request throws (those before it stay posted). */
   postSend(wr: SendWr | readonly SendWr[]): void {
     const list = Array.isArray(wr) ? (wr as readonly SendWr[]) : [wr as SendWr];
-    list.forEach((w, i) => {
-      try {
-        this.postOne(w);
-      } catch (e) {
-        if (e instanceof VerbsError && list.length > 1) throw new VerbsError(e.errno, `${e.message.replace(/^\w+: /, '')} (work request ${i})`);
-        throw e;
-      }
-    });
+    // one doorbell for the whole list, after its last WQE (libmlx5's mlx5_post_send rings once),
+    // also when a request fails: those before it stay posted
+    this.deferDoorbell = true;
+    try {
+      list.forEach((w, i) => {
+        try {
+          this.postOne(w);
+        } catch (e) {
+          if (e instanceof VerbsError && list.length > 1) throw new VerbsError(e.errno, `${e.message.replace(/^\w+: /, '')} (work request ${i})`);
+          throw e;
+        }
+      });
+    } finally {
+      this.deferDoorbell = false;
+      this.ringDoorbell();
+    }
+  }
+
+  /** Rings the send queue's doorbell with the producer counter, if WQEs were written since. */
+  private ringDoorbell(): void {
+    if (this.sqRung === this.sqPi) return;
+    this.sqRung = this.sqPi;
+    this.pd.ctx.hca.uar.ringSq(this.qpNum, this.sqPi);
   }
 
   /** ibv_bind_mw (type 1): returns the new rkey (incRkey) and sets mw.rkey at once. */
@@ -366,7 +384,7 @@ export class Qp {
     this.sendSeq[slot] = this.posted;
     this.sqPi += n;
     this.posted++;
-    ctx.hca.uar.ringSq(this.qpNum, this.sqPi);
+    if (!this.deferDoorbell) this.ringDoorbell();
   }
 
   /**
