@@ -122,6 +122,8 @@ export class Pd {
     this.checkAlive('createQp');
     attr.sendCq.checkAlive('createQp (sendCq)');
     attr.recvCq.checkAlive('createQp (recvCq)');
+    // a CQ of another adapter (or testbed): its number means another CQ here, completions would vanish
+    if (attr.sendCq.ctx !== this.ctx || attr.recvCq.ctx !== this.ctx) throw new VerbsError('EINVAL', 'createQp: the send or receive CQ belongs to another device context (adapter)');
     return this.track(await Qp.create(this, attr));
   }
 

@@ -67,8 +67,11 @@ export class Qp {
   /** The work request behind each WQE index of the ring (slot = index & (wqeCnt - 1)): no map on the hot path. */
   private readonly sendWrId: (number | bigint)[];
   private readonly sendOp: (WcOpcode | undefined)[];
-  /** The work request number (0, 1, ...) behind each ring slot's WQE. */
+  /** The work request number (0, 1, ...) behind each ring slot's WQE, and where it ends (WQEBBs). */
   private readonly sendSeq: number[];
+  private readonly sendEnd: number[];
+  /** WQEBBs known free again: up to the end of the newest WQE a polled CQE completed. */
+  private sqDoneBb = 0;
   private readonly recvRecs = new Map<number, number | bigint>();
   private readonly scratch = new Uint8Array(1024);
   private readonly scratchView = new DataView(this.scratch.buffer);
@@ -89,6 +92,7 @@ export class Qp {
     this.sendWrId = new Array<number | bigint>(sqWqebbs).fill(0);
     this.sendOp = new Array<WcOpcode | undefined>(sqWqebbs).fill(undefined);
     this.sendSeq = new Array<number>(sqWqebbs).fill(0);
+    this.sendEnd = new Array<number>(sqWqebbs).fill(0);
     this.rqBufVa = rqVa;
     this.rqStride = rqStride(attr.maxRecvSge);
     attr.sendCq.qps.set(qpNum, this);
@@ -209,6 +213,8 @@ export class Qp {
   bindMw(mw: Mw, bind: BindInfo, opts: { wrId?: number | bigint; signaled?: boolean } = {}): number {
     this.checkAlive('bindMw');
     mw.checkAlive('bindMw');
+    this.sameDevice(mw.pd.ctx, 'bindMw: the window');
+    if (bind.mr) this.sameDevice(bind.mr.pd.ctx, 'bindMw: the MR');
     if (mw.type !== 1) throw new VerbsError('EINVAL', 'bindMw: the verb binds type-1 windows; post BIND_MW for type 2');
     if (bind.mr === null && bind.length !== 0) throw new VerbsError('EINVAL', 'bindMw: no MR but length != 0');
     if (bind.mr && bind.mr.destroyed) throw new VerbsError('EINVAL', 'bindMw: the MR was deregistered');
@@ -252,6 +258,7 @@ export class Qp {
   takeSendRecord(wqeIndex: number): { wrId: number | bigint; opcode: WcOpcode } | undefined {
     const slot = wqeIndex & (this.sq.wqeCnt - 1);
     if (this.sendSeq[slot] + 1 > this.sqDone) this.sqDone = this.sendSeq[slot] + 1;
+    if (this.sendEnd[slot] > this.sqDoneBb) this.sqDoneBb = this.sendEnd[slot];
     const opcode = this.sendOp[slot];
     if (opcode === undefined) return undefined;
     this.sendOp[slot] = undefined;
@@ -269,6 +276,15 @@ export class Qp {
   /** Any call on a destroyed object: EINVAL (spec/semantics.md "Verbs calls"). */
   checkAlive(what: string): void {
     if (this.destroyed) throw new VerbsError('EINVAL', `${what}: the QP was destroyed`);
+  }
+
+  /**
+   * An object of another adapter (or another testbed) is refused (EINVAL): its keys and
+   * physical addresses mean nothing here, and a UMR with them would rewrite this adapter's mkey
+   * of the same index with another host's addresses.
+   */
+  private sameDevice(ctx: unknown, what: string): void {
+    if (ctx !== this.pd.ctx) throw new VerbsError('EINVAL', `${what} belongs to another device context (adapter) than the QP`);
   }
 
   /**
@@ -376,12 +392,17 @@ export class Qp {
   private ring(ds: number, wrId: number | bigint, opcode: WcOpcode): void {
     const ctx = this.pd.ctx;
     const n = wqeBasicBlocks(ds);
+    // the ring holds WQEBBs, not requests: a long WQE (many SGEs, inline data) takes up to 16
+    if (this.sqPi + n - this.sqDoneBb > this.sq.wqeCnt) {
+      throw new VerbsError('ENOMEM', `postSend: send queue full (the ring has ${this.sq.wqeCnt - (this.sqPi - this.sqDoneBb)} free WQEBBs, the WQE needs ${n})`);
+    }
     const host = ctx.hca.host;
     for (let b = 0; b < n; b++) host.write(this.sq.addr + ((this.sqPi + b) & (this.sq.wqeCnt - 1)) * 64, this.scratch.subarray(b * 64, b * 64 + 64));
     const slot = this.sqPi & (this.sq.wqeCnt - 1);
     this.sendWrId[slot] = wrId;
     this.sendOp[slot] = opcode;
     this.sendSeq[slot] = this.posted;
+    this.sendEnd[slot] = this.sqPi + n;
     this.sqPi += n;
     this.posted++;
     if (!this.deferDoorbell) this.ringDoorbell();
@@ -413,6 +434,7 @@ export class Qp {
     const mr = w.mr;
     if (!mr) throw new VerbsError('EINVAL', 'postSend: REG_MR needs `mr`');
     mr.checkAlive('postSend REG_MR');
+    this.sameDevice(mr.pd.ctx, 'postSend REG_MR: the MR');
     if (mr.type === 'USER') throw new VerbsError('EINVAL', 'postSend: REG_MR needs a fast-registration MR (allocMr)');
     const key = (w.key ?? mr.lkey) >>> 0;
     if (key >>> 8 !== mr.index) throw new VerbsError('EINVAL', `postSend: REG_MR key 0x${key.toString(16)} does not name the MR's index 0x${mr.index.toString(16)}`);
@@ -453,6 +475,8 @@ export class Qp {
     const mw = w.mw;
     if (!mw) throw new VerbsError('EINVAL', 'postSend: BIND_MW needs `mw`');
     mw.checkAlive('postSend BIND_MW');
+    this.sameDevice(mw.pd.ctx, 'postSend BIND_MW: the window');
+    if (w.bindInfo?.mr) this.sameDevice(w.bindInfo.mr.pd.ctx, 'postSend BIND_MW: the MR');
     if (mw.type === 1 && !fromBindVerb) throw new VerbsError('EINVAL', 'postSend: BIND_MW on a type-1 window (type 1 binds through bindMw)');
     const newRkey = (w.rkey ?? 0) >>> 0;
     if (newRkey >>> 8 !== mw.index) throw new VerbsError('EINVAL', `postSend: BIND_MW rkey 0x${newRkey.toString(16)} does not name the window's index`);
