@@ -342,9 +342,12 @@ export class Responder extends Module {
     const list = c.rq!.list;
     const i = list.indexOf(c);
     if (i <= 0) return true;
-    const prev = list[i - 1];
-    if (!prev.committed) return false;
-    return !(c.m!.op === 'WRITE' && prev.m!.op === 'READ' && prev.stage === READ_DATA);
+    if (!list[i - 1].committed) return false;
+    if (c.m!.op !== 'WRITE') return true;
+    // any earlier READ of the QP still reading (not only the one just before: a zero-length READ
+    // between them is done at once)
+    for (let j = 0; j < i; j++) if (list[j].m!.op === 'READ' && list[j].stage === READ_DATA) return false;
+    return true;
   }
 
   /** The message passed its checks and issued its DMA: a pipelined successor may start. */
@@ -401,8 +404,9 @@ export class Responder extends Module {
         if (c.mover.done) {
           this.commit(c);
           this.ack(c, { kind: 'READ_DATA', data: c.mover.data, dataBuf: c.mover.takeBuf() });
-          const next = c.rq!.list[c.rq!.list.indexOf(c) + 1];
-          if (next !== undefined) this.activate(next); // a WRITE after it may go on now
+          // a WRITE after it may go on now
+          const list = c.rq!.list;
+          for (let j = list.indexOf(c) + 1; j < list.length; j++) this.activate(list[j]);
           return true;
         }
         return !c.mover.waiting;

@@ -107,4 +107,27 @@ describe('transport pipeline', () => {
       expect(of(b)).toEqual([10, 11, 12, 13].map((i) => [i, 'SUCCESS']));
     });
   });
+
+  it('a WRITE waits for every earlier READ of its QP to read its data, not only the one just before (a zero-length READ between them)', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { pd0, pd1, cq0, qp0 } = await rcPair(tb);
+      const local = tb.host(0).alloc(16384);
+      const remote = tb.host(1).alloc(16384);
+      for (let i = 0; i < 16384; i++) tb.host(1).write(remote.addr + i, new Uint8Array([(i * 7) & 0xff]));
+      const expected = tb.host(1).read(remote.addr + 5000, 5000);
+      const mr0 = await pd0.regMr(local.addr, 16384, Access.LOCAL_WRITE);
+      const mr1 = await pd1.regMr(remote.addr, 16384, Access.LOCAL_WRITE | Access.REMOTE_READ | Access.REMOTE_WRITE);
+      qp0.postSend([
+        // 10,000 bytes into two SGEs over the same 5,000 local bytes: the second half wins
+        { wrId: 1, opcode: 'RDMA_READ', sgList: [{ addr: local.addr, length: 5000, lkey: mr0.lkey }, { addr: local.addr, length: 5000, lkey: mr0.lkey }], remoteAddr: remote.addr, rkey: mr1.rkey },
+        { wrId: 2, opcode: 'RDMA_READ', sgList: [], remoteAddr: remote.addr, rkey: mr1.rkey },
+        // a later WRITE into the range the first READ reads (inline: it gathers nothing, so the
+        // requester sends it at once): the READ must not see it
+        { wrId: 3, opcode: 'RDMA_WRITE', sgList: [{ addr: local.addr + 8000, length: 1, lkey: mr0.lkey }], inline: true, remoteAddr: remote.addr + 5144, rkey: mr1.rkey, signaled: true },
+      ]);
+      expect((await cq0.wait(1)).map((w) => [w.wrId, w.status])).toEqual([[3, 'SUCCESS']]);
+      expect(tb.host(0).read(local.addr, 5000)).toEqual(expected);
+    });
+  });
 });
