@@ -87,6 +87,10 @@ export class Cq {
    */
   async wait(n = 1, opts: { timeout?: number } = {}): Promise<WorkCompletion[]> {
     this.checkAlive('wait');
+    if (!(Number.isSafeInteger(n) && n >= 1)) throw new VerbsError('EINVAL', `cq.wait: n must be a positive integer, got ${String(n)}`);
+    if (opts.timeout !== undefined && !(Number.isSafeInteger(opts.timeout) && opts.timeout >= 0)) {
+      throw new VerbsError('EINVAL', `cq.wait: timeout must be a whole, non-negative number of ps below 2^53, got ${String(opts.timeout)}`);
+    }
     const out: WorkCompletion[] = [];
     const sim = this.ctx.tb.sim;
     const deadline = opts.timeout === undefined ? Infinity : sim.now + opts.timeout;
@@ -98,7 +102,8 @@ export class Cq {
       out.push(...this.poll(n - out.length));
       if (out.length >= n) return out;
       if (sim.now >= deadline) {
-        throw new VerbsError('ETIMEDOUT', `cq.wait: ${out.length} of ${n} completions within ${opts.timeout} ps`);
+        // what was polled is not lost: it travels with the error (API.md: `partial`)
+        throw Object.assign(new VerbsError('ETIMEDOUT', `cq.wait: ${out.length} of ${n} completions within ${opts.timeout} ps`), { partial: out });
       }
       // wake when the last CQE this wait needs lands in host memory, or once at the deadline
       if (!armed && deadline !== Infinity) {

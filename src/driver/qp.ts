@@ -7,7 +7,7 @@ import type { Cq } from './cq.ts';
 import type { Mw } from './mw.ts';
 import type { BindInfo, RecvWr, SendWr, WcOpcode } from './types.ts';
 import { IbAccess } from './types.ts';
-import { VerbsError } from './verbs_error.ts';
+import { VerbsError, checkObject, checkU32, checkU53 } from './verbs_error.ts';
 import { checkAccess } from './pd.ts';
 import {
   buildAtomicWqe, buildBindMwWqe, buildLocalInvWqe, buildRdmaWqe, buildRegMrWqe, buildSendWqe, wqeBasicBlocks,
@@ -183,6 +183,7 @@ export class Qp {
 
   /** ibv_post_send: synchronous; the first bad work request throws (those before it stay posted). */
   postSend(wr: SendWr | readonly SendWr[]): void {
+    checkObject('postSend: the work request', wr);
     const list = Array.isArray(wr) ? (wr as readonly SendWr[]) : [wr as SendWr];
     // one doorbell for the whole list, after its last WQE (libmlx5's mlx5_post_send rings once),
     // also when a request fails: those before it stay posted
@@ -214,6 +215,9 @@ export class Qp {
     this.checkAlive('bindMw');
     mw.checkAlive('bindMw');
     this.sameDevice(mw.pd.ctx, 'bindMw: the window');
+    checkObject('bindMw: bind', bind);
+    checkU53('bindMw: addr', bind.addr);
+    checkU53('bindMw: length', bind.length);
     if (bind.mr) this.sameDevice(bind.mr.pd.ctx, 'bindMw: the MR');
     if (mw.type !== 1) throw new VerbsError('EINVAL', 'bindMw: the verb binds type-1 windows; post BIND_MW for type 2');
     if (bind.mr === null && bind.length !== 0) throw new VerbsError('EINVAL', 'bindMw: no MR but length != 0');
@@ -229,10 +233,20 @@ export class Qp {
 
   /** ibv_post_recv */
   postRecv(wr: RecvWr | readonly RecvWr[]): void {
+    checkObject('postRecv: the work request', wr);
     const list = Array.isArray(wr) ? (wr as readonly RecvWr[]) : [wr as RecvWr];
     const ctx = this.pd.ctx;
     for (const w of list) {
       this.checkAlive('postRecv');
+      checkObject('postRecv: the work request', w);
+      if (!Array.isArray(w.sgList)) throw new VerbsError('EINVAL', 'postRecv: sgList must be an array');
+      w.sgList.forEach((s, i) => {
+        checkObject(`postRecv: SGE ${i}`, s);
+        checkU53(`postRecv: SGE ${i} addr`, s.addr);
+        // no coercion: a length of 2 GiB or more is refused, not cut to 2 GiB
+        if (!(Number.isSafeInteger(s.length) && s.length >= 0 && s.length < GiB2)) throw new VerbsError('EINVAL', `postRecv: SGE ${i} length must be an integer in 0 .. 2 GiB - 1, got ${String(s.length)}`);
+        checkU32(`postRecv: SGE ${i} lkey`, s.lkey);
+      });
       if (this.state === 'RESET') throw new VerbsError('EINVAL', 'postRecv: the QP is in RESET');
       if (w.sgList.length > this.attr.maxRecvSge) throw new VerbsError('EINVAL', `postRecv: ${w.sgList.length} SGEs > maxRecvSge ${this.attr.maxRecvSge}`);
       if (this.rqPi - this.rqCi >= Math.min(this.rqSize, this.attr.maxRecvWr)) {
@@ -305,6 +319,8 @@ export class Qp {
 
   private postOne(w: SendWr, fromBindVerb = false): void {
     this.checkAlive('postSend');
+    checkObject('postSend: the work request', w);
+    this.pd.ctx.tb.sim.checkInProcess('postSend');
     const ctx = this.pd.ctx;
     const st = this.state;
     if (st !== 'RTS' && st !== 'ERR') throw new VerbsError('EINVAL', `postSend: the QP is in ${st} (needs RTS)`);
@@ -319,11 +335,19 @@ export class Qp {
     // the user's SGEs are used as they are (no copy on the hot path), after checking them
     const sg: readonly WqeSge[] = w.sgList ?? NO_SGES;
     if (sg.length > this.attr.maxSendSge) throw new VerbsError('EINVAL', `postSend: ${sg.length} SGEs > maxSendSge ${this.attr.maxSendSge}`);
+    if (!Array.isArray(sg)) throw new VerbsError('EINVAL', 'postSend: sgList must be an array');
     for (let i = 0; i < sg.length; i++) {
       const s = sg[i];
-      if (!(s.length >= 0 && s.length <= GiB2)) throw new VerbsError('EINVAL', `postSend: an SGE of ${s.length} bytes (0 .. 2 GiB)`);
+      checkObject(`postSend: SGE ${i}`, s);
+      checkU53(`postSend: SGE ${i} addr`, s.addr);
+      if (!(Number.isSafeInteger(s.length) && s.length >= 0 && s.length <= GiB2)) throw new VerbsError('EINVAL', `postSend: SGE ${i} length must be an integer in 0 .. 2 GiB, got ${String(s.length)}`);
       if (!(Number.isInteger(s.lkey) && s.lkey >= 0 && s.lkey < 2 ** 32)) throw new VerbsError('EINVAL', `postSend: lkey ${s.lkey} is not a 32-bit key`);
     }
+    if (w.remoteAddr !== undefined) checkU53('postSend: remoteAddr', w.remoteAddr);
+    if (w.rkey !== undefined) checkU32('postSend: rkey', w.rkey);
+    if (w.compareAdd !== undefined) checkU53('postSend: compareAdd', w.compareAdd);
+    if (w.swap !== undefined) checkU53('postSend: swap', w.swap);
+    if (w.immData !== undefined) checkU32('postSend: immData', w.immData);
     const data = w.inline ? { inlineData: this.inlineBytes(sg) } : { sgList: sg };
     let ds: number;
     switch (w.opcode) {

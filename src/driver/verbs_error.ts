@@ -1,3 +1,4 @@
+import type { WorkCompletion } from './types.ts';
 /** The errno values a synchronous verbs failure carries (API.md "Constants and errors"). */
 export type Errno = 'EINVAL' | 'EBUSY' | 'ENOMEM' | 'EOPNOTSUPP' | 'EPERM' | 'EFAULT' | 'ETIMEDOUT';
 
@@ -7,6 +8,8 @@ export type Errno = 'EINVAL' | 'EBUSY' | 'ENOMEM' | 'EOPNOTSUPP' | 'EPERM' | 'EF
  * Asynchronous failures are completion statuses, never throws.
  */
 export class VerbsError extends Error {
+  /** ETIMEDOUT of `cq.wait`: the completions polled before the timeout (they are not lost). */
+  partial?: readonly WorkCompletion[];
   constructor(
     readonly errno: Errno,
     message: string,
@@ -14,4 +17,21 @@ export class VerbsError extends Error {
     super(`${errno}: ${message}`);
     this.name = 'VerbsError';
   }
+}
+
+/** An address or length argument: a safe integer in [0, 2^53) (the model's addresses), else EINVAL naming it. */
+export function checkU53(what: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new VerbsError('EINVAL', `${what} must be a non-negative integer below 2^53, got ${String(v)}`);
+  return v;
+}
+
+/** A 32-bit key or immediate argument: an integer in [0, 2^32), else EINVAL naming it. */
+export function checkU32(what: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= 2 ** 32) throw new VerbsError('EINVAL', `${what} must be an integer in 0..2^32-1, got ${String(v)}`);
+  return v;
+}
+
+/** An object argument (a work request, an SGE, options): EINVAL when it is missing. */
+export function checkObject(what: string, v: unknown): void {
+  if (v === null || typeof v !== 'object') throw new VerbsError('EINVAL', `${what} must be an object, got ${v === null ? 'null' : typeof v}`);
 }
