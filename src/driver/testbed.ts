@@ -32,10 +32,13 @@ export class Testbed {
   private readonly tracer: Tracer | null;
 
   constructor(opts: TestbedOptions = {}) {
+    const seed = opts.seed ?? 1;
+    // no coercion: NaN or "x" would silently become another seed, and another run
+    if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw new RangeError(`Testbed: seed must be a safe integer, got ${typeof seed === 'string' ? JSON.stringify(seed) : String(seed)}`);
     const n = opts.hcas ?? 1;
     if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new RangeError(`Testbed: hcas must be an integer in 1..16, got ${n}`);
     this.config = resolveConfig(opts.config ?? {});
-    this.sim = new Sim({ seed: opts.seed ?? 1 });
+    this.sim = new Sim({ seed });
     const hcas: Hca[] = [];
     for (let i = 0; i < n; i++) hcas.push(new Hca(this.sim, this.sim.top, `hca${i}`, this.config, opts.caps ? { caps: opts.caps } : {}));
     this.hcas = hcas;

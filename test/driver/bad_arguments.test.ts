@@ -77,4 +77,9 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
       expect((e as VerbsError).partial?.map((w) => w.wrId)).toEqual([7]);
     });
   });
+
+  it('Testbed: a seed that is not a safe integer is refused, not coerced', () => {
+    for (const seed of [NaN, 1.5, 2 ** 60, 'x' as unknown as number]) expect(() => new Testbed({ seed })).toThrow(/Testbed: seed must be a safe integer/);
+    expect(() => new Testbed({ seed: 42 })).not.toThrow();
+  });
 });
