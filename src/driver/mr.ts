@@ -159,6 +159,12 @@ export class Mr {
    */
   mapSg(sg: readonly { addr: number; length: number }[], pageSize = PAGE): number {
     this.checkAlive('mapSg');
+    if (!Array.isArray(sg)) throw new VerbsError('EINVAL', `mapSg: the scatter list must be an array, got ${sg === null ? 'null' : typeof sg}`);
+    sg.forEach((e, i) => {
+      if (e === null || typeof e !== 'object') throw new VerbsError('EINVAL', `mapSg: element ${i} must be an object`);
+      if (!(Number.isSafeInteger(e.addr) && e.addr >= 0)) throw new VerbsError('EINVAL', `mapSg: element ${i} addr must be a non-negative integer below 2^53, got ${String(e.addr)}`);
+      if (!(Number.isSafeInteger(e.length) && e.length >= 0)) throw new VerbsError('EINVAL', `mapSg: element ${i} length must be a non-negative integer, got ${String(e.length)}`);
+    });
     if (this.type === 'USER') throw new VerbsError('EINVAL', 'mapSg: only fast-registration MRs (allocMr) have a page list');
     if (!(Number.isInteger(pageSize) && pageSize >= PAGE && pageSize <= 2 ** 31 && 2 ** Math.round(Math.log2(pageSize)) === pageSize)) {
       throw new VerbsError('EINVAL', `mapSg: pageSize must be a power of two in 4 KiB .. 2 GiB (the mkey's 5-bit log_page_size), got ${pageSize}`);

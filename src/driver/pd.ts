@@ -1,6 +1,7 @@
 /** A protection domain (ibv_pd): registers memory, allocates windows and creates QPs. */
 import type { Context } from './context.ts';
 import { VerbsError } from './verbs_error.ts';
+import { Cq } from './cq.ts';
 import { Mr, SG_GAPS_KLMS_PER_ELEMENT } from './mr.ts';
 import { Mw } from './mw.ts';
 import { Qp, type QpInitAttr } from './qp.ts';
@@ -120,6 +121,8 @@ export class Pd {
   /** ibv_create_qp (RC): send and receive queues in host memory. */
   async createQp(attr: QpInitAttr): Promise<Qp> {
     this.checkAlive('createQp');
+    if (attr === null || typeof attr !== 'object') throw new VerbsError('EINVAL', `createQp: the attributes must be an object, got ${attr === null ? 'null' : typeof attr}`);
+    if (!(attr.sendCq instanceof Cq) || !(attr.recvCq instanceof Cq)) throw new VerbsError('EINVAL', 'createQp: sendCq and recvCq must be CQs (ctx.createCq)');
     attr.sendCq.checkAlive('createQp (sendCq)');
     attr.recvCq.checkAlive('createQp (recvCq)');
     // a CQ of another adapter (or testbed): its number means another CQ here, completions would vanish

@@ -157,7 +157,14 @@ export class Qp {
    */
   async connect(peer: Qp, opts: { mtu?: Mtu; maxRdAtomic?: number } = {}): Promise<void> {
     this.checkAlive('connect');
+    if (!(peer instanceof Qp)) throw new VerbsError('EINVAL', `connect: the peer must be a QP, got ${peer === null ? 'null' : typeof peer}`);
     peer.checkAlive('connect (peer)');
+    checkObject('connect: options', opts);
+    if (peer === this) throw new VerbsError('EINVAL', 'connect: a QP cannot be its own peer (connect two QPs, on one adapter or two)');
+    if (peer.pd.ctx.tb !== this.pd.ctx.tb) throw new VerbsError('EINVAL', 'connect: the peer QP belongs to another Testbed (no link joins them)');
+    if (this.swState !== 'RESET' || peer.swState !== 'RESET') {
+      throw new VerbsError('EINVAL', `connect: both QPs must be in RESET (this one is ${this.swState}, the peer ${peer.swState})`);
+    }
     const mtu = opts.mtu ?? this.pd.ctx.hca.cfg.mtu;
     const maxRdAtomic = opts.maxRdAtomic ?? 16;
     if (!Number.isSafeInteger(maxRdAtomic) || maxRdAtomic < 1 || maxRdAtomic > 128 || (maxRdAtomic & (maxRdAtomic - 1)) !== 0) {

@@ -82,4 +82,32 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
     for (const seed of [NaN, 1.5, 2 ** 60, 'x' as unknown as number]) expect(() => new Testbed({ seed })).toThrow(/Testbed: seed must be a safe integer/);
     expect(() => new Testbed({ seed: 42 })).not.toThrow();
   });
+
+  it('createQp, connect and mapSg refuse what is not theirs: null, a QP as its own peer, a connected QP, a QP of another Testbed', async () => {
+    const other = new Testbed({ hcas: 1 });
+    let foreign: import('../../src/index.ts').Qp | null = null;
+    await other.run(async () => {
+      const c = await other.openDevice(0);
+      const pd = await c.allocPd();
+      const cq = await c.createCq(8);
+      foreign = await pd.createQp({ sendCq: cq, recvCq: cq });
+    });
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { pd0, cq0, qp0, qp1 } = await rcPair(tb);
+      await expect(pd0.createQp(null as never)).rejects.toThrow(/EINVAL: createQp: the attributes must be an object/);
+      await expect(pd0.createQp({ sendCq: null, recvCq: cq0 } as never)).rejects.toThrow(/EINVAL: createQp: sendCq and recvCq must be CQs/);
+      const fresh = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
+      await expect(fresh.connect(null as never)).rejects.toThrow(/EINVAL: connect: the peer must be a QP/);
+      await expect(fresh.connect(fresh)).rejects.toThrow(/EINVAL: connect: a QP cannot be its own peer/);
+      await expect(fresh.connect(qp1)).rejects.toThrow(/EINVAL: connect: both QPs must be in RESET/);
+      await expect(fresh.connect(foreign!)).rejects.toThrow(/EINVAL: connect: the peer QP belongs to another Testbed/);
+      expect(fresh.state).toBe('RESET'); // refused before any command: nothing half-done
+      expect(qp0.state).toBe('RTS');
+      const fmr = await pd0.allocMr('MEM_REG', 4);
+      expect(verbsError(() => fmr.mapSg(null as never))).toMatch(/^EINVAL: mapSg: the scatter list must be an array/);
+      expect(verbsError(() => fmr.mapSg([null as never]))).toMatch(/^EINVAL: mapSg: element 0 must be an object/);
+      expect(verbsError(() => fmr.mapSg([{ addr: NaN, length: 4096 }]))).toMatch(/^EINVAL: mapSg: element 0 addr/);
+    });
+  });
 });
