@@ -146,7 +146,6 @@ const posInt = (max = 2 ** 32): Rule => intIn(1, max, `must be a positive intege
 const ps: Rule = intIn(0, 2 ** 53 - 1, 'must be a whole, non-negative number of picoseconds');
 const posNumber = (max: number): Rule => (v) =>
   typeof v === 'number' && Number.isFinite(v) && v > 0 && v <= max ? null : `must be a finite number in (0, ${max}]`;
-const isPow2 = (v: number): boolean => v > 0 && (v & (v - 1)) === 0;
 const dividing = (other: string): Rule => (v, c) =>
   isInt(v) && v >= 1 && isInt(c[other]) && (c[other] as number) % v === 0
     ? null
@@ -158,8 +157,9 @@ const oneOf = (values: readonly (string | number | boolean)[]): Rule => (v) =>
 const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
   // periods are whole ps of at least 2 (Clock): at most 500 GHz
   coreClockMHz: posNumber(500_000),
-  pcieReadBasePs: ps,
-  pcieReadBytesPerPs: posNumber(1_000),
+  // at most 1 s of simulated time per read, at least 1 MB/s: beyond, times overflow the schedule
+  pcieReadBasePs: intIn(0, 1e12, 'must be a whole number of picoseconds in 0..1e12 (1 s)'),
+  pcieReadBytesPerPs: (v) => (typeof v === 'number' && Number.isFinite(v) && v >= 1e-6 && v <= 1_000 ? null : 'must be a number in 1e-6..1000 bytes per ps (1 MB/s .. 1 PB/s)'),
   // PCIe 10-bit tags give at most 1024 non-posted requests in flight
   pcieMaxOutstandingReads: intIn(1, 1024, 'must be an integer in 1..1024 (PCIe 10-bit tags)'),
   pcieWritePs: ps,
@@ -167,8 +167,9 @@ const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
   mkeyCacheEntries: posInt(2 ** 24),
   mkeyCacheWays: dividing('mkeyCacheEntries'),
   mkeyCacheHitCycles: posInt(1_000_000),
-  mttCacheLineBytes: (v) =>
-    isInt(v) && v >= 8 && v <= 4096 && isPow2(v) ? null : 'must be a power of two in 8..4096 (whole 8-byte MTTs)',
+  // the MTT cache and the KLM walker model 64-byte lines only (translation/mtt_cache.ts): refuse
+  // here what construction would refuse later
+  mttCacheLineBytes: (v) => (v === 64 ? null : 'must be 64 (only 64-byte lines, 8 MTTs or 4 KLMs, are modelled)'),
   mttCacheLines: posInt(2 ** 24),
   mttCacheWays: dividing('mttCacheLines'),
   mttCacheHitCycles: posInt(1_000_000),
@@ -176,7 +177,7 @@ const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
   klmCyclesPerEntry: posInt(1_000_000),
   klmMaxIndirection: posInt(64),
   linkLatencyPs: ps,
-  linkGbps: posNumber(1e6),
+  linkGbps: (v) => (typeof v === 'number' && Number.isFinite(v) && v >= 0.001 && v <= 1e6 ? null : 'must be a number in 0.001..1e6 Gb/s'),
   mtu: oneOf([256, 512, 1024, 2048, 4096]),
   fwCreateMkeyPs: ps,
   fwCommandPs: ps,
