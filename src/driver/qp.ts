@@ -109,6 +109,9 @@ export class Qp {
     }
     // a WQE takes at most 4 WQEBBs here (a UMR with inline KLMs or 4 SGEs); room for maxSendWr of them
     const sqWqebbs = pow2(attr.maxSendWr * 4);
+    if (sqWqebbs > dev.maxQpWr) {
+      throw new VerbsError('EINVAL', `createQp: maxSendWr ${attr.maxSendWr} needs a ring of ${sqWqebbs} WQEBBs (4 per request), more than the device's ${dev.maxQpWr}`);
+    }
     const rqSize = pow2(attr.maxRecvWr);
     const host = ctx.hca.host;
     const sqBuf = host.alloc(Math.max(4096, sqWqebbs * 64), { hugePages: sqWqebbs * 64 > 4096 });

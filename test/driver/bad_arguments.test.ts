@@ -97,6 +97,8 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
       const { pd0, cq0, qp0, qp1 } = await rcPair(tb);
       await expect(pd0.createQp(null as never)).rejects.toThrow(/EINVAL: createQp: the attributes must be an object/);
       await expect(pd0.createQp({ sendCq: null, recvCq: cq0 } as never)).rejects.toThrow(/EINVAL: createQp: sendCq and recvCq must be CQs/);
+      // the ring takes 4 WQEBBs a request: past the device's 32,768 WQEBBs it is EINVAL before any command
+      await expect(pd0.createQp({ sendCq: cq0, recvCq: cq0, maxSendWr: 8193 })).rejects.toThrow(/EINVAL: createQp: maxSendWr 8193 needs a ring of 65536 WQEBBs/);
       const fresh = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
       await expect(fresh.connect(null as never)).rejects.toThrow(/EINVAL: connect: the peer must be a QP/);
       await expect(fresh.connect(fresh)).rejects.toThrow(/EINVAL: connect: a QP cannot be its own peer/);
