@@ -353,9 +353,11 @@ export class Requester extends Module implements EventTarget {
     }
     for (const p of c.ptrs) length += p.length;
     // what the hardware cannot execute completes with the error it would give, never a throw:
-    // inline data mixed with pointers, an atomic whose local buffer is not one 8-byte segment
-    // (malformed: LOC_QP_OP_ERR), a message over IB's 2 GiB (LOC_LEN_ERR)
-    const malformed = (inline !== null && c.ptrs.length > 0) || (c.rdAtomic && c.op !== 'READ' && (inline !== null || c.ptrs.length !== 1 || length !== 8));
+    // inline data mixed with pointers, inline data in a READ (its data has nowhere to land), an
+    // atomic whose local buffer is not one 8-byte segment (malformed: LOC_QP_OP_ERR), a message
+    // over IB's 2 GiB (LOC_LEN_ERR)
+    const malformed =
+      (inline !== null && (c.ptrs.length > 0 || c.rdAtomic)) || (c.rdAtomic && c.op !== 'READ' && (c.ptrs.length !== 1 || length !== 8));
     const refused = malformed ? CqeSyndrome.LOCAL_QP_OP_ERR : length > 2 ** 31 ? CqeSyndrome.LOCAL_LENGTH_ERR : 0;
     if (refused !== 0) length = 0;
     if (inline !== null && refused === 0) {

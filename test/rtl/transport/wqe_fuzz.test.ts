@@ -95,7 +95,11 @@ describe('WQE fuzzer: the send queue engine and the requester', () => {
         });
         expect(tb.busyModules()).toEqual([]);
       }),
-      { numRuns: RUNS },
+      {
+        numRuns: RUNS,
+        // found by the fuzzer: a READ whose data segment has the inline bit (byte_count bit 31)
+        examples: [[[{ valid: { kind: 'read', len: 8, sges: 1, mutations: [{ at: 32, value: 0x80 }] } }]]],
+      },
     );
   }, 120_000);
 });
