@@ -54,8 +54,8 @@ export interface ReqDone {
  * waits for an earlier READ or atomic of its QP to place its data; HOLD_SCATTER (untraced): its
  * READ or atomic data came, and waits for the QP's earlier data to be written (in order).
  */
-export const [RequesterState, RS] = enumType('requester_state', ['IDLE', 'XLATE', 'GATHER', 'SEND', 'WAIT_RESP', 'SCATTER', 'DONE', 'HOLD', 'HOLD_SCATTER']);
-const { IDLE, XLATE, GATHER, SEND: READY, WAIT_RESP, SCATTER, DONE, HOLD, HOLD_SCATTER } = RS;
+export const [RequesterState, REQ_STATES] = enumType('requester_state', ['IDLE', 'XLATE', 'GATHER', 'SEND', 'WAIT_RESP', 'SCATTER', 'DONE', 'HOLD', 'HOLD_SCATTER']);
+const { IDLE, XLATE, GATHER, SEND: READY, WAIT_RESP, SCATTER, DONE, HOLD, HOLD_SCATTER } = REQ_STATES;
 
 const OP_OF: Record<number, RcOp> = {
   [WqeOpcode.SEND]: 'SEND',

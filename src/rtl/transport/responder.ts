@@ -53,10 +53,10 @@ const RcOpEnum = new EnumType('rc_op', ['NONE', ...RC_OPS]);
 
 /** What a context is doing; the `state` trace shows the stage of the last context that moved. */
 /** WAIT_TURN: admitted, waiting for the messages before it in its QP (the order rules above). */
-export const [ResponderState, PS] = enumType('responder_state', [
+export const [ResponderState, RESP_STATES] = enumType('responder_state', [
   'IDLE', 'XLATE', 'FETCH_RWQE', 'XLATE_RECV', 'WRITE_DATA', 'READ_DATA', 'ATOMIC', 'INVALIDATE', 'CQE', 'ANSWER', 'FLUSH', 'WAIT_TURN',
 ]);
-const { IDLE, XLATE, FETCH_RWQE, XLATE_RECV, WRITE_DATA, READ_DATA, ATOMIC, INVALIDATE, CQE, ANSWER, FLUSH, WAIT_TURN } = PS;
+const { IDLE, XLATE, FETCH_RWQE, XLATE_RECV, WRITE_DATA, READ_DATA, ATOMIC, INVALIDATE, CQE, ANSWER, FLUSH, WAIT_TURN } = RESP_STATES;
 
 /** ATU tags: context * ATU_TAG_SPAN + receive SGE index; RKEY_TAG for the message's rkey. */
 const ATU_TAG_SPAN = 64;

@@ -46,8 +46,8 @@ export interface SqDoorbell {
 }
 
 /** What the engine did on the last edge it worked (FETCH: a read issued; EXEC: a WQE dispatched; ...). */
-export const [SqState, SS] = enumType('sq_state', ['IDLE', 'FETCH', 'WAIT_WQE', 'EXEC', 'WAIT_DONE', 'CQE', 'INVALIDATE']);
-const { IDLE, FETCH, WAIT_WQE, EXEC, WAIT_DONE, CQE, INVALIDATE } = SS;
+export const [SqState, SQ_STATES] = enumType('sq_state', ['IDLE', 'FETCH', 'WAIT_WQE', 'EXEC', 'WAIT_DONE', 'CQE', 'INVALIDATE']);
+const { IDLE, FETCH, WAIT_WQE, EXEC, WAIT_DONE, CQE, INVALIDATE } = SQ_STATES;
 
 /** WQEBBs prefetched per QP at most (a WQE is at most 16). */
 const PREFETCH_BBS = 64;
@@ -210,7 +210,10 @@ export class Sq extends Module {
     this.clockedBy(o.clock);
   }
 
-  /** Work requests of a QP the engine has completed (what a driver learns from its CQ and doorbell record). */
+  /**
+   * Debug inspection for tests: work requests of a QP the engine has completed. The driver does
+   * not read it (it counts what its polled CQEs complete).
+   */
   completedWqes(qpn: number): number {
     return this.qps.get(qpn)?.done ?? 0;
   }
@@ -305,7 +308,7 @@ export class Sq extends Module {
     while (this.requester.resp.canPop()) {
       const d = this.requester.resp.pop();
       const s = this.slots[d.tag];
-      if (this.invKey(s) >= 0 && d.syndrome === 0 && !this.gone(s.q!)) {
+      if (s.invKey >= 0 && d.syndrome === 0 && !this.gone(s.q!)) {
         // the read data is placed: now the local invalidation (no CQE before it is done)
         s.byteLen = d.byteLen;
         s.state = S_INV_PUSH;
@@ -340,10 +343,6 @@ export class Sq extends Module {
     if (act >= 0) this.state.setNow(act);
     else if (used === 0) this.state.setNow(IDLE);
     if (this.nActive === 0) this.sleep();
-  }
-
-  private invKey(s: Slot): number {
-    return s.state === S_EXEC ? s.invKey : -1;
   }
 
   /** Fetch, parse, dispatch and complete what a QP can this edge; returns the activity. */
