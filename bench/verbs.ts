@@ -97,7 +97,9 @@ export async function runCase(c: 'rdma-write-4k' | 'frwr-cycle', ops: number, vc
 export async function readDeep(qps: number, depth: number, ops: number, warm: number, vcd?: string): Promise<{ json: Record<string, unknown>; stats: Record<string, Record<string, unknown>> }> {
   const tb = new Testbed({ hcas: 2, ...(vcd ? { trace: { vcd, gtkw: false } } : {}) });
   let seconds = 0;
+  let cpuSeconds = 0;
   let simPs = 0;
+  let cpu0 = process.cpuUsage();
   await tb.run(async () => {
     const c0 = await tb.openDevice(0);
     const c1 = await tb.openDevice(1);
@@ -135,6 +137,7 @@ export async function readDeep(qps: number, depth: number, ops: number, warm: nu
     while (done < warm + ops) {
       if (done >= warm && t0 === 0n) {
         t0 = process.hrtime.bigint();
+        cpu0 = process.cpuUsage();
         s0 = tb.now;
       }
       const wcs = await cq.wait(Math.max(1, Math.min((warm + ops - done) / MOD, (qps * depth) / MOD / 4)));
@@ -145,13 +148,15 @@ export async function readDeep(qps: number, depth: number, ops: number, warm: nu
       }
     }
     seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    const cpu = process.cpuUsage(cpu0);
+    cpuSeconds = (cpu.user + cpu.system) / 1e6;
     simPs = tb.now - s0;
     ops = done - warm;
   });
   await tb.close();
   const stats = tb.stats();
   return {
-    json: { bench: 'verbs', case: 'read-64b-deep', qps, depth, tracing: vcd !== undefined, ops, simOpsPerSec: Math.round(ops / (simPs / 1e12)), opsPerSec: Math.round(ops / seconds), peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024) },
+    json: { bench: 'verbs', case: 'read-64b-deep', qps, depth, tracing: vcd !== undefined, ops, simOpsPerSec: Math.round(ops / (simPs / 1e12)), opsPerSec: Math.round(ops / seconds), cpuOpsPerSec: Math.round(ops / cpuSeconds), peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024) },
     stats,
   };
 }

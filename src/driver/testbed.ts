@@ -81,7 +81,7 @@ export class Testbed {
     for (;;) {
       const busy = this.busyModules();
       if (busy.length === 0) return;
-      const next = this.sim.queue.peekTime();
+      const next = this.sim.nextEventTime();
       if (next === Infinity) throw new Error(`quiesce: at ${this.now} ps ${busy.join(', ')} still have work but no event is scheduled`);
       if (next > limit) throw new Error(`quiesce: still in flight after ${opts.timeout ?? 1e12} ps: ${busy.join(', ')}`);
       await this.sim.delay(Math.max(1, next - this.now));

@@ -1,6 +1,6 @@
 import type { Sim } from './sim.ts';
 import type { Module } from './module.ts';
-import { PRIO_CLOCK, type EventTarget } from './event_queue.ts';
+import type { EventTarget } from './event_queue.ts';
 import type { Ps } from './time.ts';
 import { checkPs } from './time.ts';
 import type { Signal } from './signal.ts';
@@ -19,6 +19,10 @@ export class Clock implements EventTarget {
   private n = 0;
   private sleepers = 0;
   private running = false;
+  /** @internal Time of the next scheduled edge, or -1 when stopped (kept by Sim, outside the heap). */
+  nextAt = -1;
+  /** @internal The edge's ordering key, as the event queue would have given it. */
+  nextKey = 0;
   /** The clock as a traced signal: 1 from a rising edge to the half period, while running. */
   readonly clkSignal: Signal;
   readonly sim: Sim;
@@ -61,8 +65,11 @@ export class Clock implements EventTarget {
     for (let i = 0; i < n; i++) list[i].tick();
     if (this.sleepers > 0) this.compact();
     if (this.clkSignal.tid >= 0) sim.tracer!.clockEdge(this.clkSignal, sim.now + (this.period >> 1));
-    if (this.n > 0) sim.queue.push(sim.now + this.period, PRIO_CLOCK, this, 0);
-    else this.running = false;
+    if (this.n > 0) sim.scheduleClock(this, sim.now + this.period);
+    else {
+      this.running = false;
+      sim.scheduleClock(this, -1);
+    }
   }
 
   /** @internal Called by Module.wake. */
@@ -75,7 +82,7 @@ export class Clock implements EventTarget {
     }
     if (!this.running) {
       this.running = true;
-      this.sim.queue.push(this.nextEdgeAfter(this.sim.now), PRIO_CLOCK, this, 0);
+      this.sim.scheduleClock(this, this.nextEdgeAfter(this.sim.now));
     }
   }
 

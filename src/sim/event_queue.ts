@@ -65,6 +65,19 @@ export class EventQueue {
     return this.prio[this.heap[0]];
   }
 
+  /** Ordering key (priority * 2^48 + sequence) of the earliest event (call only when size > 0). */
+  peekKey(): number {
+    return this.key[this.heap[0]];
+  }
+
+  /**
+   * Takes the next insertion sequence number for an event kept outside the heap (a clock's
+   * next edge, see Sim), so it orders against heap events exactly as if it had been pushed.
+   */
+  takeKey(prio: number): number {
+    return prio * SEQ_SPAN + this.seq++;
+  }
+
   /** Removes the earliest event and returns its slot; read it with slotTime/slotTarget/slotArg before the next push. */
   pop(): number {
     const heap = this.heap;

@@ -103,4 +103,23 @@ describe('clock domains', () => {
     sim.runUntil(12);
     expect(smp.seen).toEqual([0, 0, 0, 1, 1, 1]);
   });
+
+  it('order at one time: clock edges (in the order they were scheduled) before ordinary events', () => {
+    // clock edges live beside the event heap (Sim.scheduleClock): the order must be the heap's
+    const sim = new Sim();
+    const log: string[] = [];
+    class Rec extends Module {
+      override tick(): void { log.push(`${this.name}@${this.sim.now}`); }
+    }
+    const a = new Clock(sim.top, 'a', 10);
+    const b = new Clock(sim.top, 'b', 10);
+    sim.at(10, { fire: () => log.push('ev@10') });
+    new Rec(sim, sim.top, 'rb').clockedBy(b, true); // b's first edge is scheduled before a's
+    new Rec(sim, sim.top, 'ra').clockedBy(a, true);
+    sim.at(20, { fire: () => log.push('ev@20') });
+    sim.runUntil(20);
+    expect(log).toEqual(['rb@10', 'ra@10', 'ev@10', 'rb@20', 'ra@20', 'ev@20']);
+    expect(sim.pending).toBe(2); // both clocks' next edges
+    expect(sim.nextEventTime()).toBe(30);
+  });
 });

@@ -76,7 +76,7 @@ describe('pcie', () => {
     expect(r.pcie.idle).toBe(true);
     r.sim.runUntil(r.sim.now + 10 * PERIOD);
     expect(r.pcie.awake).toBe(false);
-    expect(r.sim.queue.size).toBe(0);
+    expect(r.sim.pending).toBe(0);
   });
 
   it('serves a clocked client module: request edge to response edge is ~525 ns + 2 cycles', () => {
