@@ -114,7 +114,7 @@ export class DmaMover {
     } else {
       const wb = this.writeBuf;
       if (wb !== null) wb.retain(); // released when the write lands
-      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: this.buf.subarray(this.bufOff, this.bufOff + n), owned: true, landed: wb ?? undefined });
+      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: n === this.buf.length ? this.buf : this.buf.subarray(this.bufOff, this.bufOff + n), owned: true, landed: wb ?? undefined });
     }
     this.off += n;
     this.bufOff += n;

@@ -52,6 +52,9 @@ export interface MemWatch {
   fire(): void;
 }
 
+/** Copies up to this many bytes are done by a loop (WQEs, CQEs, small payloads). */
+const SMALL_COPY = 64;
+
 export class HostMem {
   /** Bytes of physical memory. */
   readonly size: number;
@@ -107,7 +110,10 @@ export class HostMem {
       const a = pa + done;
       const off = a & FRAME_MASK;
       const n = Math.min(len - done, FRAME_SIZE - off);
-      this.frameForWrite(Math.floor(a / FRAME_SIZE)).set(bytes.subarray(done, done + n), off);
+      const f = this.frameForWrite(Math.floor(a / FRAME_SIZE));
+      // small pieces by hand: a subarray view costs more than copying a cache line's bytes
+      if (n <= SMALL_COPY) for (let i = 0; i < n; i++) f[off + i] = bytes[done + i];
+      else f.set(n === len ? bytes : bytes.subarray(done, done + n), off);
       done += n;
     }
     if (this.watches.length !== 0) this.fireWatches(pa, pa + len);
@@ -258,6 +264,7 @@ export class HostMem {
       const n = Math.min(len - done, FRAME_SIZE - off);
       const f = this.store.get(Math.floor(a / FRAME_SIZE));
       if (f === undefined) dst.fill(0, dstOff + done, dstOff + done + n);
+      else if (n <= SMALL_COPY) for (let i = 0, d = dstOff + done; i < n; i++) dst[d + i] = f[off + i];
       else dst.set(f.subarray(off, off + n), dstOff + done);
       done += n;
     }
