@@ -18,6 +18,8 @@ const WITH_INV: ReadonlySet<'WITH_IMM' | 'WITH_INV'> = new Set(['WITH_INV']);
 export class Cq {
   /** Consumer counter. */
   private ci = 0;
+  private readonly cqe = new Uint8Array(64); // poll reads each CQE here (no allocation)
+  private readonly cqeView = new DataView(this.cqe.buffer);
   /** Live QPs completing here, by number (to find the work request of a CQE; destroy's EBUSY rule). */
   readonly qps = new Map<number, Qp>();
   /** Set by destroy: every later call is EINVAL. */
@@ -69,11 +71,12 @@ export class Cq {
     const host = this.ctx.hca.host;
     while (out.length < n) {
       const at = this.bufVa + (this.ci & (this.size - 1)) * 64;
-      const bytes = host.read(at, 64);
+      const bytes = this.cqe;
+      host.readInto(at, bytes, 0, 64);
       const opOwn = bytes[63];
       // software owns CQE ci when its opcode is valid and the owner bit matches the pass
       if (opOwn >> 4 === CqeOpcode.INVALID || (opOwn & 1) !== ((this.ci & this.size) !== 0 ? 1 : 0)) break;
-      const c = decodeCqe(new DataView(bytes.buffer, bytes.byteOffset, 64), 0);
+      const c = decodeCqe(this.cqeView, 0);
       this.ci++;
       const wc = this.toWc(c);
       if (wc) out.push(wc);

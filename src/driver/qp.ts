@@ -431,7 +431,7 @@ export class Qp {
       throw new VerbsError('ENOMEM', `postSend: send queue full (the ring has ${this.sq.wqeCnt - (this.sqPi - this.sqDoneBb)} free WQEBBs, the WQE needs ${n})`);
     }
     const host = ctx.hca.host;
-    for (let b = 0; b < n; b++) host.write(this.sq.addr + ((this.sqPi + b) & (this.sq.wqeCnt - 1)) * 64, this.scratch.subarray(b * 64, b * 64 + 64));
+    for (let b = 0; b < n; b++) host.writeFrom(this.sq.addr + ((this.sqPi + b) & (this.sq.wqeCnt - 1)) * 64, this.scratch, b * 64, 64);
     const slot = this.sqPi & (this.sq.wqeCnt - 1);
     this.sendWrId[slot] = wrId;
     this.sendOp[slot] = opcode;

@@ -103,17 +103,25 @@ export class HostMem {
 
   /** Writes `bytes` at `pa`. */
   write(pa: number, bytes: Uint8Array): void {
-    const len = bytes.length;
+    this.writeFrom(pa, bytes, 0, bytes.length);
+  }
+
+  /** Writes `len` bytes of `src` from `srcOff` at `pa` (no view allocated). */
+  writeFrom(pa: number, src: Uint8Array, srcOff: number, len: number): void {
     this.check('write', pa, len);
+    if (!(Number.isSafeInteger(srcOff) && srcOff >= 0 && srcOff + len <= src.length)) {
+      throw new RangeError(`host_mem.writeFrom: bytes ${srcOff}+${len} are not within the source (${src.length} bytes)`);
+    }
     let done = 0;
     while (done < len) {
       const a = pa + done;
       const off = a & FRAME_MASK;
       const n = Math.min(len - done, FRAME_SIZE - off);
       const f = this.frameForWrite(Math.floor(a / FRAME_SIZE));
+      const from = srcOff + done;
       // small pieces by hand: a subarray view costs more than copying a cache line's bytes
-      if (n <= SMALL_COPY) for (let i = 0; i < n; i++) f[off + i] = bytes[done + i];
-      else f.set(n === len ? bytes : bytes.subarray(done, done + n), off);
+      if (n <= SMALL_COPY) for (let i = 0; i < n; i++) f[off + i] = src[from + i];
+      else f.set(from === 0 && n === src.length ? src : src.subarray(from, from + n), off);
       done += n;
     }
     if (this.watches.length !== 0) this.fireWatches(pa, pa + len);

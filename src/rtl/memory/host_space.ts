@@ -68,6 +68,7 @@ export class HostSpace {
   private readonly listeners: UnmapListener[] = [];
   private cursor = HOST_VA_BASE;
   private last: Region | null = null; // lookup cache: accesses are local
+  private pieceLen = 0; // set by translate: bytes contiguous from the address it returned
 
   constructor(
     /** The physical memory under this space. */
@@ -101,14 +102,21 @@ export class HostSpace {
 
   /** Writes `bytes` at virtual address `addr`. */
   write(addr: number, bytes: Uint8Array): void {
+    this.writeFrom(addr, bytes, 0, bytes.length);
+  }
+
+  /** Writes `len` bytes of `src` from `srcOff` at virtual address `addr` (no view allocated). */
+  writeFrom(addr: number, src: Uint8Array, srcOff: number, len: number): void {
+    if (!(Number.isSafeInteger(srcOff) && Number.isSafeInteger(len) && srcOff >= 0 && len >= 0 && srcOff + len <= src.length)) {
+      throw new RangeError(`host.writeFrom: bytes ${srcOff}+${len} are not within the source (${src.length} bytes)`);
+    }
     let done = 0;
-    const len = bytes.length;
     this.checkRange('write', addr, len);
     this.requireMapped('write', addr, len);
     while (done < len) {
-      const va = addr + done;
-      const [pa, n] = this.translate('write', addr, len, va, len - done);
-      this.mem.write(pa, bytes.subarray(done, done + n));
+      const pa = this.translate('write', addr, len, addr + done, len - done);
+      const n = this.pieceLen;
+      this.mem.writeFrom(pa, src, srcOff + done, n);
       done += n;
     }
   }
@@ -117,13 +125,20 @@ export class HostSpace {
   read(addr: number, length: number): Uint8Array {
     this.checkRange('read', addr, length);
     const out = new Uint8Array(length);
+    this.readInto(addr, out, 0, length);
+    return out;
+  }
+
+  /** Copies `length` bytes at virtual address `addr` into `dst` from `dstOff` (no allocation). */
+  readInto(addr: number, dst: Uint8Array, dstOff: number, length: number): void {
+    this.checkRange('read', addr, length);
     let done = 0;
     while (done < length) {
-      const [pa, n] = this.translate('read', addr, length, addr + done, length - done);
-      this.mem.readInto(pa, out, done, n);
+      const pa = this.translate('read', addr, length, addr + done, length - done);
+      const n = this.pieceLen;
+      this.mem.readInto(pa, dst, dstOff + done, n);
       done += n;
     }
-    return out;
   }
 
   /** Sets `len` bytes at `addr` to `byte`. */
@@ -133,7 +148,8 @@ export class HostSpace {
     this.requireMapped('fill', addr, len);
     let done = 0;
     while (done < len) {
-      const [pa, n] = this.translate('fill', addr, len, addr + done, len - done);
+      const pa = this.translate('fill', addr, len, addr + done, len - done);
+      const n = this.pieceLen;
       this.mem.fill(pa, n, byte);
       done += n;
     }
@@ -142,7 +158,7 @@ export class HostSpace {
   /** The physical (DMA) address behind virtual address `addr`; HostError EFAULT when unmapped. */
   dmaAddress(addr: number): number {
     this.checkRange('dmaAddress', addr, 1);
-    return this.translate('dmaAddress', addr, 1, addr, 1)[0];
+    return this.translate('dmaAddress', addr, 1, addr, 1);
   }
 
   /** The page size (4 KiB or 2 MiB) of the allocation holding `addr`; HostError EFAULT outside any. */
@@ -276,7 +292,8 @@ export class HostSpace {
    * The physical address of `va` and how many bytes (at most `want`) follow it contiguously in
    * its page. Throws HostError EFAULT naming the access [addr, addr + len) and why.
    */
-  private translate(op: string, addr: number, len: number, va: number, want: number): [number, number] {
+  /** The physical address of `va`; the bytes usable from there (at most `want`) go to `pieceLen`. */
+  private translate(op: string, addr: number, len: number, va: number, want: number): number {
     const r = this.regionOf(va);
     if (r === null) {
       throw new HostError('EFAULT', `host.${op}: ${hex(addr)}+${len} is not mapped (${hex(va)} was never allocated)`);
@@ -288,7 +305,8 @@ export class HostSpace {
       throw new HostError('EFAULT', `host.${op}: ${hex(addr)}+${len} is not mapped (page ${hex(r.addr + p * r.pageSize)} was dropped by madvise DONTNEED)`);
     }
     const inPage = off - p * r.pageSize;
-    return [pa + inPage, Math.min(want, r.pageSize - inPage)];
+    this.pieceLen = Math.min(want, r.pageSize - inPage);
+    return pa + inPage;
   }
 
   /** Throws the fault of the first unmapped byte, so a faulting write or fill changes nothing. */

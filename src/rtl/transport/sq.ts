@@ -389,7 +389,9 @@ export class Sq extends Module {
       const s = this.slotTable.take()!;
       for (let b = 0; b < bbs; b++) {
         const o = ((q.parsePtr + b) & (PREFETCH_BBS - 1)) * 64;
-        s.bytes.set(q.prefetch.subarray(o, o + 64), b * 64);
+        const d = s.bytes;
+        const src = q.prefetch;
+        for (let i = 0, t = b * 64; i < 64; i++) d[t + i] = src[o + i];
       }
       this.parse(s, q, bbs, malformed);
       q.parsePtr += bbs;
