@@ -11,11 +11,34 @@ import { Pd } from './pd.ts';
 import { Cq } from './cq.ts';
 import { CmdError } from '../rtl/firmware/cmd_types.ts';
 import { MkeyPool } from './mkey_pool.ts';
+import { ALL_EVENTS_MASK, DriverEq } from './eq.ts';
+import { CompChannel, EventFifo, type AsyncEvent } from './comp_channel.ts';
+import { EventType } from '../rtl/formats/constants.ts';
+import type { Eqe } from '../rtl/formats/eqe.ts';
+
+/** The events of QPs, by EQE type, as ibv_event_type names them (spec/mlx5.md "Other event data"). */
+const QP_EVENTS: Partial<Record<number, AsyncEvent['type']>> = {
+  [EventType.WQ_CATAS_ERROR]: 'QP_FATAL',
+  [EventType.WQ_INVAL_REQ_ERROR]: 'QP_REQ_ERR',
+  [EventType.WQ_ACCESS_ERROR]: 'QP_ACCESS_ERR',
+  [EventType.COMM_EST]: 'COMM_EST',
+  [EventType.SQ_DRAINED]: 'SQ_DRAINED',
+  [EventType.PATH_MIG]: 'PATH_MIG',
+};
+
+/** EQEs in the context's EQ. */
+const EQ_SIZE = 256;
 
 export class Context {
   /** The driver's rolling 8-bit key tag (mlx5: a per-device counter), shared by MRs and windows. */
   private tag = 0;
-  private eqn = -1;
+  private eq: DriverEq | null = null;
+  private eqSetup: Promise<DriverEq> | null = null;
+  /** Live CQs by number (the EQ handler finds a COMP event's CQ). */
+  readonly cqs = new Map<number, Cq>();
+  private readonly asyncEvents: EventFifo<AsyncEvent>;
+  /** Page-fault EQEs go here (the ODP fault handler, driver/odp.ts, installs itself). */
+  onPageFault: ((e: Eqe) => void) | null = null;
   private attr: DeviceAttr | null = null;
   readonly tb: Testbed;
   /** The driver's MR cache (free mkeys enabled by UMR). */
@@ -28,7 +51,51 @@ export class Context {
   ) {
     this.tb = tb;
     this.pool = new MkeyPool(this);
+    this.asyncEvents = new EventFifo<AsyncEvent>(tb.sim);
   }
+
+  /** The context's EQ (created with the first CQ): completions, async events and page faults. */
+  async eventQueue(): Promise<DriverEq> {
+    if (this.eq) return this.eq;
+    if (!this.eqSetup) this.eqSetup = DriverEq.create(this, EQ_SIZE, ALL_EVENTS_MASK, (e) => this.onEqe(e));
+    this.eq = await this.eqSetup;
+    return this.eq;
+  }
+
+  /** The EQ handler's dispatch of one EQE. */
+  private onEqe(e: Eqe): void {
+    // offsets within the 28 data bytes (spec/mlx5.md "EQ and EQE", "Other event data")
+    const data = new DataView(e.data.buffer, e.data.byteOffset, e.data.byteLength);
+    if (e.type === EventType.COMP) {
+      const cq = this.cqs.get(data.getUint32(24) & 0xffffff);
+      cq?.channel?.deliver(cq);
+      return;
+    }
+    if (e.type === EventType.PAGE_FAULT) {
+      this.onPageFault?.(e);
+      return;
+    }
+    const qpType = QP_EVENTS[e.type];
+    if (qpType !== undefined) {
+      this.asyncEvents.push({ type: qpType, qpNum: data.getUint32(24) & 0xffffff });
+      return;
+    }
+    if (e.type === EventType.CQ_ERROR) this.asyncEvents.push({ type: 'CQ_ERR', cqNum: data.getUint32(0) & 0xffffff });
+    else if (e.type === EventType.INTERNAL_ERROR) this.asyncEvents.push({ type: 'DEVICE_FATAL' });
+  }
+
+  /** ibv_create_comp_channel: a channel CQs may report their completion events to. */
+  createCompChannel(): CompChannel {
+    this.tb.sim.checkInProcess('createCompChannel');
+    return new CompChannel(this.tb.sim, this.index);
+  }
+
+  /** ibv_get_async_event: the next asynchronous event (QP and CQ errors), waiting for one. */
+  async getAsyncEvent(opts: { timeout?: number } = {}): Promise<AsyncEvent> {
+    await this.eventQueue();
+    return this.asyncEvents.take('getAsyncEvent', opts.timeout);
+  }
+
 
   /** The next key tag (1, 2, ..., 255, 0, 1, ...). */
   nextTag(): number {
@@ -71,22 +138,27 @@ export class Context {
   }
 
   /** ibv_create_cq: a CQ of at least `cqe` entries (a power of two), its buffer in host memory. */
-  async createCq(cqe: number): Promise<Cq> {
+  async createCq(cqe: number, opts: { channel?: CompChannel } = {}): Promise<Cq> {
     if (!(Number.isInteger(cqe) && cqe >= 1 && cqe <= this.deviceAttr.maxCqe)) {
       throw new VerbsError('EINVAL', `createCq: cqe must be an integer in 1..${this.deviceAttr.maxCqe}, got ${cqe}`);
     }
-    if (this.eqn < 0) {
-      const { eqn } = await this.cmd(this.hca.cmdif.exec({ op: 'CREATE_EQ', size: 64 }), 'createCq');
-      this.eqn = eqn;
-    }
+    if (opts === null || typeof opts !== 'object') throw new VerbsError('EINVAL', 'createCq: options must be an object');
+    const channel = opts.channel;
+    if (channel !== undefined && !(channel instanceof CompChannel)) throw new VerbsError('EINVAL', 'createCq: channel must come from ctx.createCompChannel()');
+    if (channel !== undefined && channel.ctxIndex !== this.index) throw new VerbsError('EINVAL', 'createCq: the channel belongs to another device context');
+    const eq = await this.eventQueue();
     let size = 1;
     while (size < cqe) size *= 2;
     const buf = this.hca.host.alloc(Math.max(4096, size * 64), { hugePages: size * 64 > 4096 });
     // a new CQ buffer is filled with op_own = 0xF0 (opcode INVALID): nothing is owned by software
     for (let i = 0; i < size; i++) this.hca.host.write(buf.addr + i * 64 + 63, new Uint8Array([0xf0]));
     const bufAddr = this.hca.host.dmaAddress(buf.addr);
-    const { cqn } = await this.cmd(this.hca.cmdif.exec({ op: 'CREATE_CQ', size, eqn: this.eqn, bufAddr }), 'createCq');
-    return new Cq(this, cqn, size, buf.addr);
+    // the doorbell record: set_ci (dbrec[0]) and the arm word (dbrec[1])
+    const dbr = this.hca.host.alloc(64);
+    const { cqn } = await this.cmd(this.hca.cmdif.exec({ op: 'CREATE_CQ', size, eqn: eq.eqn, bufAddr, dbrAddr: this.hca.host.dmaAddress(dbr.addr) }), 'createCq');
+    const cq = new Cq(this, cqn, size, buf.addr, dbr.addr, channel ?? null);
+    this.cqs.set(cqn, cq);
+    return cq;
   }
 
   /** The 64-byte mkey context of `key` (QUERY_MKEY), for inspection. */

@@ -10,6 +10,14 @@ import { SimEvent } from '../sim/index.ts';
 import type { MemWatch } from '../rtl/memory/host_mem.ts';
 import { decodeCqe } from '../rtl/formats/cqe.ts';
 import { CqeOpcode, syndromeToWcStatus } from '../rtl/formats/constants.ts';
+import { cqArmWord } from '../rtl/completion/cq_writer.ts';
+import type { CompChannel } from './comp_channel.ts';
+
+function be32(v: number): Uint8Array {
+  const b = new Uint8Array(4);
+  new DataView(b.buffer).setUint32(0, v >>> 0);
+  return b;
+}
 
 const NO_FLAGS: ReadonlySet<'WITH_IMM' | 'WITH_INV'> = new Set();
 const WITH_IMM: ReadonlySet<'WITH_IMM' | 'WITH_INV'> = new Set(['WITH_IMM']);
@@ -33,15 +41,56 @@ export class Cq {
   private readonly landed: SimEvent;
   private readonly watchSlot: MemWatch;
 
+  /** arm_sn: counts the completion events software received (rdma-core mlx5_cq_event). */
+  private armSn = 0;
+  /** Events received (getCqEvent) and acknowledged (ackEvents). */
+  private eventsGot = 0;
+  private eventsAcked = 0;
+
   constructor(
     readonly ctx: Context,
     readonly cqn: number,
     readonly size: number,
     private readonly bufVa: number,
+    private readonly dbrVa: number,
+    /** The completion channel the CQ reports to, or null. */
+    readonly channel: CompChannel | null,
   ) {
     this.buf = { addr: bufVa, cqeCnt: size, stride: 64 };
     const ev = (this.landed = new SimEvent(ctx.tb.sim));
     this.watchSlot = { lo: 0, hi: 0, fire: () => ev.notify() };
+  }
+
+  /**
+   * ibv_req_notify_cq: arms the CQ for one completion event (with `solicitedOnly`, for the next
+   * solicited or error CQE). Writes the arm word to the doorbell record (dbrec[1]), then rings
+   * the 64-bit UAR CQ doorbell (spec/mlx5.md "CQ arm"). Needs a completion channel.
+   */
+  reqNotify(opts: { solicitedOnly?: boolean } = {}): void {
+    this.checkAlive('reqNotify');
+    if (opts === null || typeof opts !== 'object') throw new VerbsError('EINVAL', 'reqNotify: options must be an object');
+    if (opts.solicitedOnly !== undefined && typeof opts.solicitedOnly !== 'boolean') throw new VerbsError('EINVAL', 'reqNotify: solicitedOnly must be a boolean');
+    if (this.channel === null) throw new VerbsError('EINVAL', 'reqNotify: the CQ has no completion channel (createCq(n, { channel }))');
+    this.ctx.tb.sim.checkInProcess('reqNotify');
+    const word = cqArmWord(this.armSn & 3, opts.solicitedOnly === true, this.ci);
+    const host = this.ctx.hca.host;
+    host.writeFrom(this.dbrVa + 4, be32(word), 0, 4);
+    this.ctx.hca.uar.ringCq(word, this.cqn);
+  }
+
+  /** @internal getCqEvent returned this CQ: the next arm carries the next sequence number. */
+  noteEvent(): void {
+    this.armSn++;
+    this.eventsGot++;
+  }
+
+  /** ibv_ack_cq_events: acknowledges `n` events received by getCqEvent. */
+  ackEvents(n: number): void {
+    this.checkAlive('ackEvents');
+    if (!(Number.isSafeInteger(n) && n >= 0 && this.eventsAcked + n <= this.eventsGot)) {
+      throw new VerbsError('EINVAL', `ackEvents: n must be an integer in 0..${this.eventsGot - this.eventsAcked} (events received and not acknowledged), got ${String(n)}`);
+    }
+    this.eventsAcked += n;
   }
 
   /** Any call on a destroyed object: EINVAL (spec/semantics.md "Verbs calls"). */
@@ -61,6 +110,7 @@ export class Cq {
       throw new VerbsError('EBUSY', `destroy: the CQ is still the send or receive CQ of ${users.length} QP(s) (qpn 0x${users[0].qpNum.toString(16)})`);
     }
     this.destroyed = true;
+    this.ctx.cqs.delete(this.cqn);
     await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_CQ', cqn: this.cqn }), 'destroy');
   }
 

@@ -16,7 +16,10 @@ import { KlmWalker } from './translation/klm_walker.ts';
 import { Atu } from './translation/atu.ts';
 import { Cmdif, type CmdifOptions } from './firmware/cmdif.ts';
 import { IcmWriter } from './firmware/icm_writer.ts';
-import { CqWriter } from './completion/cq_writer.ts';
+import { CqWriter, decodeCqArmDoorbell } from './completion/cq_writer.ts';
+import { EqWriter } from './completion/eq_writer.ts';
+import { EQE_DATA_SIZE } from './formats/eqe.ts';
+import { EventType } from './formats/constants.ts';
 import { Sq } from './transport/sq.ts';
 import { Requester } from './transport/requester.ts';
 import { Responder } from './transport/responder.ts';
@@ -32,7 +35,21 @@ export interface HcaOptions extends CmdifOptions {
 export interface Uar {
   ringSq(qpn: number, pi: number): void;
   ringRq(qpn: number, pi: number): void;
+  /** The 64-bit CQ doorbell at offset 0x20 (spec/mlx5.md "CQ arm"), as its high and low words. */
+  ringCq(hi: number, lo: number): void;
+  /** The EQ doorbell: offset 0x40 (update and arm) or 0x48 (update), value `(ci & 0xffffff) | eqn << 24`. */
+  ringEq(offset: number, value: number): void;
 }
+
+/** The interrupt controller as the driver sees it: one MSI-X vector per EQ. */
+export interface Msix {
+  /** request_irq: `handler` runs (in interrupt context, no simulated time) when the EQ's vector fires. */
+  requestIrq(eqn: number, handler: () => void): void;
+}
+
+/** UAR offsets of the EQ doorbell (mlx5 MLX5_EQ_DOORBEL_OFFSET and the no-arm variant). */
+export const UAR_EQ_ARM = 0x40;
+export const UAR_EQ_UPDATE = 0x48;
 
 /** Translation contexts of the ATU and outstanding misses per cache (assumed; no public figure). */
 export const ATU_CONTEXTS = 8;
@@ -55,6 +72,9 @@ export class Hca extends Module {
   readonly requester: Requester;
   readonly responder: Responder;
   readonly cqWriter: CqWriter;
+  readonly eqWriter: EqWriter;
+  /** Interrupts: the EQs' MSI-X vectors. */
+  readonly msix: Msix;
   readonly umrEngine: UmrEngine;
   /**
    * The doorbells software rings (MMIO writes to the UAR page, `doorbellPs` to arrive): with host
@@ -112,7 +132,15 @@ export class Hca extends Module {
       caps: opts.caps,
       onPageFaultResume: opts.onPageFaultResume,
     });
-    this.cqWriter = new CqWriter(this, 'cq_writer', { clock, ports: { dma: this.pcie.port('cq') }, deps: { cqs: this.cmdif } });
+    this.eqWriter = new EqWriter(this, 'eq_writer', { clock, ports: { dma: this.pcie.port('eq') }, deps: { eqs: this.cmdif } });
+    this.cqWriter = new CqWriter(this, 'cq_writer', { clock, ports: { dma: this.pcie.port('cq'), eq: this.eqWriter.req }, deps: { cqs: this.cmdif } });
+    // the QP table's error events: WQ_* EQEs with the QP number at data+24 (spec/mlx5.md "Other event data")
+    this.cmdif.onQpEvent = (qpn, event) => {
+      const data = new Uint8Array(EQE_DATA_SIZE);
+      new DataView(data.buffer).setUint32(24, qpn & 0xffffff);
+      this.eqWriter.post({ eqn: -1, type: EventType[event], subType: 0, data });
+    };
+    this.msix = { requestIrq: (eqn, handler) => this.eqWriter.requestIrq(eqn, handler) };
     // REG_MR has no PD check (the mlx5 UMR mask leaves the PD alone); a zero-length type-2 bind
     // is MW_BIND_ERR (o10-37.2.40), as the reference model has it
     this.umrEngine = new UmrEngine(this, 'umr_engine', {
@@ -166,6 +194,11 @@ export class Hca extends Module {
     this.uar = {
       ringSq: (qpn, pi) => this.pcie.ringDoorbell(sqDb, { qpn, pi }),
       ringRq: (qpn, pi) => this.pcie.ringDoorbell(rqDb, { qpn, pi }),
+      ringCq: (hi, lo) => this.pcie.ringDoorbell(this.cqWriter.armDoorbell, decodeCqArmDoorbell(hi >>> 0, lo >>> 0)),
+      ringEq: (offset, value) => {
+        if (offset !== UAR_EQ_ARM && offset !== UAR_EQ_UPDATE) return; // other offsets hold nothing here
+        this.pcie.ringDoorbell(this.eqWriter.doorbell, { eqn: value >>> 24, ci: value & 0xffffff, arm: offset === UAR_EQ_ARM });
+      },
     };
     // DESTROY_QP / DESTROY_CQ: the engines forget the object's queue state at once
     this.cmdif.destroyListeners.push((what, num) => {
@@ -178,6 +211,7 @@ export class Hca extends Module {
     this.requester.waveRank = 2;
     this.responder.waveRank = 3;
     this.cqWriter.waveRank = 40;
+    this.eqWriter.waveRank = 41;
     // the .gtkw shows the pipeline in data-flow order (DESIGN.md "GTKWave save file")
     this.atu.waveRank = 10;
     this.mkeyCache.waveRank = 20;

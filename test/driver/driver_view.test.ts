@@ -1,6 +1,6 @@
 /**
- * The driver sees only what mlx5_ib sees: host memory, doorbells (the UAR), firmware commands
- * (and the adapter's configuration it was built with). It never reads an engine's state: a
+ * The driver sees only what mlx5_ib sees: host memory, doorbells (the UAR), firmware commands,
+ * interrupts (an MSI-X vector per EQ) and the adapter's configuration it was built with. It never reads an engine's state: a
  * CQE is found by its owner bit in host memory, queue room by its own counters, a QP's state
  * by its commands, its error completions and QUERY_QP.
  */
@@ -11,10 +11,10 @@ import { Access, Testbed } from '../../src/index.ts';
 import { rcPair } from '../support/rc_pair.ts';
 
 const DRIVER = join(import.meta.dirname, '../../src/driver');
-const ALLOWED = new Set(['host', 'mem', 'uar', 'cmdif', 'cfg']);
+const ALLOWED = new Set(['host', 'mem', 'uar', 'cmdif', 'cfg', 'msix']);
 
 describe('the driver sees only what mlx5_ib sees', () => {
-  it('touches the adapter only through host memory, the UAR doorbells, firmware commands and its configuration', () => {
+  it('touches the adapter only through host memory, the UAR doorbells, firmware commands, interrupts (MSI-X) and its configuration', () => {
     const seen: string[] = [];
     for (const f of readdirSync(DRIVER).filter((n) => n.endsWith('.ts'))) {
       const text = readFileSync(join(DRIVER, f), 'utf8');

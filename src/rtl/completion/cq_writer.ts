@@ -8,7 +8,9 @@
 import { EnumType, Fifo, Module, type Reg, type WireOptions } from '../../sim/index.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { encodeCqe } from '../formats/cqe.ts';
-import { CqeOpcode } from '../formats/constants.ts';
+import { CqeOpcode, EventType } from '../formats/constants.ts';
+import type { EqeJob } from './eq_writer.ts';
+import { EQE_DATA_SIZE } from '../formats/eqe.ts';
 
 /** A completion to write. */
 export interface CqeJob {
@@ -38,10 +40,39 @@ export const CqeOpcodeEnum = new EnumType('cqe_opcode', {
   [CqeOpcode.INVALID]: 'INVALID',
 });
 
-/** What the writer needs of a CQ: where its buffer is and how many CQEs it holds (a power of two). */
+/** What the writer needs of a CQ: where its buffer is, how many CQEs it holds (a power of two), its EQ. */
 export interface CqPlace {
   readonly bufAddr: number;
   readonly size: number;
+  readonly eqn: number;
+}
+
+/**
+ * The CQ doorbell (ibv_req_notify_cq; spec/mlx5.md "CQ arm"): the 64-bit UAR write at offset
+ * 0x20, `(sn << 28 | cmd | ci) << 32 | cqn`, cmd = 1 << 24 for solicited-only.
+ */
+export interface CqArmDoorbell {
+  cqn: number;
+  /** arm_sn & 3. */
+  sn: number;
+  solicitedOnly: boolean;
+  /** The consumer index, 24 bits. */
+  ci: number;
+}
+
+/** Decodes the 64-bit UAR CQ doorbell (high and low 32-bit words) into its fields. */
+export function decodeCqArmDoorbell(hi: number, lo: number): CqArmDoorbell {
+  return { cqn: lo & 0xffffff, sn: (hi >>> 28) & 3, solicitedOnly: ((hi >>> 24) & 0xf) === 1, ci: hi & 0xffffff };
+}
+
+/** Encodes the arm word (doorbell record dbrec[1], and the high word of the UAR doorbell). */
+export function cqArmWord(sn: number, solicitedOnly: boolean, ci: number): number {
+  return (((sn & 3) << 28) | (solicitedOnly ? 1 << 24 : 0) | (ci & 0xffffff)) >>> 0;
+}
+
+interface ArmState {
+  armed: boolean;
+  solicitedOnly: boolean;
 }
 
 /** The CQ table (the firmware's, filled by CREATE_CQ): the CQ of a number, or undefined. */
@@ -50,11 +81,17 @@ export interface CqTable {
 }
 
 /** Wiring of the CQ writer: posted writes over its DMA port, CQs looked up in the CQ table. */
-export type CqWriterOptions = WireOptions<{ readonly dma: DmaPort }, { readonly cqs: CqTable }>;
+export type CqWriterOptions = WireOptions<{ readonly dma: DmaPort; readonly eq: Fifo<EqeJob> }, { readonly cqs: CqTable }>;
 
 export class CqWriter extends Module {
   readonly req: Fifo<CqeJob>;
+  /** CQ arm doorbells (UAR 0x20), by MMIO. */
+  readonly armDoorbell: Fifo<CqArmDoorbell>;
   private readonly port: DmaPort;
+  private readonly eq: Fifo<EqeJob>;
+  private readonly arm = new Map<number, ArmState>();
+  private readonly rArmed: Reg;
+  private readonly sEvents;
   /** Producer counter per CQ. */
   private readonly pi = new Map<number, number>();
   private readonly rValid: Reg;
@@ -77,6 +114,12 @@ export class CqWriter extends Module {
     this.rSe = this.probe('se', 1);
     this.req = new Fifo<CqeJob>(this, 'req', { capacity: 8 });
     this.req.consumer = this;
+    this.armDoorbell = new Fifo<CqArmDoorbell>(this, 'arm_doorbell', { capacity: 16 });
+    this.armDoorbell.consumer = this;
+    this.rArmed = this.probe('armed_cqn', 24);
+    this.eq = opts.ports.eq;
+    this.eq.producer = this;
+    this.sEvents = this.stats.counter('comp_events');
     this.port = opts.ports.dma;
     this.port.req.producer = this;
     this.sCqes = this.stats.counter('cqes');
@@ -87,6 +130,7 @@ export class CqWriter extends Module {
   /** DESTROY_CQ executed: forget the CQ's producer counter (its number may be handed out again). */
   forgetCq(cqn: number): void {
     this.pi.delete(cqn);
+    this.arm.delete(cqn);
   }
 
   /** CQEs written to `cqn` so far. */
@@ -95,9 +139,10 @@ export class CqWriter extends Module {
   }
 
   override tick(): void {
-    if (!this.req.canPop() || !this.port.req.canPush()) {
+    while (this.armDoorbell.canPop() && this.eq.canPush()) this.onArm(this.armDoorbell.pop());
+    if (!this.req.canPop() || !this.port.req.canPush() || !this.eq.canPush()) {
       this.rValid.set(0);
-      if (!this.req.canPop()) this.sleep();
+      if (!this.req.canPop() && !this.armDoorbell.canPop()) this.sleep();
       return;
     }
     const j = this.req.pop();
@@ -122,6 +167,9 @@ export class CqWriter extends Module {
       owner: (n & cq.size) !== 0 ? 1 : 0,
     });
     this.port.req.push({ kind: 'write', addr: cq.bufAddr + (n & (cq.size - 1)) * 64, length: 64, tag: j.cqn, data: bytes });
+    // an armed CQ raises one completion event (solicited-only: for a solicited or error CQE)
+    const a = this.arm.get(j.cqn);
+    if (a !== undefined && a.armed && (!a.solicitedOnly || j.se || j.syndrome !== 0)) this.event(j.cqn, cq.eqn, a);
     this.rValid.set(1);
     this.rCqn.set(j.cqn);
     this.rOpcode.set(j.opcode);
@@ -129,5 +177,31 @@ export class CqWriter extends Module {
     this.rSe.set(j.se ? 1 : 0);
     this.sCqes.inc();
     if (j.syndrome !== 0) this.sErrors.inc();
+  }
+
+  /** Applies an arm doorbell (the caller made sure the EQ FIFO takes the event it may raise). */
+  private onArm(d: CqArmDoorbell): void {
+    const cq = this.cqs.getCq(d.cqn);
+    if (cq === undefined) return; // an arm for a CQ that does not exist is ignored
+    let a = this.arm.get(d.cqn);
+    if (a === undefined) {
+      a = { armed: false, solicitedOnly: false };
+      this.arm.set(d.cqn, a);
+    }
+    a.armed = true;
+    a.solicitedOnly = d.solicitedOnly;
+    this.rArmed.set(d.cqn);
+    // CQEs already written past the consumer index: the event is due now (no lost wake-up)
+    const n = this.pi.get(d.cqn) ?? 0;
+    const ci = n - ((n - d.ci) & 0xffffff);
+    if (n > ci && !d.solicitedOnly) this.event(d.cqn, cq.eqn, a);
+  }
+
+  private event(cqn: number, eqn: number, a: ArmState): void {
+    a.armed = false;
+    const data = new Uint8Array(EQE_DATA_SIZE);
+    new DataView(data.buffer).setUint32(24, cqn & 0xffffff); // COMP: cqn at data+24 (spec/mlx5.md)
+    this.eq.push({ eqn, type: EventType.COMP, subType: 0, data });
+    this.sEvents.inc();
   }
 }

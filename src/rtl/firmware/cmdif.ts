@@ -15,6 +15,7 @@
  * - `queued`: commands posted and not yet started (saturates at 255);
  * - `status` (cmd_status): the status of the last completed command.
  */
+import type { QpErrorEvent } from '../formats/constants.ts';
 import { enumType, Module, type Counter, type Histogram, type Nothing, type Signal, type UnclockedWireOptions } from '../../sim/index.ts';
 import type { HcaConfig } from '../config.ts';
 import type { Icm } from '../memory/icm.ts';
@@ -220,6 +221,11 @@ export class Cmdif extends Module {
   /** The EQ `eqn`, or undefined. */
   getEq(eqn: number): Readonly<EqContext> | undefined {
     return this.eqs.get(eqn);
+  }
+
+  /** Every EQ, in increasing eqn order (the EQ writer routes events by their event masks). */
+  eqList(): readonly Readonly<EqContext>[] {
+    return [...this.eqs.values()].sort((a, b) => a.eqn - b.eqn);
   }
 
   /** The CQ `cqn`, or undefined. */
@@ -593,10 +599,15 @@ export class Cmdif extends Module {
    * The hardware moved a QP to ERR (a work request completed in error, or a remote access
    * error hit its responder): at once, no command latency (IB: the QP enters the error state).
    */
-  hwError(qpn: number): void {
+  hwError(qpn: number, event?: QpErrorEvent): void {
     const qp = this.qps.get(qpn);
-    if (qp) qp.state = 'ERR';
+    if (!qp || qp.state === 'ERR') return;
+    qp.state = 'ERR';
+    if (event !== undefined) this.onQpEvent?.(qpn, event);
   }
+
+  /** Hears the QP events of hwError (hca.ts routes them to the EQ writer). */
+  onQpEvent: ((qpn: number, event: QpErrorEvent) => void) | null = null;
 
   private modifyQp(c: CmdOf<'RST2INIT_QP'> | CmdOf<'INIT2RTR_QP'> | CmdOf<'RTR2RTS_QP'> | CmdOf<'2ERR_QP'>): { state: QpState } {
     const qp = this.qpOf(c.qpn);

@@ -314,6 +314,9 @@ export const EventType = {
 /** An event type value. */
 export type EventType = (typeof EventType)[keyof typeof EventType];
 
+/** The EQE types of a QP the hardware moved to ERR (QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR to a verbs user). */
+export type QpErrorEvent = 'WQ_CATAS_ERROR' | 'WQ_INVAL_REQ_ERROR' | 'WQ_ACCESS_ERROR';
+
 /**
  * Page-fault flags, bits 31:24 of `flags_qpn` in the page-fault EQE and in PAGE_FAULT_RESUME
  * (the seed's MLX5_PFAULT_* / MLX5_PAGE_FAULT_RESUME_*).

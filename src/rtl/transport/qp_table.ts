@@ -29,9 +29,15 @@ export interface QpView {
   readonly maxRdAtomic: number;
 }
 
+import type { QpErrorEvent } from '../formats/constants.ts';
+export type { QpErrorEvent };
+
 export interface QpTable {
   /** The QP's context, or undefined once destroyed (DESTROY_QP) or never created. */
   getQp(qpn: number): QpView | undefined;
-  /** The hardware moves the QP to ERR (a completion in error, a remote access violation). */
-  hwError(qpn: number): void;
+  /**
+   * The hardware moves the QP to ERR (a completion in error, a remote access violation), raising
+   * the QP's asynchronous event when one is named (spec/semantics.md "Events").
+   */
+  hwError(qpn: number, event?: QpErrorEvent): void;
 }

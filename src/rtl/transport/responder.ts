@@ -622,7 +622,7 @@ export class Responder extends Module {
     this.sInvLatency.add(this.sim.now - c.invStarted);
     if (d.syndrome !== 0) {
       this.recvCqe(c, CqeOpcode.RESP_ERR, CqeSyndrome.REMOTE_INVAL_REQ_ERR, 0, 0, false);
-      this.table.hwError(c.qp!.qpn);
+      this.table.hwError(c.qp!.qpn, 'WQ_INVAL_REQ_ERROR');
       this.flushQ.push(c.qp!.qpn);
       this.ack(c, { kind: 'ACK' }); // the sender's SEND succeeded
       return true;
@@ -707,7 +707,8 @@ export class Responder extends Module {
   /** An error that moves the responder's QP to ERR: a receive completion if any, then the NAK. */
   private fatal(c: Ctx, k: RcNak, recvSyndrome: number | null): void {
     if (recvSyndrome !== null) this.recvCqe(c, CqeOpcode.RESP_ERR, recvSyndrome, 0, 0, false);
-    this.table.hwError(c.qp!.qpn);
+    // spec/semantics.md "Events": an access violation raises QP_ACCESS_ERR, an invalid request QP_REQ_ERR
+    this.table.hwError(c.qp!.qpn, k === 'ACCESS' ? 'WQ_ACCESS_ERROR' : k === 'INV_REQ' ? 'WQ_INVAL_REQ_ERROR' : 'WQ_CATAS_ERROR');
     this.flushQ.push(c.qp!.qpn);
     this.nak(c, k);
   }

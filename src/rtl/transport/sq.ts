@@ -572,7 +572,8 @@ export class Sq extends Module {
       this.sErrors.inc();
       const qp = this.table.getQp(q.qpn);
       if (qp !== undefined && qp.state !== 'ERR') {
-        this.table.hwError(q.qpn);
+        // a malformed WQE is the QP's catastrophic error (QP_FATAL); other errors raise no event
+        this.table.hwError(q.qpn, syndrome === CqeSyndrome.LOCAL_QP_OP_ERR ? 'WQ_CATAS_ERROR' : undefined);
         if (this.flush.canPush()) this.flush.push(q.qpn);
       }
     }

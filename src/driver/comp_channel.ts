@@ -1,0 +1,76 @@
+/**
+ * Completion channels (ibv_comp_channel) and the queue of asynchronous events
+ * (ibv_get_async_event): both filled by the driver's EQ interrupt handler (driver/eq.ts) and
+ * read by processes that wait in simulated time.
+ */
+import { SimEvent, type Sim } from '../sim/index.ts';
+import { VerbsError, checkU53 } from './verbs_error.ts';
+import type { Cq } from './cq.ts';
+
+/** An asynchronous event (API.md "Completion channels and asynchronous events"). */
+export interface AsyncEvent {
+  type: 'QP_FATAL' | 'QP_REQ_ERR' | 'QP_ACCESS_ERR' | 'COMM_EST' | 'SQ_DRAINED' | 'CQ_ERR' | 'PATH_MIG' | 'DEVICE_FATAL';
+  qpNum?: number;
+  cqNum?: number;
+}
+
+/** A FIFO of items that processes wait on, with a timeout. */
+export class EventFifo<T> {
+  private readonly items: T[] = [];
+  private readonly ev: SimEvent;
+
+  constructor(private readonly sim: Sim) {
+    this.ev = new SimEvent(sim);
+  }
+
+  push(item: T): void {
+    this.items.push(item);
+    this.ev.notify();
+  }
+
+  get length(): number {
+    return this.items.length;
+  }
+
+  /** The oldest item, waiting up to `timeout` ps for one (ETIMEDOUT after). */
+  async take(what: string, timeout: number | undefined): Promise<T> {
+    if (timeout !== undefined) checkU53(`${what}: timeout`, timeout);
+    const deadline = timeout === undefined ? Infinity : this.sim.now + timeout;
+    let armed = false;
+    while (this.items.length === 0) {
+      if (this.sim.now >= deadline) throw new VerbsError('ETIMEDOUT', `${what}: nothing within ${timeout} ps`);
+      if (!armed && deadline !== Infinity) {
+        armed = true;
+        this.sim.at(deadline, { fire: () => this.ev.notify() });
+      }
+      await this.ev.wait();
+    }
+    return this.items.shift()!;
+  }
+}
+
+/** ibv_comp_channel: the CQs created with it report their completion events here. */
+export class CompChannel {
+  private readonly q: EventFifo<Cq>;
+
+  /** @internal Made by ctx.createCompChannel(). */
+  constructor(sim: Sim, readonly ctxIndex: number) {
+    this.q = new EventFifo<Cq>(sim);
+  }
+
+  /** @internal The EQ handler saw a COMP EQE for `cq`. */
+  deliver(cq: Cq): void {
+    this.q.push(cq);
+  }
+
+  /**
+   * ibv_get_cq_event: the CQ of the next completion event, waiting for it (after the COMP EQE,
+   * the interrupt and the handler's latency). The CQ must be armed again (`reqNotify`) for
+   * another event. A timeout rejects with ETIMEDOUT.
+   */
+  async getCqEvent(opts: { timeout?: number } = {}): Promise<Cq> {
+    const cq = await this.q.take('getCqEvent', opts.timeout);
+    cq.noteEvent();
+    return cq;
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The driver's event queue (mlx5_eq): a ring of 64-byte EQEs in host memory that the adapter's
+ * EQ writer fills, its MSI-X interrupt, and the interrupt handler (spec/semantics.md "Events").
+ *
+ * The handler runs `interruptPs` after the interrupt (config "interrupt to handler"), consumes
+ * every EQE software owns (owner bit, spec/mlx5.md "EQ and EQE") in order, hands each to the
+ * context's dispatcher, then writes the consumer index to the EQ doorbell at UAR 0x40, which
+ * updates and re-arms the EQ. The handler itself takes no simulated time (hard-IRQ context);
+ * work that does (the ODP fault handler) runs as a process of its own, as mlx5's workqueue.
+ */
+import type { Context } from './context.ts';
+import { decodeEqe, eqeOwnedBySw, EQE_OWNER_INIT, type Eqe } from '../rtl/formats/eqe.ts';
+import { EQE_SIZE, EventType } from '../rtl/formats/constants.ts';
+import { UAR_EQ_ARM } from '../rtl/hca.ts';
+
+/**
+ * The event mask of the context's one EQ: completions, the QP and CQ events, page faults (mlx5
+ * spreads these over an async EQ, a page-fault EQ and per-vector completion EQs; one EQ here,
+ * which changes nothing a verbs user sees but the interrupt count).
+ */
+export const ALL_EVENTS_MASK = [
+  EventType.COMP, EventType.PATH_MIG, EventType.COMM_EST, EventType.SQ_DRAINED, EventType.CQ_ERROR,
+  EventType.WQ_CATAS_ERROR, EventType.INTERNAL_ERROR, EventType.PORT_CHANGE, EventType.PAGE_FAULT,
+  EventType.WQ_INVAL_REQ_ERROR, EventType.WQ_ACCESS_ERROR,
+].reduce<number>((m, t) => (m | (1 << t)) >>> 0, 0);
+
+export class DriverEq {
+  /** Consumer counter (not wrapped). */
+  private ci = 0;
+  private handlerDue = false;
+  private readonly logSize: number;
+  private readonly eqe = new Uint8Array(EQE_SIZE);
+  private readonly view = new DataView(this.eqe.buffer);
+  /** Interrupts taken, EQEs consumed (for inspection). */
+  interrupts = 0;
+  consumed = 0;
+
+  private constructor(
+    private readonly ctx: Context,
+    readonly eqn: number,
+    readonly size: number,
+    private readonly bufVa: number,
+    private readonly dispatch: (e: Eqe) => void,
+  ) {
+    this.logSize = Math.log2(size);
+  }
+
+  /**
+   * CREATE_EQ over a new ring (every owner byte 1: nothing is software's yet), request_irq on its
+   * vector, and the first arm.
+   */
+  static async create(ctx: Context, size: number, eventMask: number, dispatch: (e: Eqe) => void): Promise<DriverEq> {
+    const host = ctx.hca.host;
+    const buf = host.alloc(Math.max(4096, size * EQE_SIZE), { hugePages: size * EQE_SIZE > 4096 });
+    for (let i = 0; i < size; i++) host.write(buf.addr + i * EQE_SIZE + 63, OWNER_INIT);
+    const bufAddr = host.dmaAddress(buf.addr);
+    const { eqn } = await ctx.cmd(ctx.hca.cmdif.exec({ op: 'CREATE_EQ', size, bufAddr, eventMask }), 'create EQ');
+    const eq = new DriverEq(ctx, eqn, size, buf.addr, dispatch);
+    ctx.hca.msix.requestIrq(eqn, () => eq.onInterrupt());
+    eq.arm();
+    return eq;
+  }
+
+  /** Writes the consumer index to the EQ doorbell, arming the EQ for its next EQE. */
+  private arm(): void {
+    this.ctx.hca.uar.ringEq(UAR_EQ_ARM, ((this.ci & 0xffffff) | (this.eqn << 24)) >>> 0);
+  }
+
+  private onInterrupt(): void {
+    this.interrupts++;
+    if (this.handlerDue) return;
+    this.handlerDue = true;
+    this.ctx.tb.sim.after(this.ctx.hca.cfg.interruptPs, { fire: () => this.handle() });
+  }
+
+  /** The interrupt handler: consume what software owns, in order, then update and re-arm. */
+  private handle(): void {
+    this.handlerDue = false;
+    const host = this.ctx.hca.host;
+    for (;;) {
+      const at = this.bufVa + (this.ci & (this.size - 1)) * EQE_SIZE;
+      host.readInto(at, this.eqe, 0, EQE_SIZE);
+      if (!eqeOwnedBySw(this.eqe[63], this.ci, this.logSize)) break;
+      // the owner byte of the ring starts at 1, and hardware's first pass writes 0
+      const e = decodeEqe(this.view, 0);
+      this.ci++;
+      this.consumed++;
+      this.dispatch(e);
+    }
+    this.arm();
+  }
+}
+
+const OWNER_INIT = new Uint8Array([EQE_OWNER_INIT]);
