@@ -15,6 +15,8 @@ import { ALL_EVENTS_MASK, DriverEq } from './eq.ts';
 import { CompChannel, EventFifo, type AsyncEvent } from './comp_channel.ts';
 import { EventType } from '../rtl/formats/constants.ts';
 import type { Eqe } from '../rtl/formats/eqe.ts';
+import type { Qp } from './qp.ts';
+import { OdpHandler } from './odp.ts';
 
 /** The events of QPs, by EQE type, as ibv_event_type names them (spec/mlx5.md "Other event data"). */
 const QP_EVENTS: Partial<Record<number, AsyncEvent['type']>> = {
@@ -36,6 +38,10 @@ export class Context {
   private eqSetup: Promise<DriverEq> | null = null;
   /** Live CQs by number (the EQ handler finds a COMP event's CQ). */
   readonly cqs = new Map<number, Cq>();
+  /** Live QPs by number (the ODP fault handler reads a faulting WQE from its queue). */
+  readonly qps = new Map<number, Qp>();
+  /** On-demand paging: the fault handler and MMU notifier (made with the first ODP MR). */
+  private odpHandler: OdpHandler | null = null;
   private readonly asyncEvents: EventFifo<AsyncEvent>;
   /** Page-fault EQEs go here (the ODP fault handler, driver/odp.ts, installs itself). */
   onPageFault: ((e: Eqe) => void) | null = null;
@@ -82,6 +88,12 @@ export class Context {
     }
     if (e.type === EventType.CQ_ERROR) this.asyncEvents.push({ type: 'CQ_ERR', cqNum: data.getUint32(0) & 0xffffff });
     else if (e.type === EventType.INTERNAL_ERROR) this.asyncEvents.push({ type: 'DEVICE_FATAL' });
+  }
+
+  /** The ODP fault handler and MMU notifier (made with the first ODP MR). */
+  get odp(): OdpHandler {
+    if (this.odpHandler === null) this.odpHandler = new OdpHandler(this);
+    return this.odpHandler;
   }
 
   /** ibv_create_comp_channel: a channel CQs may report their completion events to. */

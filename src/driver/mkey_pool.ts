@@ -10,7 +10,7 @@ import type { Pd } from './pd.ts';
 import type { Qp } from './qp.ts';
 import type { Cq } from './cq.ts';
 import { VerbsError } from './verbs_error.ts';
-import { buildLocalInvWqe, buildRegMrWqe } from './wqe_builder.ts';
+import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, mttListBytes, UMR_INLINE_THRESHOLD } from './wqe_builder.ts';
 import { MkcAccessMode, MkeyMaskBit, makeKey } from '../rtl/formats/constants.ts';
 import { IbAccess } from './types.ts';
 
@@ -25,8 +25,33 @@ export class MkeyPool {
   private cq: Cq | null = null;
   private setup: Promise<void> | null = null;
   private seq = 0;
+  /** The UMR QP is shared (pool, ODP fault handler, MMU notifier): one UMR at a time, in order. */
+  private umrTail: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly ctx: Context) {}
+
+  /** Runs `fn` (post one UMR and wait for it) when the UMRs before it have completed. */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.umrTail.then(fn, fn);
+    this.umrTail = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Writes MTT entries of an MR by UMR (a translation update with an offset: ODP maps and zaps
+   * pages this way). `firstEntry` and the entry count are whole 64-byte units (8 entries).
+   */
+  async updateTranslations(key: number, firstEntry: number, entries: readonly number[]): Promise<void> {
+    const qp = await this.umrQp();
+    return this.exclusive(async () => {
+      const wrId = ++this.seq;
+      const listAddr = entries.length * 8 > UMR_INLINE_THRESHOLD ? qp.descriptorList(mttListBytes(entries)) : undefined;
+      qp.postBuilt(wrId, 'REG_MR', (view, common) =>
+        buildXltUpdateWqe(view, 0, { ...common, key, firstEntry, entries, ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}) }),
+      );
+      await this.complete(wrId, 'ODP translation update (UMR)');
+    });
+  }
 
   /** The bucket for an MR of `pages` pages, or 0 when too big for the pool. */
   static bucketOf(pages: number): number {
@@ -71,6 +96,11 @@ export class MkeyPool {
     return this.pdObj;
   }
 
+  /** Makes the driver's UMR QP if it does not exist yet (the first UMR user waits for it). */
+  async ready(): Promise<void> {
+    await this.umrQp();
+  }
+
   /** The driver's UMR QP (a loopback pair, made once). */
   private async umrQp(): Promise<Qp> {
     if (!this.setup) {
@@ -96,6 +126,13 @@ export class MkeyPool {
     zb: { zeroBased: boolean; fbo: number } = { zeroBased: false, fbo: 0 },
   ): Promise<number> {
     const qp = await this.umrQp();
+    return this.exclusive(() => this.enableNow(qp, index, pd, access, start, length, mtt, zb));
+  }
+
+  private async enableNow(
+    qp: Qp, index: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
+    zb: { zeroBased: boolean; fbo: number },
+  ): Promise<number> {
     const tag = this.ctx.nextTag();
     const key = makeKey(index, tag);
     const wrId = ++this.seq;
@@ -131,11 +168,13 @@ export class MkeyPool {
    */
   async revoke(key: number, bucket: number): Promise<void> {
     const qp = await this.umrQp();
-    const wrId = ++this.seq;
-    let newTag = this.ctx.nextTag();
-    if (newTag === (key & 0xff)) newTag = this.ctx.nextTag(); // the counter wrapped onto the old tag
-    qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag }));
-    await this.complete(wrId, 'dereg (mkey pool UMR)');
+    await this.exclusive(async () => {
+      const wrId = ++this.seq;
+      let newTag = this.ctx.nextTag();
+      if (newTag === (key & 0xff)) newTag = this.ctx.nextTag(); // the counter wrapped onto the old tag
+      qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag }));
+      await this.complete(wrId, 'dereg (mkey pool UMR)');
+    });
     this.free.get(bucket)!.push(key >>> 8);
   }
 

@@ -1,4 +1,5 @@
 /** A memory region (ibv_mr): a user MR (regMr) or a fast-registration MR (allocMr). */
+import type { OdpMr, OdpStats } from './odp.ts';
 import type { Pd } from './pd.ts';
 import { VerbsError } from './verbs_error.ts';
 import { readMkey } from '../rtl/firmware/icm_writer.ts';
@@ -109,6 +110,8 @@ export class Mr {
   atomicGranted = false;
   /** A user MR from the driver's mkey pool: its bucket (dereg revokes it by UMR), else 0. */
   readonly poolBucket: number;
+  /** An ODP MR (Access.ON_DEMAND): the driver's paging state, else null. */
+  odp: OdpMr | null = null;
 
   constructor(
     readonly pd: Pd,
@@ -126,6 +129,13 @@ export class Mr {
     this.regAccess = o.access;
     this.deviceKey = key >>> 0;
     this.maxNumSg = o.maxNumSg;
+  }
+
+  /** ODP statistics (`rdma statistic mr`): faults, invalidations and prefetches of this MR. */
+  odpStats(): OdpStats {
+    this.checkAlive('odpStats');
+    if (this.odp === null) throw new VerbsError('EINVAL', 'odpStats: the MR is not an ODP MR (Access.ON_DEMAND)');
+    return { ...this.odp.stats };
   }
 
   /** The mkey index (the 24 high bits of the key). */
@@ -240,6 +250,7 @@ export class Mr {
     const ctx = this.pd.ctx;
     if (readMkey(ctx.hca, this.index).mwCount > 0) throw new VerbsError('EBUSY', 'dereg: memory windows are still bound to the MR');
     this.destroyed = true;
+    if (this.odp !== null) ctx.odp.unregister(this);
     if (this.poolBucket > 0) await ctx.pool.revoke(this.deviceKey, this.poolBucket);
     else await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
   }

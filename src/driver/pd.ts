@@ -8,6 +8,7 @@ import { Qp, type QpInitAttr } from './qp.ts';
 import { IbAccess } from './types.ts';
 import { MkcAccessMode } from '../rtl/formats/constants.ts';
 import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/memory/icm_mkey.ts';
+import { OdpMr } from './odp.ts';
 import { MkeyPool } from './mkey_pool.ts';
 
 const PAGE = 4096;
@@ -72,7 +73,15 @@ export class Pd {
       }),
       'regMr',
     );
-    return this.track(new Mr(this, r.mkey, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0 }));
+    const mr = this.track(new Mr(this, r.mkey, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0 }));
+    if (odp) {
+      // nothing pinned, every MTT entry not present: the fault handler maps pages on first touch,
+      // by UMR on the driver's UMR QP (made now if this is its first use, as for the mkey pool)
+      await this.ctx.pool.ready();
+      mr.odp = new OdpMr(mr, addr, pages);
+      this.ctx.odp.register(mr.odp);
+    }
+    return mr;
   }
 
   /** ibv_alloc_mr: a fast-registration MR, FREE until a REG_MR work request registers it. */

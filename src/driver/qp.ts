@@ -14,7 +14,7 @@ import {
   type MrAccess, type Sge as WqeSge, encodeXltList,
 } from './wqe_builder.ts';
 import { FenceMode, MLX5_INVALID_LKEY, WqeOpcode, incRkey } from '../rtl/formats/constants.ts';
-import { encodeDataSeg } from '../rtl/formats/data_seg.ts';
+import { decodeDataSeg, encodeDataSeg } from '../rtl/formats/data_seg.ts';
 import { rqStride } from '../rtl/transport/responder.ts';
 import type { Mtu } from '../rtl/config.ts';
 import type { QpState } from '../rtl/firmware/cmd_types.ts';
@@ -124,7 +124,23 @@ export class Qp {
       }),
       'createQp',
     );
-    return new Qp(pd, qpn, attr, sqBuf.addr, sqWqebbs, rqBuf.addr, rqSize);
+    const qp = new Qp(pd, qpn, attr, sqBuf.addr, sqWqebbs, rqBuf.addr, rqSize);
+    ctx.qps.set(qpn, qp);
+    return qp;
+  }
+
+  /** The data segments of receive WQE `index` as posted (read back from the queue in host memory). */
+  recvSges(index: number): { lkey: number; addr: number; length: number }[] {
+    const host = this.pd.ctx.hca.host;
+    const bytes = host.read(this.rqBufVa + (index & (this.rqSize - 1)) * this.rqStride, this.rqStride);
+    const v = new DataView(bytes.buffer);
+    const out: { lkey: number; addr: number; length: number }[] = [];
+    for (let off = 0; off + 16 <= bytes.length; off += 16) {
+      const d = decodeDataSeg(v, off);
+      if (d.lkey === MLX5_INVALID_LKEY) break;
+      out.push({ lkey: d.lkey, addr: d.addr, length: d.byteCount === 0 ? GiB2 : d.byteCount });
+    }
+    return out;
   }
 
   /**
@@ -321,6 +337,7 @@ export class Qp {
   async destroy(): Promise<void> {
     this.checkAlive('destroy');
     this.destroyed = true;
+    this.pd.ctx.qps.delete(this.qpNum);
     this.attr.sendCq.qps.delete(this.qpNum);
     this.attr.recvCq.qps.delete(this.qpNum);
     const ctx = this.pd.ctx;

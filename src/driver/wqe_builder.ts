@@ -444,6 +444,61 @@ export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): n
   return ds;
 }
 
+/** Parameters of a translation-update UMR WQE (ODP: map or zap pages of an MR). */
+export interface XltUpdateWqeParams extends WqeCommonParams {
+  /** The MR's key. */
+  key: number;
+  /** First MTT entry written (a multiple of 8: UMR copies 64-byte units). */
+  firstEntry: number;
+  /** The MTT entries (raw: page address | RD 1 | WR 2; 0 = not present), a multiple of 8 long. */
+  entries: readonly number[];
+  /** Where the list is when over 64 bytes (a descriptor buffer) and its lkey. */
+  listAddr?: number;
+  listLkey?: number;
+}
+
+/**
+ * Writes a translation-update UMR WQE at `off` (kernel umr.c mlx5r_umr_update_xlt: flags
+ * TRANSLATION_OFFSET_EN | CHECK_NOT_FREE (0x40, "must not be free") [| INLINE], mkey_mask 0, an
+ * all-zero mkey segment, xlt_offset in octowords) and the entries inline or behind a data
+ * segment. Returns its DS.
+ */
+export function buildXltUpdateWqe(view: DataView, off: number, p: XltUpdateWqeParams): number {
+  if (p.firstEntry % 8 !== 0 || p.entries.length % 8 !== 0) throw new Error('an MTT update covers whole 64-byte units (8 entries)');
+  const bytes = p.entries.length * 8;
+  const inline = bytes <= UMR_INLINE_THRESHOLD;
+  if (!inline && (p.listAddr === undefined || p.listLkey === undefined)) throw new Error(`a ${bytes}-byte MTT list is not inline: listAddr and listLkey are needed`);
+  const ds = UMR_HEADER_DS + (inline ? xltOctowords(bytes) : DATA_SEG_SIZE / DS_SIZE);
+  encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
+    flags: UmrCtrlFlag.TRANSLATION_OFFSET_EN | UmrCtrlFlag.CHECK_NOT_FREE | (inline ? UmrCtrlFlag.INLINE : 0),
+    xltOctowords: xltOctowords(bytes),
+    xltOffset: (p.firstEntry * 8) / DS_SIZE,
+    mkeyMask: 0,
+  });
+  encodeMkeyContext(view, off + UMR_MKEY_OFF, zeroMkeyContext());
+  if (inline) {
+    for (let i = 0; i < p.entries.length; i++) {
+      view.setUint32(off + UMR_XLT_OFF + i * 8, Math.floor(p.entries[i] / 2 ** 32));
+      view.setUint32(off + UMR_XLT_OFF + i * 8 + 4, p.entries[i] >>> 0);
+    }
+  } else {
+    encodeDataSeg(view, off + UMR_XLT_OFF, { byteCount: alignUp(bytes, XLT_ALIGN), inline: false, lkey: p.listLkey as number, addr: p.listAddr as number });
+  }
+  encodeCtrlSeg(view, off, ctrlOf({ ...p, signaled: true }, WqeOpcode.UMR, ds, p.key));
+  return ds;
+}
+
+/** The big-endian bytes of MTT entries (a UMR's translation list behind a data segment). */
+export function mttListBytes(entries: readonly number[]): Uint8Array {
+  const buf = new Uint8Array(Math.ceil((entries.length * 8) / 64) * 64);
+  const v = new DataView(buf.buffer);
+  for (let i = 0; i < entries.length; i++) {
+    v.setUint32(i * 8, Math.floor(entries[i] / 2 ** 32));
+    v.setUint32(i * 8 + 4, entries[i] >>> 0);
+  }
+  return buf;
+}
+
 /**
  * Writes a LOCAL_INV UMR WQE at `off` (kernel wr.c set_linv_umr_seg / set_linv_mkey_seg):
  * imm = key, flags INLINE, mask FREE, xlt_octowords 0, mkey segment zero but status free

@@ -112,7 +112,12 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   // timing.md "ODP fault handling in software": fitted so a 4 KB fault totals ~220 us (ASPLOS'17):
   // 220 us - interrupt 5 us - PAGE_FAULT_RESUME 50 us - ~5 us of hardware and UMR work = 160 us.
   odpFaultFixedPs: 160 * US,
-  odpFaultPerPagePs: 130 * NS, // timing.md "ODP fault handling": ~0.13 us per extra 4 KB page (4 MB: ~350 us)
+  // timing.md gives ~0.13 us per extra 4 KB page as the slope of the whole fault (4 MB: ~350 us).
+  // Here most of that slope comes from the hardware: after the resume the ATU walks the newly
+  // written MTT lines from host memory (measured: 0.133 us per page for a 4 MB message, the walk
+  // is one line at a time). What is left to software is get_user_pages on present pages and
+  // building the MTT list: 20 ns per page (assumed), which puts the 4 MB fault at ~375 us.
+  odpFaultPerPagePs: 20 * NS,
   // timing.md has two anchors that cannot both hold: "pinning host pages" 0.25-0.6 us per page
   // (UCX's cost model, an estimate) and "registration from the mkey cache (UMR), 64 pages ~14 us
   // per MR". The second is a measurement of the whole operation: the mlx5 patch "Avoid taking MRs

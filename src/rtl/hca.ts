@@ -14,6 +14,7 @@ import { MkeyCache } from './translation/mkey_cache.ts';
 import { Mtt } from './translation/mtt_cache.ts';
 import { KlmWalker } from './translation/klm_walker.ts';
 import { Atu } from './translation/atu.ts';
+import { Pagefault } from './translation/pagefault.ts';
 import { Cmdif, type CmdifOptions } from './firmware/cmdif.ts';
 import { IcmWriter } from './firmware/icm_writer.ts';
 import { CqWriter, decodeCqArmDoorbell } from './completion/cq_writer.ts';
@@ -65,6 +66,8 @@ export class Hca extends Module {
   readonly mtt: Mtt;
   readonly klmWalker: KlmWalker;
   readonly atu: Atu;
+  /** On-demand paging: faults stall their QP and go to the driver as PAGE_FAULT EQEs. */
+  readonly pagefault: Pagefault;
   readonly cmdif: Cmdif;
   /** The one owner of ICM: commands and UMRs change mkey contexts and translation tables through it. */
   readonly icmWriter: IcmWriter;
@@ -130,7 +133,10 @@ export class Hca extends Module {
       deps: { writer: this.icmWriter, icm: this.icm },
       cfg,
       caps: opts.caps,
-      onPageFaultResume: opts.onPageFaultResume,
+      onPageFaultResume: (qpn, flags) => {
+        this.pagefault.resume(qpn, flags);
+        opts.onPageFaultResume?.(qpn, flags);
+      },
     });
     this.eqWriter = new EqWriter(this, 'eq_writer', { clock, ports: { dma: this.pcie.port('eq') }, deps: { eqs: this.cmdif } });
     this.cqWriter = new CqWriter(this, 'cq_writer', { clock, ports: { dma: this.pcie.port('cq'), eq: this.eqWriter.req }, deps: { cqs: this.cmdif } });
@@ -156,10 +162,15 @@ export class Hca extends Module {
     // engine gets its ports and the QP table, nothing else of the adapter
     const qps: QpTable = this.cmdif;
     const payloads = this.payloads;
+    // the send queue engine is made after the requester it feeds: the staller reaches it late
+    this.pagefault = new Pagefault(this, 'pagefault', {
+      deps: { staller: { stallQp: (qpn) => this.sq.stallQp(qpn), resumeQp: (qpn) => this.sq.resumeQp(qpn) }, events: this.eqWriter },
+    });
+    const faults = this.pagefault;
     this.requester = new Requester(this, 'requester', {
       clock,
       ports: { atu: this.atu.port('requester', 8), dma: this.pcie.port('requester', { reqCapacity: 8, respCapacity: 16 }) },
-      deps: { qps, payloads },
+      deps: { qps, payloads, faults },
       contexts: cfg.requesterContexts,
       hcaIndex: Number(name.slice(3)),
       rnrTimerCode: cfg.rnrTimerCode,
@@ -204,6 +215,7 @@ export class Hca extends Module {
     this.cmdif.destroyListeners.push((what, num) => {
       if (what === 'CQ') return this.cqWriter.forgetCq(num);
       this.sq.forgetQp(num);
+      this.pagefault.forgetQp(num);
       this.requester.forgetQp(num);
       this.responder.forgetQp(num);
     });
@@ -214,6 +226,7 @@ export class Hca extends Module {
     this.eqWriter.waveRank = 41;
     // the .gtkw shows the pipeline in data-flow order (DESIGN.md "GTKWave save file")
     this.atu.waveRank = 10;
+    this.pagefault.waveRank = 11;
     this.mkeyCache.waveRank = 20;
     this.mtt.waveRank = 30;
     this.klmWalker.waveRank = 31;

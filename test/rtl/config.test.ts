@@ -15,12 +15,13 @@ describe('config', () => {
     expect([c.klmEntriesPerRead, c.klmCyclesPerEntry, c.klmMaxIndirection]).toEqual([4, 1, 4]);
     expect([c.linkLatencyPs, c.linkGbps, c.mtu]).toEqual([300_000, 100, 4096]);
     expect([c.fwCreateMkeyPs, c.fwCommandPs, c.interruptPs]).toEqual([230e6, 50e6, 5e6]);
-    expect([c.odpFaultPerPagePs, c.pinPagePs]).toEqual([130_000, 180_000]);
+    expect([c.odpFaultPerPagePs, c.pinPagePs]).toEqual([20_000, 180_000]);
     // pinning is fitted to the measured 64-page registration from the mkey cache (~14 us, see
     // config.ts), below UCX's 0.25-0.6 us estimate: the two anchors conflict
     expect(c.pinPagePs * 64).toBeLessThan(14_000_000);
-    // ODP: 4 MB = 1024 pages costs ~133 us more than 4 KB (anchors 220 us and 350 us)
-    expect(1023 * c.odpFaultPerPagePs).toBeGreaterThan(100e6);
+    // ODP: the software part of the per-page slope is small; the rest of the 220 us -> 350 us
+    // slope is the hardware re-walking the MTTs (held end to end in test/driver/odp.test.ts)
+    expect(1023 * c.odpFaultPerPagePs).toBeLessThan(30e6);
     expect([c.rnrTimerCode, c.ackTimeout, c.retryCount]).toEqual([12, 14, 7]);
     expect([c.destroyInvalidates, c.readWithInvalidate, c.hostMemBytes]).toEqual(['entry', false, 64 * 2 ** 30]);
   });

@@ -27,9 +27,10 @@ import type { AtuPort } from '../translation/atu.ts';
 import type { AtuResponse, PhysSegment } from '../translation/atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcOp, RcRequest, RcResponse } from './rc_types.ts';
+import type { FaultClient, FaultReport } from '../translation/pagefault.ts';
 import type { QpTable, QpView } from './qp_table.ts';
 import { ContextTable } from './context_table.ts';
-import { CqeSyndrome, WqeOpcode } from '../formats/constants.ts';
+import { CqeSyndrome, PageFaultFlag, PageFaultSubtype, WqeOpcode } from '../formats/constants.ts';
 import { dataSegLength } from '../formats/data_seg.ts';
 import type { ParsedWqe } from '../formats/wqe_parse.ts';
 import { ackTimeoutPs, rnrTimerPs } from '../config.ts';
@@ -54,8 +55,8 @@ export interface ReqDone {
  * waits for an earlier READ or atomic of its QP to place its data; HOLD_SCATTER (untraced): its
  * READ or atomic data came, and waits for the QP's earlier data to be written (in order).
  */
-export const [RequesterState, REQ_STATES] = enumType('requester_state', ['IDLE', 'XLATE', 'GATHER', 'SEND', 'WAIT_RESP', 'SCATTER', 'DONE', 'HOLD', 'HOLD_SCATTER']);
-const { IDLE, XLATE, GATHER, SEND: READY, WAIT_RESP, SCATTER, DONE, HOLD, HOLD_SCATTER } = REQ_STATES;
+export const [RequesterState, REQ_STATES] = enumType('requester_state', ['IDLE', 'XLATE', 'GATHER', 'SEND', 'WAIT_RESP', 'SCATTER', 'DONE', 'HOLD', 'HOLD_SCATTER', 'PAGE_FAULT']);
+const { IDLE, XLATE, GATHER, SEND: READY, WAIT_RESP, SCATTER, DONE, HOLD, HOLD_SCATTER, PAGE_FAULT } = REQ_STATES;
 
 const OP_OF: Record<number, RcOp> = {
   [WqeOpcode.SEND]: 'SEND',
@@ -72,7 +73,15 @@ const OP_OF: Record<number, RcOp> = {
 const ATU_TAG_SPAN = 64;
 
 /** Wiring and sizes of the requester (wired in hca.ts). */
-export interface RequesterOptions extends WireOptions<{ readonly atu: AtuPort; readonly dma: DmaPort }, { readonly qps: QpTable; readonly payloads: PayloadPool }> {
+/** Where a translation FAULT (an ODP page not present) is reported (translation/pagefault.ts). */
+export interface FaultReporter {
+  report(report: FaultReport, client: FaultClient, token: number): void;
+}
+
+export interface RequesterOptions extends WireOptions<
+  { readonly atu: AtuPort; readonly dma: DmaPort },
+  { readonly qps: QpTable; readonly payloads: PayloadPool; readonly faults?: FaultReporter }
+> {
   /** Messages in flight at most, across all QPs (contexts). */
   readonly contexts: number;
   /** This adapter's index on the link. */
@@ -110,6 +119,8 @@ interface Ctx {
   abort: boolean;
   syndrome: number;
   started: number;
+  /** The fault this message waits on (PAGE_FAULT), so a late resume never reaches a reused context. */
+  faultToken: number;
 }
 
 interface ReqQp {
@@ -130,7 +141,7 @@ interface ReqQp {
   readonly ackTimeout: number;
 }
 
-export class Requester extends Module implements EventTarget {
+export class Requester extends Module implements EventTarget, FaultClient {
   readonly req: Fifo<ReqJob>;
   readonly resp: Fifo<ReqDone>;
   /** Answers from the peer's responder. */
@@ -139,6 +150,9 @@ export class Requester extends Module implements EventTarget {
   private readonly atu: AtuPort;
   private readonly port: DmaPort;
   private readonly table: QpTable;
+  private readonly faults: FaultReporter | null;
+  private faultSeq = 0;
+  private readonly faultCtx = new Map<number, Ctx>();
   private readonly hcaIndex: number;
   private readonly rnrTimerCode: number;
   private readonly ctxTable: ContextTable<Ctx>;
@@ -178,6 +192,7 @@ export class Requester extends Module implements EventTarget {
     this.atu = o.ports.atu;
     this.port = o.ports.dma;
     this.table = o.deps.qps;
+    this.faults = o.deps.faults ?? null;
     this.hcaIndex = o.hcaIndex;
     this.rnrTimerCode = o.rnrTimerCode;
     this.state = this.signal('state', RequesterState.width, { enum: RequesterState });
@@ -199,7 +214,7 @@ export class Requester extends Module implements EventTarget {
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
         idx: i, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
         ptrs: [], results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null, answerData: null,
-        answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0,
+        answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0, faultToken: 0,
       }), this.stats, 'contexts');
     this.ctxs = this.ctxTable.all;
     this.sMessages = this.stats.counter('messages');
@@ -403,8 +418,10 @@ export class Requester extends Module implements EventTarget {
   private translated(c: Ctx): void {
     if (c.abort) return this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
     for (const r of c.results) {
-      if (r!.result.kind !== 'ok') return this.finish(c, CqeSyndrome.LOCAL_PROT_ERR);
-      for (const s of (r!.result as { segments: PhysSegment[] }).segments) c.local.push(s);
+      const res = r!.result;
+      if (res.kind === 'fault' && this.faults !== null) return this.pageFault(c, res.write);
+      if (res.kind !== 'ok') return this.finish(c, CqeSyndrome.LOCAL_PROT_ERR);
+      for (const s of res.segments) c.local.push(s);
     }
     if (c.rdAtomic) {
       c.stage = READY;
@@ -412,6 +429,51 @@ export class Requester extends Module implements EventTarget {
     } else if (this.readsBefore(c)) {
       c.stage = HOLD;
     } else this.startGather(c);
+  }
+
+  /**
+   * An SGE's page is not present (ODP): the message waits in PAGE_FAULT, nothing of it moved yet
+   * (translation comes before any DMA here, so bytes_committed is 0), and the page-fault unit
+   * stalls the QP and tells the driver (subtype WQE, REQUESTOR, + WRITE when the HCA writes the
+   * page: a READ's or atomic's destination). Later messages of the QP wait behind it: messages
+   * go on the wire in order.
+   */
+  private pageFault(c: Ctx, write: boolean): void {
+    c.stage = PAGE_FAULT;
+    c.faultToken = ++this.faultSeq;
+    this.faultCtx.set(c.faultToken, c);
+    this.state.setNow(PAGE_FAULT);
+    const w = c.job!.wqe;
+    this.faults!.report(
+      {
+        subType: PageFaultSubtype.WQE,
+        flags: PageFaultFlag.REQUESTOR | (write ? PageFaultFlag.WRITE : 0),
+        qpn: c.q!.qpn,
+        wqeIndex: w.ctrl.wqeIndex,
+        bytesCommitted: 0,
+        packetLength: Math.min(c.length, c.q!.qp.mtu, 0xffff),
+      },
+      this,
+      c.faultToken,
+    );
+  }
+
+  /** @internal The driver resumed a fault: translate the message again, or end it LOC_ACCESS_ERR. */
+  faultResumed(token: number, ok: boolean): void {
+    const c = this.faultCtx.get(token);
+    this.faultCtx.delete(token);
+    if (c === undefined || c.stage !== PAGE_FAULT || c.faultToken !== token) return; // flushed meanwhile
+    if (c.abort) this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
+    else if (!ok) this.finish(c, CqeSyndrome.LOCAL_ACCESS_ERR);
+    else {
+      c.results.fill(null);
+      c.issued = 0;
+      c.answersDue = 0;
+      c.local = [];
+      c.stage = XLATE;
+      this.xlateQ.push(c);
+    }
+    this.wake();
   }
 
   /**
@@ -620,7 +682,7 @@ export class Requester extends Module implements EventTarget {
       c.readBuf = null;
       c.answerData = null;
     }
-    if (c.stage === READY || c.stage === WAIT_RESP || c.stage === HOLD || c.stage === HOLD_SCATTER) this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
+    if (c.stage === READY || c.stage === WAIT_RESP || c.stage === HOLD || c.stage === HOLD_SCATTER || c.stage === PAGE_FAULT) this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
     else c.abort = true;
   }
 

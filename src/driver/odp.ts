@@ -1,0 +1,254 @@
+/**
+ * The driver's on-demand paging (mlx5_ib odp.c, spec/semantics.md "On-demand paging"):
+ *
+ * - The page-fault handler: a PAGE_FAULT EQE (from the EQ interrupt handler) starts a process,
+ *   as mlx5's page-fault workqueue. It finds the ranges the faulting work touches (subtype WQE:
+ *   the data segments of the WQE at wqe_index, read from the queue in host memory, as
+ *   mlx5_ib_mr_initiator_pfault_handler does; subtype RDMA: r_key, va, op length), faults the
+ *   pages into the process (host_space faultIn), writes their MTT entries by UMR (a translation
+ *   update with an offset), then sends PAGE_FAULT_RESUME. A range the process has not mapped
+ *   resumes with ERROR.
+ * - How much is mapped: the whole range the faulting work touches in each ODP MR, at most
+ *   4 MiB from its start (MAX_FAULT_BYTES; mlx5 bounds a fault's prefetch the same way), so one
+ *   fault maps a 4 MB message (spec/timing.md: ~350 us, not 1024 faults).
+ * - Its cost in simulated time: `odpFaultFixedPs` per fault plus `odpFaultPerPagePs` per page
+ *   after the first (spec/timing.md "ODP fault handling in software", fitted to ASPLOS'17).
+ * - The MMU notifier (madviseDontNeed / munmap): the MTT entries of the range are zapped by UMR
+ *   (not present), which also drops them from the caches (the ICM writer's coherence), and the
+ *   process's pages are freed only after that. A fault racing an invalidation retries: the
+ *   handler checks the MR's invalidation sequence before its UMR (mmu_interval_read_retry).
+ */
+import type { Context } from './context.ts';
+import type { Mr } from './mr.ts';
+import type { Qp } from './qp.ts';
+import { decodeEqePageFault, EQE_DATA_OFFSET, type Eqe } from '../rtl/formats/eqe.ts';
+import { PageFaultFlag, PageFaultSubtype } from '../rtl/formats/constants.ts';
+import { dataSegLength } from '../rtl/formats/data_seg.ts';
+import { parseWqe } from '../rtl/formats/wqe_parse.ts';
+import { decodeCtrlSeg } from '../rtl/formats/ctrl_seg.ts';
+import { IbAccess } from './types.ts';
+
+const PAGE = 4096;
+/** The most one fault maps from the start of a range. */
+export const MAX_FAULT_BYTES = 4 * 1024 * 1024;
+/** MTT entry bits (spec/mlx5.md "Translation entries"). */
+const EN_RD = 1;
+const EN_WR = 2;
+
+/** `rdma statistic mr` of an ODP MR (API.md mr.odpStats()). */
+export interface OdpStats {
+  pageFaults: number;
+  pageFaultsHandled: number;
+  pageInvalidations: number;
+  pageInvalidationsHandled: number;
+  pagePrefetch: number;
+}
+
+/** The driver's state of an ODP MR: its MTT entries as written, and its statistics. */
+export class OdpMr {
+  /** MTT entries as last written (0: not present). */
+  readonly mtt: number[];
+  /** Bumped by every invalidation of a range of the MR (a fault compares it before its UMR). */
+  invalSeq = 0;
+  readonly stats: OdpStats = { pageFaults: 0, pageFaultsHandled: 0, pageInvalidations: 0, pageInvalidationsHandled: 0, pagePrefetch: 0 };
+
+  constructor(
+    readonly mr: Mr,
+    /** Host virtual address of the MR's first byte. */
+    readonly hostAddr: number,
+    pages: number,
+  ) {
+    this.mtt = new Array<number>(pages).fill(0);
+  }
+
+  /** The MTT index of the page holding host address `va`. */
+  pageIndex(va: number): number {
+    return Math.floor(va / PAGE) - Math.floor(this.hostAddr / PAGE);
+  }
+
+  /** Host address of the MR's byte at `iova` (the MR's own address space). */
+  hostOf(iova: number): number {
+    return this.hostAddr + (iova - this.mr.iova);
+  }
+
+  get writable(): boolean {
+    return (this.mr.access & (IbAccess.LOCAL_WRITE | IbAccess.REMOTE_WRITE | IbAccess.REMOTE_ATOMIC)) !== 0;
+  }
+}
+
+/** One range to map: host addresses within one ODP MR. */
+interface FaultRange {
+  odp: OdpMr;
+  addr: number;
+  length: number;
+}
+
+export class OdpHandler {
+  /** ODP MRs by mkey index. */
+  private readonly mrs = new Map<number, OdpMr>();
+  faultsHandled = 0;
+
+  constructor(private readonly ctx: Context) {
+    ctx.onPageFault = (e) => this.onEqe(e);
+    ctx.hca.host.onUnmap((addr, length) => this.invalidate(addr, length));
+  }
+
+  register(odp: OdpMr): void {
+    this.mrs.set(odp.mr.index, odp);
+  }
+
+  unregister(mr: Mr): void {
+    this.mrs.delete(mr.index);
+  }
+
+  private onEqe(e: Eqe): void {
+    const full = new Uint8Array(64);
+    full[3] = e.subType;
+    full.set(e.data, EQE_DATA_OFFSET);
+    const f = decodeEqePageFault(new DataView(full.buffer), 0);
+    void this.ctx.tb.spawn(() => this.handle(f));
+  }
+
+  private async handle(f: ReturnType<typeof decodeEqePageFault>): Promise<void> {
+    const cfg = this.ctx.hca.cfg;
+    const ranges = f.subType === PageFaultSubtype.RDMA ? this.rdmaRanges(f.rKey, f.rdmaVa, f.rdmaOpLen) : this.wqeRanges(f.qpn, f.wqeIndex, (f.flags & PageFaultFlag.REQUESTOR) !== 0);
+    for (const r of ranges ?? []) r.odp.stats.pageFaults++;
+    let ok = ranges !== null && ranges.length > 0;
+    if (ok) {
+      let pages = 0;
+      for (const r of ranges!) pages += this.pagesOf(r);
+      await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
+      for (const r of ranges!) {
+        if (!(await this.map(r))) {
+          ok = false;
+          break;
+        }
+      }
+    }
+    const flags = (f.flags & (PageFaultFlag.REQUESTOR | PageFaultFlag.WRITE | PageFaultFlag.RDMA)) | (ok ? 0 : PageFaultFlag.ERROR);
+    await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | f.qpn) >>> 0 }), 'page fault resume');
+    this.faultsHandled++;
+    for (const r of ranges ?? []) r.odp.stats.pageFaultsHandled++;
+  }
+
+  /** Pages of a range (clipped to MAX_FAULT_BYTES). */
+  private pagesOf(r: FaultRange): number {
+    return Math.floor((r.addr + r.length - 1) / PAGE) - Math.floor(r.addr / PAGE) + 1;
+  }
+
+  /**
+   * Faults the range's pages into the process and writes their MTT entries by UMR; false when
+   * the process has not mapped some page (munmap, or never allocated). Retries while an
+   * invalidation of the MR happened in between (never maps a page that was just dropped).
+   */
+  async map(r: FaultRange): Promise<boolean> {
+    const host = this.ctx.hca.host;
+    const odp = r.odp;
+    for (let attempt = 0; attempt < 16; attempt++) {
+      const seq = odp.invalSeq;
+      try {
+        host.faultIn(r.addr, r.length);
+      } catch {
+        return false; // not mapped in the process (EFAULT)
+      }
+      const first = odp.pageIndex(r.addr);
+      const last = odp.pageIndex(r.addr + r.length - 1);
+      const lo = Math.floor(first / 8) * 8;
+      const hi = Math.min(Math.ceil((last + 1) / 8) * 8, Math.ceil(odp.mtt.length / 8) * 8);
+      const entries: number[] = [];
+      const bits = EN_RD | (odp.writable ? EN_WR : 0);
+      for (let i = lo; i < hi; i++) {
+        if (i >= first && i <= last) {
+          const va = Math.floor(odp.hostAddr / PAGE) * PAGE + i * PAGE;
+          entries.push(host.dmaAddress(va) + bits);
+        } else entries.push(i < odp.mtt.length ? odp.mtt[i] : 0);
+      }
+      if (odp.invalSeq !== seq) continue; // dropped meanwhile: fault the pages in again
+      for (let i = first; i <= last; i++) odp.mtt[i] = entries[i - lo];
+      await this.ctx.pool.updateTranslations(odp.mr.deviceKey, lo, entries);
+      if (odp.invalSeq === seq) return true;
+      // an invalidation zapped (part of) the range while the UMR was in flight: its zap UMR
+      // came after ours, so the pages it dropped are not present; map again
+    }
+    return false;
+  }
+
+  /** The ranges of the WQE at `wqeIndex` of QP `qpn` (send queue, or receive queue without REQUESTOR). */
+  private wqeRanges(qpn: number, wqeIndex: number, requestor: boolean): FaultRange[] | null {
+    const qp: Qp | undefined = this.ctx.qps.get(qpn);
+    if (qp === undefined) return null;
+    const host = this.ctx.hca.host;
+    const out: FaultRange[] = [];
+    const segs: { lkey: number; addr: number; length: number }[] = [];
+    if (requestor) {
+      const at = qp.sq.addr + (wqeIndex & (qp.sq.wqeCnt - 1)) * 64;
+      const head = host.read(at, 16);
+      const ctrl = decodeCtrlSeg(new DataView(head.buffer), 0);
+      // the WQE may wrap the ring: read it a WQEBB at a time
+      const bbs = Math.ceil((ctrl.ds * 16) / 64);
+      const bytes = new Uint8Array(bbs * 64);
+      for (let b = 0; b < bbs; b++) host.readInto(qp.sq.addr + ((wqeIndex + b) & (qp.sq.wqeCnt - 1)) * 64, bytes, b * 64, 64);
+      const w = parseWqe(new DataView(bytes.buffer), 0);
+      if (w.kind === 'send' || w.kind === 'rdma' || w.kind === 'atomic') {
+        for (const d of w.data) if (d.kind === 'ptr') segs.push({ lkey: d.seg.lkey, addr: d.seg.addr, length: dataSegLength(d.seg.byteCount) });
+      }
+    } else {
+      for (const s of qp.recvSges(wqeIndex)) segs.push(s);
+    }
+    for (const s of segs) {
+      const odp = this.mrs.get(s.lkey >>> 8);
+      if (odp === undefined || s.length === 0) continue;
+      const r = this.clip(odp, s.addr, s.length);
+      if (r !== null) out.push(r);
+    }
+    return out;
+  }
+
+  private rdmaRanges(rkey: number, va: number, length: number): FaultRange[] | null {
+    const odp = this.mrs.get(rkey >>> 8);
+    if (odp === undefined) return null;
+    const r = this.clip(odp, va, Math.max(1, length));
+    return r === null ? null : [r];
+  }
+
+  /** The part of [iova, iova + length) inside the MR, as host addresses, at most MAX_FAULT_BYTES. */
+  private clip(odp: OdpMr, iova: number, length: number): FaultRange | null {
+    const lo = Math.max(iova, odp.mr.iova);
+    const hi = Math.min(iova + length, odp.mr.iova + odp.mr.length, lo + MAX_FAULT_BYTES);
+    if (hi <= lo) return null;
+    return { odp, addr: odp.hostOf(lo), length: hi - lo };
+  }
+
+  /**
+   * The MMU notifier: the process dropped [addr, addr + length). Every ODP MR page in it is
+   * zapped (MTT entry not present) by UMR, which drops it from the caches too.
+   */
+  private invalidate(addr: number, length: number): void {
+    for (const odp of this.mrs.values()) {
+      const lo = Math.max(addr, odp.hostAddr);
+      const hi = Math.min(addr + length, odp.hostAddr + odp.mr.length);
+      if (hi <= lo) continue;
+      odp.invalSeq++;
+      const first = odp.pageIndex(lo);
+      const last = odp.pageIndex(hi - 1);
+      let present = false;
+      for (let i = first; i <= last; i++) {
+        if (odp.mtt[i] !== 0) present = true;
+        odp.mtt[i] = 0;
+      }
+      odp.stats.pageInvalidations++;
+      if (!present) {
+        odp.stats.pageInvalidationsHandled++;
+        continue;
+      }
+      const blo = Math.floor(first / 8) * 8;
+      const bhi = Math.min(Math.ceil((last + 1) / 8) * 8, Math.ceil(odp.mtt.length / 8) * 8);
+      const entries: number[] = [];
+      for (let i = blo; i < bhi; i++) entries.push(i < odp.mtt.length ? odp.mtt[i] : 0);
+      void this.ctx.tb.spawn(async () => {
+        await this.ctx.pool.updateTranslations(odp.mr.deviceKey, blo, entries);
+        odp.stats.pageInvalidationsHandled++;
+      });
+    }
+  }
+}
