@@ -223,7 +223,8 @@ export class OdpHandler {
    * The MMU notifier: the process dropped [addr, addr + length). Every ODP MR page in it is
    * zapped (MTT entry not present) by UMR, which drops it from the caches too.
    */
-  private invalidate(addr: number, length: number): void {
+  private invalidate(addr: number, length: number): Promise<void> | undefined {
+    const zaps: Promise<void>[] = [];
     for (const odp of this.mrs.values()) {
       const lo = Math.max(addr, odp.hostAddr);
       const hi = Math.min(addr + length, odp.hostAddr + odp.mr.length);
@@ -245,10 +246,14 @@ export class OdpHandler {
       const bhi = Math.min(Math.ceil((last + 1) / 8) * 8, Math.ceil(odp.mtt.length / 8) * 8);
       const entries: number[] = [];
       for (let i = blo; i < bhi; i++) entries.push(i < odp.mtt.length ? odp.mtt[i] : 0);
-      void this.ctx.tb.spawn(async () => {
-        await this.ctx.pool.updateTranslations(odp.mr.deviceKey, blo, entries);
-        odp.stats.pageInvalidationsHandled++;
-      });
+      zaps.push(
+        this.ctx.tb.spawn(async () => {
+          await this.ctx.pool.updateTranslations(odp.mr.deviceKey, blo, entries);
+          odp.stats.pageInvalidationsHandled++;
+        }),
+      );
     }
+    // the process's frames are freed once the device can no longer reach them
+    return zaps.length === 0 ? undefined : Promise.all(zaps).then(() => undefined);
   }
 }

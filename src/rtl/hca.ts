@@ -184,7 +184,7 @@ export class Hca extends Module {
         // SEND_WITH_INV invalidates through the UMR engine, timed and cache-coherent like LOCAL_INV
         rinv: this.umrEngine.rinv,
       },
-      deps: { qps, payloads },
+      deps: { qps, payloads, faults },
       contexts: cfg.responderContexts,
     });
     this.sq = new Sq(this, 'sq', {

@@ -59,3 +59,83 @@ describe('on-demand paging: requester faults', () => {
     expect((cold - warm) / US).toBeLessThan(350 * 1.15);
   });
 });
+
+describe('on-demand paging: responder faults, invalidation, munmap', () => {
+  it('an RDMA READ of a cold ODP MR at the responder: RNR-NAK meanwhile, subtype RDMA EQE, then the retry succeeds', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(8192);
+      tb.host(1).write(b.addr + 4096, new Uint8Array([1, 2, 3, 4]));
+      const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+      const omr = await p.pd1.regMr(b.addr, 8192, Access.ON_DEMAND | Access.LOCAL_WRITE | Access.REMOTE_READ);
+      p.qp0.postSend({ wrId: 1, opcode: 'RDMA_READ', sgList: [{ addr: a.addr, length: 4, lkey: mr0.lkey }], remoteAddr: b.addr + 4096, rkey: omr.rkey, signaled: true });
+      const [wc] = await p.cq0.wait(1);
+      expect(wc.status).toBe('SUCCESS');
+      expect([...tb.host(0).read(a.addr, 4)]).toEqual([1, 2, 3, 4]);
+      expect(omr.odpStats()).toMatchObject({ pageFaults: 1, pageFaultsHandled: 1 });
+    });
+    const st = tb.stats();
+    expect(st['tb.hca1.pagefault']).toMatchObject({ faults: 1, resumes: 1 });
+    expect(st['tb.hca1.responder'].page_fault_rnr_naks).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a SEND into a cold ODP receive buffer faults (subtype WQE without REQUESTOR) and is received after the retry', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(4096);
+      tb.host(0).write(a.addr, new Uint8Array([9, 8, 7]));
+      const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+      const omr = await p.pd1.regMr(b.addr, 4096, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      p.qp1.postRecv({ wrId: 7, sgList: [{ addr: b.addr, length: 64, lkey: omr.lkey }] });
+      p.qp0.postSend({ wrId: 1, opcode: 'SEND', sgList: [{ addr: a.addr, length: 3, lkey: mr0.lkey }], signaled: true });
+      expect((await p.cq0.wait(1))[0].status).toBe('SUCCESS');
+      const [rc] = await p.cq1.wait(1);
+      expect([rc.status, rc.wrId, rc.byteLen]).toEqual(['SUCCESS', 7, 3]);
+      expect([...tb.host(1).read(b.addr, 3)]).toEqual([9, 8, 7]);
+      expect(omr.odpStats().pageFaults).toBe(1);
+    });
+  });
+
+  it('madviseDontNeed zaps the mapped pages by UMR before the frames are freed; the next access faults again and sees the new (zeroed) page', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const s = await writeCase(tb, 4096);
+      await s.write(1);
+      expect(tb.host(1).read(s.b.addr, 4096)).toEqual(s.pattern);
+      await tb.host(0).madviseDontNeed(s.a.addr, 4096);
+      expect(s.omr.odpStats()).toMatchObject({ pageInvalidations: 1, pageInvalidationsHandled: 1 });
+      const t = await s.write(2);
+      expect(t).toBeGreaterThan(200 * US); // faulted again
+      expect(tb.host(1).read(s.b.addr, 4096)).toEqual(new Uint8Array(4096)); // the new page is zero
+      expect(s.omr.odpStats()).toMatchObject({ pageFaults: 2, pageFaultsHandled: 2 });
+    });
+  });
+
+  it('munmap, then a local access: the fault resumes with ERROR and the WQE completes LOC_ACCESS_ERR; a remote one gets REM_ACCESS_ERR', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(4096);
+      const omr0 = await p.pd0.regMr(a.addr, 4096, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      const omr1 = await p.pd1.regMr(b.addr, 4096, Access.ON_DEMAND | Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      await tb.host(0).munmap(a.addr, 4096);
+      p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: omr0.lkey }], remoteAddr: b.addr, rkey: omr1.rkey, signaled: true });
+      expect((await p.cq0.wait(1))[0].status).toBe('LOC_ACCESS_ERR');
+      expect(tb.stats()['tb.hca0.pagefault']).toMatchObject({ faults: 1, resume_errors: 1 });
+      // a second pair: the responder's buffer unmapped
+      const p2 = await rcPair(tb);
+      const c = tb.host(0).alloc(4096);
+      const d = tb.host(1).alloc(4096);
+      const mr2 = await p2.pd0.regMr(c.addr, 4096, Access.LOCAL_WRITE);
+      const omr3 = await p2.pd1.regMr(d.addr, 4096, Access.ON_DEMAND | Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      await tb.host(1).munmap(d.addr, 4096);
+      p2.qp0.postSend({ wrId: 2, opcode: 'RDMA_WRITE', sgList: [{ addr: c.addr, length: 8, lkey: mr2.lkey }], remoteAddr: d.addr, rkey: omr3.rkey, signaled: true });
+      expect((await p2.cq0.wait(1))[0].status).toBe('REM_ACCESS_ERR');
+    });
+  });
+});

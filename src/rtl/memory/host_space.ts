@@ -47,7 +47,12 @@ export class HostError extends Error {
 }
 
 /** Called after pages are dropped (the range is page-aligned), e.g. so the ODP driver zaps MTTs. */
-export type UnmapListener = (addr: number, length: number) => void;
+/** An MMU notifier: told of a dropped range; a returned promise holds the frames until it settles. */
+export type UnmapListener = (addr: number, length: number) => void | Promise<void>;
+
+/** Page-table values besides a frame address: dropped by madvise (faultIn refills), unmapped (munmap). */
+const DROPPED = -1;
+const UNMAPPED = -2;
 
 /** One allocation: a run of pages, each mapped to a physical address or dropped (-1). */
 interface Region {
@@ -176,32 +181,53 @@ export class HostSpace {
   }
 
   /**
-   * Drops the pages of [addr, addr + length) (MADV_DONTNEED): their frames are freed and later
-   * accesses through the space fault until faultIn. `addr` must be page-aligned (2 MiB in a
-   * huge-page allocation: hugetlbfs rules) and `length` is rounded up to whole pages; the range
-   * must lie inside allocations. Listeners are told the page-aligned range.
+   * Drops the pages of [addr, addr + length) (MADV_DONTNEED): later accesses through the space
+   * fault until faultIn. `addr` must be page-aligned (2 MiB in a huge-page allocation:
+   * hugetlbfs rules) and `length` is rounded up to whole pages; the range must lie inside
+   * allocations. Listeners (MMU notifiers) are told the page-aligned range; the frames go back
+   * to the free pool once every listener's returned promise settles (a device may still reach
+   * them until its mappings are zapped), at once when none holds them. The promise resolves then.
    */
-  madviseDontNeed(addr: number, length: number): void {
-    this.checkRange('madviseDontNeed', addr, length);
-    if (length === 0) return;
-    const spans = this.spans('madviseDontNeed', addr, length, 'ENOMEM');
+  madviseDontNeed(addr: number, length: number): Promise<void> {
+    return this.drop('madviseDontNeed', addr, length, DROPPED);
+  }
+
+  /**
+   * Unmaps the pages of [addr, addr + length) (munmap, within allocations): as madviseDontNeed,
+   * but faultIn cannot bring them back (an ODP access there fails).
+   */
+  munmap(addr: number, length: number): Promise<void> {
+    return this.drop('munmap', addr, length, UNMAPPED);
+  }
+
+  private drop(op: string, addr: number, length: number, mark: number): Promise<void> {
+    this.checkRange(op, addr, length);
+    if (length === 0) return Promise.resolve();
+    const spans = this.spans(op, addr, length, 'ENOMEM');
     const first = spans[0].r;
     if ((addr - first.addr) % first.pageSize !== 0) {
-      throw new HostError('EINVAL', `host.madviseDontNeed: EINVAL: ${hex(addr)} is not aligned to the ${first.pageSize === HUGE_PAGE_SIZE ? '2 MiB huge' : '4 KiB'} page size`);
+      throw new HostError('EINVAL', `host.${op}: EINVAL: ${hex(addr)} is not aligned to the ${first.pageSize === HUGE_PAGE_SIZE ? '2 MiB huge' : '4 KiB'} page size`);
     }
     let end = addr;
+    const freed: number[] = [];
     for (const { r, lo, hi } of spans) {
-      const freed: number[] = [];
       for (let p = lo; p < hi; p++) {
         const pa = r.pages[p];
-        if (pa < 0) continue;
-        for (let off = 0; off < r.pageSize; off += FRAME_SIZE) freed.push(pa + off);
-        r.pages[p] = -1;
+        if (pa >= 0) for (let off = 0; off < r.pageSize; off += FRAME_SIZE) freed.push(pa + off);
+        if (pa >= 0 || mark === UNMAPPED) r.pages[p] = mark;
       }
-      this.mem.freeFrames(freed);
       end = r.addr + hi * r.pageSize;
     }
-    for (const cb of [...this.listeners]) cb(addr, end - addr);
+    const holds: Promise<void>[] = [];
+    for (const cb of [...this.listeners]) {
+      const h = cb(addr, end - addr);
+      if (h !== undefined) holds.push(h);
+    }
+    if (holds.length === 0) {
+      this.mem.freeFrames(freed);
+      return Promise.resolve();
+    }
+    return Promise.all(holds).then(() => this.mem.freeFrames(freed));
   }
 
   /** Registers `cb` to hear of every madviseDontNeed; returns a function that unregisters it. */
@@ -227,8 +253,9 @@ export class HostSpace {
       let p = lo;
       while (p < hi) {
         if (r.pages[p] >= 0) { p++; continue; }
+        if (r.pages[p] === UNMAPPED) throw new HostError('EFAULT', `host.faultIn: ${hex(r.addr + p * r.pageSize)} is not mapped (munmap)`);
         let q = p;
-        while (q < hi && r.pages[q] < 0) q++;
+        while (q < hi && r.pages[q] === DROPPED) q++;
         this.populate(r, p, q, 'faultIn');
         for (let i = p; i < q; i++) out.push(r.addr + i * r.pageSize);
         p = q;
@@ -302,7 +329,7 @@ export class HostSpace {
     const p = Math.floor(off / r.pageSize);
     const pa = r.pages[p];
     if (pa < 0) {
-      throw new HostError('EFAULT', `host.${op}: ${hex(addr)}+${len} is not mapped (page ${hex(r.addr + p * r.pageSize)} was dropped by madvise DONTNEED)`);
+      throw new HostError('EFAULT', `host.${op}: ${hex(addr)}+${len} is not mapped (page ${hex(r.addr + p * r.pageSize)} was ${pa === UNMAPPED ? 'unmapped (munmap)' : 'dropped by madvise DONTNEED'})`);
     }
     const inPage = off - p * r.pageSize;
     this.pieceLen = Math.min(want, r.pageSize - inPage);

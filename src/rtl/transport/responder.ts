@@ -36,7 +36,9 @@ import type { QpTable, QpView } from './qp_table.ts';
 import { ContextTable } from './context_table.ts';
 import type { CqeJob } from '../completion/cq_writer.ts';
 import type { UmrDone, UmrJob } from '../umr/umr_types.ts';
-import { CqeOpcode, CqeSyndrome, MLX5_INVALID_LKEY } from '../formats/constants.ts';
+import { CqeOpcode, CqeSyndrome, MLX5_INVALID_LKEY, PageFaultFlag, PageFaultSubtype } from '../formats/constants.ts';
+import type { FaultClient, FaultReport } from '../translation/pagefault.ts';
+import type { FaultReporter } from './requester.ts';
 import { decodeDataSeg, dataSegLength } from '../formats/data_seg.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_READ, IB_REMOTE_WRITE } from '../memory/icm_mkey.ts';
 import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from '../umr/umr_ops.ts';
@@ -74,7 +76,7 @@ export interface ResponderOptions
       /** The UMR engine's remote-invalidation queues (SEND_WITH_INV). */
       readonly rinv: ReqResp<UmrJob, UmrDone> | null;
     },
-    { readonly qps: QpTable; readonly payloads: PayloadPool }
+    { readonly qps: QpTable; readonly payloads: PayloadPool; readonly faults?: FaultReporter }
   > {
   /** Messages served at once, across all QPs (contexts). */
   readonly contexts: number;
@@ -89,6 +91,12 @@ interface RespQp {
   ePsn: number;
   /** Admitted messages, in PSN order. */
   readonly list: Ctx[];
+  /**
+   * On-demand paging: a fault of the QP is with the driver ('inflight': its messages are
+   * answered RNR-NAK), or the driver resumed it with ERROR ('error': the next faulting access
+   * fails with a remote access error).
+   */
+  fault: 'none' | 'inflight' | 'error';
 }
 
 interface Ctx {
@@ -118,7 +126,7 @@ interface Ctx {
   active: boolean;
 }
 
-export class Responder extends Module {
+export class Responder extends Module implements FaultClient {
   /** Requests from the link. */
   readonly inbox: Fifo<RcRequest>;
   /** Receive queue doorbells (rung through PCIe by the driver). */
@@ -155,6 +163,8 @@ export class Responder extends Module {
   private readonly sRnr;
   private readonly sInvalidations;
   private readonly sInvLatency;
+  private readonly faults: FaultReporter | null;
+  private readonly sFaultRnr;
 
   constructor(parent: Module, name: string, o: ResponderOptions) {
     super(parent.sim, parent, name);
@@ -164,6 +174,7 @@ export class Responder extends Module {
     this.atu = o.ports.atu;
     this.port = o.ports.dma;
     this.table = o.deps.qps;
+    this.faults = o.deps.faults ?? null;
     this.cqWriter = o.ports.cqWriter;
     this.rinv = o.ports.rinv;
     this.state = this.signal('state', ResponderState.width, { enum: ResponderState });
@@ -199,6 +210,7 @@ export class Responder extends Module {
     this.sDrops = this.stats.counter('drops');
     this.sOutOfSeq = this.stats.counter('out_of_sequence');
     this.sRnr = this.stats.counter('rnr_naks');
+    this.sFaultRnr = this.stats.counter('page_fault_rnr_naks');
     this.sInvalidations = this.stats.counter('remote_invalidations');
     this.sInvLatency = this.stats.histogram('remote_inv_latency_ps');
     this.clockedBy(o.clock);
@@ -221,7 +233,7 @@ export class Responder extends Module {
 
   private rqOf(qpn: number): RespQp {
     let r = this.rqs.get(qpn);
-    if (!r) this.rqs.set(qpn, (r = { qpn, pi: 0, ci: 0, ePsn: 0, list: [] }));
+    if (!r) this.rqs.set(qpn, (r = { qpn, pi: 0, ci: 0, ePsn: 0, list: [], fault: 'none' }));
     return r;
   }
 
@@ -486,6 +498,16 @@ export class Responder extends Module {
     }
     const r = c.pending.result;
     c.pending = null;
+    if (r.kind === 'fault' && this.faults !== null) {
+      const write = m.op !== 'READ';
+      this.pageFault(c, {
+        subType: PageFaultSubtype.RDMA,
+        flags: PageFaultFlag.RDMA | (write ? PageFaultFlag.WRITE : 0),
+        qpn: qp.qpn, bytesCommitted: 0, packetLength: Math.min(m.length, qp.mtu, 0xffff),
+        rKey: m.rkey >>> 0, rdmaVa: m.raddr, rdmaOpLen: m.length,
+      });
+      return true;
+    }
     if (r.kind !== 'ok') {
       this.fatal(c, 'ACCESS', null);
       return true;
@@ -514,6 +536,34 @@ export class Responder extends Module {
     c.mover.scatter(c.segs, m.payload!, m.payloadBuf ?? null);
     c.stage = WRITE_DATA;
     return true;
+  }
+
+  /**
+   * A page of the access is not present (ODP): the driver is told once per QP (the page-fault
+   * unit's EQE) and the message is answered RNR-NAK, so the requester sends it again after its
+   * RNR timer (spec/semantics.md "On-demand paging"). After a resume with ERROR the access fails
+   * as any access error: REM_ACCESS_ERR at the requester, the QP to ERR.
+   */
+  private pageFault(c: Ctx, report: FaultReport): void {
+    const rq = c.rq!;
+    if (rq.fault === 'error') {
+      rq.fault = 'none';
+      if (report.subType === PageFaultSubtype.RDMA) this.fatal(c, 'ACCESS', null);
+      else this.fatal(c, 'REM_OP', CqeSyndrome.LOCAL_ACCESS_ERR);
+      return;
+    }
+    if (rq.fault === 'none') {
+      rq.fault = 'inflight';
+      this.faults!.report(report, this, rq.qpn);
+    }
+    this.sFaultRnr.inc();
+    this.nak(c, 'RNR');
+  }
+
+  /** @internal The driver resumed the QP's fault: later tries translate again, or fail after ERROR. */
+  faultResumed(qpn: number, ok: boolean): void {
+    const rq = this.rqs.get(qpn);
+    if (rq !== undefined && rq.fault === 'inflight') rq.fault = ok ? 'none' : 'error';
   }
 
   /** Reads the next receive WQE of the QP. */
@@ -566,6 +616,14 @@ export class Responder extends Module {
     for (let i = 0; i < need; i++) if (!c.recvResults[i]) return false; // woken by the ATU's answers
     for (let i = 0; i < need; i++) {
       const r = c.recvResults[i]!.result;
+      if (r.kind === 'fault' && this.faults !== null) {
+        // a receive buffer's page not present: subtype WQE without REQUESTOR, the HCA writes it
+        this.pageFault(c, {
+          subType: PageFaultSubtype.WQE, flags: PageFaultFlag.WRITE, qpn: qp.qpn, bytesCommitted: 0,
+          packetLength: Math.min(m.length, qp.mtu, 0xffff), wqeIndex: c.rq!.ci & 0xffff,
+        });
+        return true;
+      }
       // a bad SGE met before the message ends: the receiver's protection error, the sender's remote op error
       if (r.kind !== 'ok') {
         this.fatal(c, 'REM_OP', CqeSyndrome.LOCAL_PROT_ERR);

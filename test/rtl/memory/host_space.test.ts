@@ -105,7 +105,7 @@ describe('host_space', () => {
     const buf = h.alloc(4 * PAGE_SIZE);
     h.fill(buf.addr, 4 * PAGE_SIZE, 0xab);
     const heard: [number, number][] = [];
-    const off = h.onUnmap((addr, len) => heard.push([addr, len]));
+    const off = h.onUnmap((addr, len) => { heard.push([addr, len]); });
     const before = h.mem.framesInUse;
     const pa1 = h.dmaAddress(buf.addr + PAGE_SIZE);
     h.madviseDontNeed(buf.addr + PAGE_SIZE, PAGE_SIZE + 1); // rounds up to 2 pages
