@@ -141,27 +141,30 @@ export class OdpHandler {
    * the process has not mapped some page (munmap, or never allocated). Retries while an
    * invalidation of the MR happened in between (never maps a page that was just dropped).
    */
-  async map(r: FaultRange): Promise<boolean> {
+  async map(r: FaultRange, mode: 'fault' | 'read' | 'write' | 'no_fault' = 'fault'): Promise<boolean> {
     const host = this.ctx.hca.host;
     const odp = r.odp;
     for (let attempt = 0; attempt < 16; attempt++) {
       const seq = odp.invalSeq;
-      try {
-        host.faultIn(r.addr, r.length);
-      } catch {
-        return false; // not mapped in the process (EFAULT)
+      if (mode !== 'no_fault') {
+        try {
+          host.faultIn(r.addr, r.length);
+        } catch {
+          return false; // not mapped in the process (EFAULT)
+        }
       }
       const first = odp.pageIndex(r.addr);
       const last = odp.pageIndex(r.addr + r.length - 1);
       const lo = Math.floor(first / 8) * 8;
       const hi = Math.min(Math.ceil((last + 1) / 8) * 8, Math.ceil(odp.mtt.length / 8) * 8);
       const entries: number[] = [];
-      const bits = EN_RD | (odp.writable ? EN_WR : 0);
+      // a fault maps writable pages of a writable MR; PREFETCH maps them readable only
+      const bits = EN_RD | (odp.writable && mode !== 'read' ? EN_WR : 0);
       for (let i = lo; i < hi; i++) {
-        if (i >= first && i <= last) {
-          const va = Math.floor(odp.hostAddr / PAGE) * PAGE + i * PAGE;
-          entries.push(host.dmaAddress(va) + bits);
-        } else entries.push(i < odp.mtt.length ? odp.mtt[i] : 0);
+        const va = Math.floor(odp.hostAddr / PAGE) * PAGE + i * PAGE;
+        // PREFETCH_NO_FAULT: only pages the process has present
+        if (i >= first && i <= last && (mode !== 'no_fault' || host.isMapped(va, 1))) entries.push(host.dmaAddress(va) + bits);
+        else entries.push(i < odp.mtt.length ? odp.mtt[i] : 0);
       }
       if (odp.invalSeq !== seq) continue; // dropped meanwhile: fault the pages in again
       for (let i = first; i <= last; i++) odp.mtt[i] = entries[i - lo];
@@ -171,6 +174,37 @@ export class OdpHandler {
       // came after ours, so the pages it dropped are not present; map again
     }
     return false;
+  }
+
+  /**
+   * ibv_advise_mr (pd.adviseMr checked the arguments): maps the ranges exactly as a fault would,
+   * with no EQE and no QP stalled, at the software cost of a fault's handling. Resolves once
+   * they are mapped; false when some range is not mapped in the process.
+   */
+  async prefetch(advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT', list: readonly { lkey: number; addr: number; length: number }[]): Promise<boolean> {
+    const cfg = this.ctx.hca.cfg;
+    const ranges: FaultRange[] = [];
+    for (const e of list) {
+      const odp = this.mrs.get(e.lkey >>> 8);
+      const r = odp === undefined ? null : this.clip(odp, e.addr, e.length, Infinity);
+      if (r !== null) ranges.push(r);
+    }
+    let pages = 0;
+    for (const r of ranges) pages += this.pagesOf(r);
+    await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
+    const mode = advice === 'PREFETCH' ? 'read' : advice === 'PREFETCH_WRITE' ? 'write' : 'no_fault';
+    let ok = true;
+    for (const r of ranges) {
+      if (await this.map(r, mode)) r.odp.stats.pagePrefetch += this.pagesOf(r);
+      else ok = false;
+    }
+    return ok;
+  }
+
+  /** The ODP MR of `key` (its index, and the full key matching), or undefined. */
+  mrOf(key: number): OdpMr | undefined {
+    const odp = this.mrs.get(key >>> 8);
+    return odp !== undefined && odp.mr.lkey === key >>> 0 ? odp : undefined;
   }
 
   /** The ranges of the WQE at `wqeIndex` of QP `qpn` (send queue, or receive queue without REQUESTOR). */
@@ -212,9 +246,9 @@ export class OdpHandler {
   }
 
   /** The part of [iova, iova + length) inside the MR, as host addresses, at most MAX_FAULT_BYTES. */
-  private clip(odp: OdpMr, iova: number, length: number): FaultRange | null {
+  private clip(odp: OdpMr, iova: number, length: number, cap = MAX_FAULT_BYTES): FaultRange | null {
     const lo = Math.max(iova, odp.mr.iova);
-    const hi = Math.min(iova + length, odp.mr.iova + odp.mr.length, lo + MAX_FAULT_BYTES);
+    const hi = Math.min(iova + length, odp.mr.iova + odp.mr.length, lo + cap);
     if (hi <= lo) return null;
     return { odp, addr: odp.hostOf(lo), length: hi - lo };
   }

@@ -1,6 +1,6 @@
 /** A protection domain (ibv_pd): registers memory, allocates windows and creates QPs. */
 import type { Context } from './context.ts';
-import { VerbsError } from './verbs_error.ts';
+import { VerbsError, checkObject, checkU32, checkU53 } from './verbs_error.ts';
 import { Cq } from './cq.ts';
 import { Mr, SG_GAPS_KLMS_PER_ELEMENT } from './mr.ts';
 import { Mw } from './mw.ts';
@@ -82,6 +82,41 @@ export class Pd {
       this.ctx.odp.register(mr.odp);
     }
     return mr;
+  }
+
+  /**
+   * ibv_advise_mr: maps pages of ODP MRs of this PD ahead of use (PREFETCH readable,
+   * PREFETCH_WRITE writable, PREFETCH_NO_FAULT only pages already present in the process), as a
+   * fault would but with no EQE and no QP stalled. With `flush` (IBV_ADVISE_MR_FLAG_FLUSH) it
+   * resolves once they are mapped; without, it returns at once and the work runs behind.
+   * EINVAL: a key that names no ODP MR of this PD, or a range outside the MR.
+   */
+  async adviseMr(
+    advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT',
+    sgList: readonly { addr: number; length: number; lkey: number }[],
+    opts: { flush?: boolean } = {},
+  ): Promise<void> {
+    this.checkAlive('adviseMr');
+    if (advice !== 'PREFETCH' && advice !== 'PREFETCH_WRITE' && advice !== 'PREFETCH_NO_FAULT') {
+      throw new VerbsError('EINVAL', `adviseMr: advice must be PREFETCH, PREFETCH_WRITE or PREFETCH_NO_FAULT, got ${String(advice)}`);
+    }
+    if (!Array.isArray(sgList) || sgList.length === 0) throw new VerbsError('EINVAL', 'adviseMr: sgList must be a non-empty array');
+    if (opts === null || typeof opts !== 'object') throw new VerbsError('EINVAL', 'adviseMr: options must be an object');
+    const list = sgList.map((e, i) => {
+      checkObject(`adviseMr: sgList[${i}]`, e);
+      const addr = checkU53(`adviseMr: sgList[${i}].addr`, e.addr);
+      const length = checkU53(`adviseMr: sgList[${i}].length`, e.length);
+      const lkey = checkU32(`adviseMr: sgList[${i}].lkey`, e.lkey);
+      const odp = this.ctx.odp.mrOf(lkey);
+      if (odp === undefined || odp.mr.pd !== this) throw new VerbsError('EINVAL', `adviseMr: sgList[${i}].lkey 0x${lkey.toString(16)} names no ODP MR of this PD`);
+      if (!(addr >= odp.mr.iova && addr + length <= odp.mr.iova + odp.mr.length)) {
+        throw new VerbsError('EINVAL', `adviseMr: sgList[${i}] [0x${addr.toString(16)}, +${length}) is outside the MR`);
+      }
+      return { addr, length, lkey };
+    });
+    this.ctx.tb.sim.checkInProcess('adviseMr');
+    const work = this.ctx.tb.spawn(() => this.ctx.odp.prefetch(advice, list));
+    if (opts.flush === true) await work;
   }
 
   /** ibv_alloc_mr: a fast-registration MR, FREE until a REG_MR work request registers it. */

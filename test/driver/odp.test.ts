@@ -11,8 +11,8 @@ const US = 1_000_000;
 
 async function writeCase(tb: Testbed, size: number) {
   const p = await rcPair(tb);
-  const a = tb.host(0).alloc(size, { hugePages: size > 4096 });
-  const b = tb.host(1).alloc(size, { hugePages: size > 4096 });
+  const a = tb.host(0).alloc(size, { hugePages: size >= 2 * 1024 * 1024 });
+  const b = tb.host(1).alloc(size, { hugePages: size >= 2 * 1024 * 1024 });
   const pattern = new Uint8Array(size).map((_, i) => (i * 7 + 3) & 0xff);
   tb.host(0).write(a.addr, pattern);
   const omr = await p.pd0.regMr(a.addr, size, Access.ON_DEMAND | Access.LOCAL_WRITE);
@@ -136,6 +136,47 @@ describe('on-demand paging: responder faults, invalidation, munmap', () => {
       await tb.host(1).munmap(d.addr, 4096);
       p2.qp0.postSend({ wrId: 2, opcode: 'RDMA_WRITE', sgList: [{ addr: c.addr, length: 8, lkey: mr2.lkey }], remoteAddr: d.addr, rkey: omr3.rkey, signaled: true });
       expect((await p2.cq0.wait(1))[0].status).toBe('REM_ACCESS_ERR');
+    });
+  });
+});
+
+describe('on-demand paging: prefetch (adviseMr)', () => {
+  it('PREFETCH with flush maps the pages: the first access takes no fault', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const s = await writeCase(tb, 4096);
+      await s.p.pd0.adviseMr('PREFETCH', [{ addr: s.a.addr, length: 4096, lkey: s.omr.lkey }], { flush: true });
+      const t = await s.write(1);
+      expect(t).toBeLessThan(10 * US);
+      expect(s.omr.odpStats()).toMatchObject({ pageFaults: 0, pagePrefetch: 1 });
+      expect(tb.stats()['tb.hca0.pagefault'] ?? {}).not.toHaveProperty('faults', 1);
+    });
+  });
+
+  it('PREFETCH_NO_FAULT maps only pages the process has present; a dropped page still faults', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const s = await writeCase(tb, 8192);
+      await tb.host(0).madviseDontNeed(s.a.addr + 4096, 4096);
+      await s.p.pd0.adviseMr('PREFETCH_NO_FAULT', [{ addr: s.a.addr, length: 8192, lkey: s.omr.lkey }], { flush: true });
+      expect(s.omr.odpStats().pageFaults).toBe(0);
+      await s.write(1);
+      expect(s.omr.odpStats().pageFaults).toBe(1); // the dropped page
+    });
+  });
+
+  it('adviseMr refuses a key that names no ODP MR of the PD, a range outside the MR, and a bad advice', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const s = await writeCase(tb, 4096);
+      const pinned = await s.p.pd0.regMr(s.a.addr, 4096, Access.LOCAL_WRITE);
+      const pdOther = await s.p.c0.allocPd();
+      const e = { addr: s.a.addr, length: 4096, lkey: s.omr.lkey };
+      await expect(s.p.pd0.adviseMr('PREFETCH', [{ ...e, lkey: pinned.lkey }])).rejects.toMatchObject({ errno: 'EINVAL' });
+      await expect(pdOther.adviseMr('PREFETCH', [e])).rejects.toMatchObject({ errno: 'EINVAL' });
+      await expect(s.p.pd0.adviseMr('PREFETCH', [{ ...e, length: 8192 }])).rejects.toMatchObject({ errno: 'EINVAL' });
+      await expect(s.p.pd0.adviseMr('FLUSH' as 'PREFETCH', [e])).rejects.toMatchObject({ errno: 'EINVAL' });
+      await expect(s.p.pd0.adviseMr('PREFETCH', [])).rejects.toMatchObject({ errno: 'EINVAL' });
     });
   });
 });
