@@ -22,7 +22,8 @@ import type { Context } from './context.ts';
 import type { Mr } from './mr.ts';
 import type { Qp } from './qp.ts';
 import { decodeEqePageFault, EQE_DATA_OFFSET, type Eqe } from '../rtl/formats/eqe.ts';
-import { PageFaultFlag, PageFaultSubtype } from '../rtl/formats/constants.ts';
+import { PageFaultFlag, PageFaultSubtype, WqeOpcode } from '../rtl/formats/constants.ts';
+import type { OdpTransportCap } from '../rtl/firmware/hca_caps.ts';
 import { dataSegLength } from '../rtl/formats/data_seg.ts';
 import { parseWqe } from '../rtl/formats/wqe_parse.ts';
 import { decodeCtrlSeg } from '../rtl/formats/ctrl_seg.ts';
@@ -111,9 +112,12 @@ export class OdpHandler {
 
   private async handle(f: ReturnType<typeof decodeEqePageFault>): Promise<void> {
     const cfg = this.ctx.hca.cfg;
-    const ranges = f.subType === PageFaultSubtype.RDMA ? this.rdmaRanges(f.rKey, f.rdmaVa, f.rdmaOpLen) : this.wqeRanges(f.qpn, f.wqeIndex, (f.flags & PageFaultFlag.REQUESTOR) !== 0);
+    const requestor = (f.flags & PageFaultFlag.REQUESTOR) !== 0;
+    const ranges = f.subType === PageFaultSubtype.RDMA ? this.rdmaRanges(f.rKey, f.rdmaVa, f.rdmaOpLen) : this.wqeRanges(f.qpn, f.wqeIndex, requestor);
     for (const r of ranges ?? []) r.odp.stats.pageFaults++;
-    let ok = ranges !== null && ranges.length > 0;
+    // the operation's RC ODP capability (mlx5 odp.c checks the transport caps per opcode)
+    const cap = f.subType === PageFaultSubtype.RDMA ? ((f.flags & PageFaultFlag.WRITE) !== 0 ? 'WRITE' : 'READ') : requestor ? this.initiatorCap(f.qpn, f.wqeIndex) : 'RECV';
+    let ok = ranges !== null && ranges.length > 0 && cap !== null && this.ctx.deviceAttr.odpCaps.rcOdpCaps.has(cap);
     if (ok) {
       let pages = 0;
       for (const r of ranges!) pages += this.pagesOf(r);
@@ -129,6 +133,18 @@ export class OdpHandler {
     await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | f.qpn) >>> 0 }), 'page fault resume');
     this.faultsHandled++;
     for (const r of ranges ?? []) r.odp.stats.pageFaultsHandled++;
+  }
+
+  /** The ODP capability a requester WQE needs: SEND for sends, WRITE, READ, ATOMIC by opcode. */
+  private initiatorCap(qpn: number, wqeIndex: number): OdpTransportCap | null {
+    const qp = this.ctx.qps.get(qpn);
+    if (qp === undefined) return null;
+    const head = this.ctx.hca.host.read(qp.sq.addr + (wqeIndex & (qp.sq.wqeCnt - 1)) * 64, 16);
+    const op = decodeCtrlSeg(new DataView(head.buffer), 0).opcode;
+    if (op === WqeOpcode.RDMA_WRITE || op === WqeOpcode.RDMA_WRITE_IMM) return 'WRITE';
+    if (op === WqeOpcode.RDMA_READ) return 'READ';
+    if (op === WqeOpcode.ATOMIC_CS || op === WqeOpcode.ATOMIC_FA) return 'ATOMIC';
+    return 'SEND';
   }
 
   /** Pages of a range (clipped to MAX_FAULT_BYTES). */

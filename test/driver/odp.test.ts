@@ -180,3 +180,16 @@ describe('on-demand paging: prefetch (adviseMr)', () => {
     });
   });
 });
+
+describe('on-demand paging: capabilities', () => {
+  it('an RC ODP capability turned off: queryDevice reports it, and an operation that needs it completes with an access error instead of mapping', async () => {
+    const tb = new Testbed({ hcas: 2, caps: { rcOdpCaps: ['SEND', 'RECV', 'READ', 'ATOMIC'] } });
+    await tb.run(async () => {
+      const s = await writeCase(tb, 4096);
+      const attr = await s.p.c0.queryDevice();
+      expect([...attr.odpCaps.rcOdpCaps].sort()).toEqual(['ATOMIC', 'READ', 'RECV', 'SEND']);
+      s.p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: s.a.addr, length: 64, lkey: s.omr.lkey }], remoteAddr: s.b.addr, rkey: (await s.p.pd1.regMr(s.b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE)).rkey, signaled: true });
+      expect((await s.p.cq0.wait(1))[0].status).toBe('LOC_ACCESS_ERR');
+    });
+  });
+});

@@ -121,6 +121,12 @@ export interface HcaCapsOverride {
    * space), so by default it does not claim it; turn it on to mimic the real report.
    */
   odpImplicit?: boolean;
+  /**
+   * The RC ODP capabilities the cur caps report (default all of SEND RECV WRITE READ ATOMIC
+   * SRQ_RECV). The driver's fault handler resumes with ERROR a fault of an operation whose bit
+   * is off (mlx5 odp.c checks the transport caps per opcode), so it completes with an access error.
+   */
+  rcOdpCaps?: readonly OdpTransportCap[];
 }
 
 /** The value of one QUERY_HCA_CAP op_mod. */
@@ -189,7 +195,9 @@ function generalCaps(maxIndirection: number, pg: boolean): HcaGeneralCaps {
   });
 }
 
-function odpCaps(on: boolean, implicit: boolean): HcaOdpCaps {
+const RC_ODP_ALL: readonly OdpTransportCap[] = ['SEND', 'RECV', 'WRITE', 'READ', 'ATOMIC', 'SRQ_RECV'];
+
+function odpCaps(on: boolean, implicit: boolean, rc: readonly OdpTransportCap[] = RC_ODP_ALL): HcaOdpCaps {
   if (!on) {
     return Object.freeze({
       generalCaps: new Set<OdpGeneralCap>(),
@@ -202,7 +210,7 @@ function odpCaps(on: boolean, implicit: boolean): HcaOdpCaps {
   return Object.freeze({
     generalCaps: new Set(general),
     // ConnectX-6 rc_odp_caps: SEND RECV WRITE READ ATOMIC SRQ (ibv_devinfo above)
-    rcOdpCaps: new Set<OdpTransportCap>(['SEND', 'RECV', 'WRITE', 'READ', 'ATOMIC', 'SRQ_RECV']),
+    rcOdpCaps: new Set<OdpTransportCap>(rc),
     // mlx5 fills no uc caps (odp.c); ConnectX-6 prints "NO SUPPORT"
     ucOdpCaps: new Set<OdpTransportCap>(),
     // ConnectX-6 ud_odp_caps: SEND
@@ -216,7 +224,7 @@ export function hcaCaps(cfg: Pick<HcaConfig, 'klmMaxIndirection'>, override: Hca
   const implicit = override.odpImplicit ?? false;
   return Object.freeze({
     general: Object.freeze({ max: generalCaps(cfg.klmMaxIndirection, true), cur: generalCaps(cfg.klmMaxIndirection, odpOn) }),
-    odp: Object.freeze({ max: odpCaps(true, implicit), cur: odpCaps(odpOn, implicit) }),
+    odp: Object.freeze({ max: odpCaps(true, implicit), cur: odpCaps(odpOn, implicit, override.rcOdpCaps) }),
   });
 }
 
