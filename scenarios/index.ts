@@ -9,5 +9,8 @@ import mwType2 from './mw_type2.ts';
 import sgGaps from './sg_gaps.ts';
 import badKeys from './bad_keys.ts';
 import readWithInv from './read_with_inv.ts';
+import odpFault from './odp_fault.ts';
+import odpInvalidate from './odp_invalidate.ts';
+import cqEvents from './cq_events.ts';
 
-export const scenarios: readonly Scenario[] = [kernelPipeline, translation, frwr, sendWithInv, mwType1, mwType2, sgGaps, badKeys, readWithInv];
+export const scenarios: readonly Scenario[] = [kernelPipeline, translation, frwr, sendWithInv, mwType1, mwType2, sgGaps, badKeys, readWithInv, odpFault, odpInvalidate, cqEvents];

@@ -1,0 +1,52 @@
+/**
+ * ODP invalidation and prefetch (spec/semantics.md "On-demand paging"): a mapped page dropped by
+ * madviseDontNeed is zapped by UMR (the MMU notifier) before its frame is freed, and the next
+ * access faults again; adviseMr PREFETCH with flush maps pages ahead, so the first access takes
+ * no fault.
+ */
+import { Access } from '../src/index.ts';
+import type { Scenario } from '../src/scenario.ts';
+import { PAGE, twoAdapters, runScenario } from './support/two_adapters.ts';
+
+const US = 1_000_000;
+
+const scenario: Scenario = {
+  name: 'odp-invalidate',
+  summary: 'ODP invalidation and prefetch: madviseDontNeed zaps the MTTs by UMR, the next access faults again; adviseMr PREFETCH takes the fault off the first access',
+  run: (opts) =>
+    runScenario(opts, async (tb, c, wait) => {
+      const { pd0, pd1, cq0, pair } = await twoAdapters(tb);
+      const [qp0] = await pair(pd0, pd1);
+      const h0 = tb.host(0);
+      const h1 = tb.host(1);
+      const src = h0.alloc(2 * PAGE);
+      const dst = h1.alloc(PAGE);
+      const omr = await pd0.regMr(src.addr, 2 * PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      const mr1 = await pd1.regMr(dst.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      const write = async (id: number, page: number, what: string): Promise<number> => {
+        const t0 = tb.now;
+        qp0.postSend({ wrId: id, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr + page * PAGE, length: 256, lkey: omr.lkey }], remoteAddr: dst.addr, rkey: mr1.rkey, signaled: true });
+        const [w] = await wait(cq0, 1, what);
+        c.equal(w?.status, 'SUCCESS', `${what}: SUCCESS`);
+        return (tb.now - t0) / US;
+      };
+      tb.mark('first_touch');
+      const cold = await write(1, 0, 'cold_write');
+      const warm = await write(2, 0, 'warm_write');
+      c.check(cold > 150 && warm < 10, 'the first write faults, the second does not', `${cold.toFixed(1)} us, ${warm.toFixed(1)} us`);
+
+      tb.mark('madvise');
+      await h0.madviseDontNeed(src.addr, PAGE);
+      c.equal(omr.odpStats().pageInvalidationsHandled, 1, 'the MMU notifier zapped the page by UMR before madvise returned');
+      const again = await write(3, 0, 'refault_write');
+      c.check(again > 150, 'after madvise the page faults again', `${again.toFixed(1)} us`);
+
+      tb.mark('prefetch');
+      await pd0.adviseMr('PREFETCH', [{ addr: src.addr + PAGE, length: PAGE, lkey: omr.lkey }], { flush: true });
+      const pre = await write(4, 1, 'prefetched_write');
+      c.check(pre < 10, 'a prefetched page takes no fault on its first access', `${pre.toFixed(1)} us`);
+      c.equal(omr.odpStats(), { pageFaults: 2, pageFaultsHandled: 2, pageInvalidations: 1, pageInvalidationsHandled: 1, pagePrefetch: 1 }, 'odpStats counts 2 faults, 1 invalidation, 1 prefetched page');
+    }),
+};
+
+export default scenario;
