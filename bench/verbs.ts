@@ -161,6 +161,47 @@ export async function readDeep(qps: number, depth: number, ops: number, warm: nu
   };
 }
 
+/**
+ * A fault per operation: the source page of a 4 KB RDMA WRITE is dropped (madviseDontNeed, which
+ * zaps its MTT by UMR) before every write, so each write takes a full ODP fault: the ATU's FAULT,
+ * the PAGE_FAULT EQE, the interrupt, the driver's handler, the MTT UMR, PAGE_FAULT_RESUME.
+ */
+export async function odpFault(ops: number, vcd?: string): Promise<Record<string, unknown>> {
+  const tb = new Testbed({ hcas: 2, ...(vcd ? { trace: { vcd, gtkw: false } } : {}) });
+  let seconds = 0;
+  let simPs = 0;
+  await tb.run(async () => {
+    const c0 = await tb.openDevice(0);
+    const c1 = await tb.openDevice(1);
+    const pd0 = await c0.allocPd();
+    const pd1 = await c1.allocPd();
+    const cq = await c0.createCq(64);
+    const cq1 = await c1.createCq(64);
+    const qp = await pd0.createQp({ sendCq: cq, recvCq: cq });
+    const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+    await qp.connect(qp1);
+    const src = tb.host(0).alloc(4096);
+    const dst = tb.host(1).alloc(4096);
+    const omr = await pd0.regMr(src.addr, 4096, Access.ON_DEMAND | Access.LOCAL_WRITE);
+    const mr1 = await pd1.regMr(dst.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+    const one = async (i: number): Promise<void> => {
+      await tb.host(0).madviseDontNeed(src.addr, 4096);
+      qp.postSend({ wrId: i, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr, length: 4096, lkey: omr.lkey }], remoteAddr: dst.addr, rkey: mr1.rkey, signaled: true });
+      const [wc] = await cq.wait(1);
+      if (wc.status !== 'SUCCESS') throw new Error(`odp-fault-4k: ${wc.status}`);
+    };
+    for (let i = 0; i < 50; i++) await one(i); // warm-up (JIT)
+    const t0 = process.hrtime.bigint();
+    const s0 = tb.now;
+    for (let i = 0; i < ops; i++) await one(i);
+    seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    simPs = tb.now - s0;
+    if (omr.odpStats().pageFaults !== ops + 50) throw new Error(`odp-fault-4k: ${omr.odpStats().pageFaults} faults for ${ops + 50} writes`);
+  });
+  await tb.close();
+  return { bench: 'verbs', case: 'odp-fault-4k', tracing: vcd !== undefined, ops, simUsPerOp: Math.round(simPs / ops / 1e4) / 100, opsPerSec: Math.round(ops / seconds), peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024) };
+}
+
 export async function benchVerbs(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'mlx5sim-verbs-'));
   // each case in a fresh process (same node and loader flags), so no case slows another
@@ -172,6 +213,7 @@ export async function benchVerbs(): Promise<void> {
     for (const tracing of [false, true]) {
       one('rdma-write-4k', 100_000, tracing ? join(dir, 'w.vcd') : undefined);
       one('frwr-cycle', 5_000, tracing ? join(dir, 'f.vcd') : undefined);
+      one('odp-fault-4k', 2_000, tracing ? join(dir, 'o.vcd') : undefined);
     }
     one('rdma-write-4k', 1_000_000);
     one('read-64b-deep', 200_000);
