@@ -199,7 +199,8 @@ export class Mr {
       if (this.type === 'MEM_REG') {
         if (i > 0 && e.addr % pageSize !== 0) break;
         if (i > 0 && (sg[i - 1].addr + sg[i - 1].length) % pageSize !== 0) break;
-        if (!host.isMapped(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
+        if (!host.inVma(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
+        host.faultIn(e.addr, e.length); // ib_map_mr_sg takes DMA addresses of pinned, present pages
         const p = memRegPages(host, e.addr, e.length, pageSize);
         if (pageSize > PAGE) {
           const fallback = !(contiguous && p.contiguous);
@@ -210,7 +211,8 @@ export class Mr {
         }
         for (let k = 0; k < p.pages.length; k++) pages.push(p.pages[k]);
       } else {
-        if (!host.isMapped(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
+        if (!host.inVma(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
+        host.faultIn(e.addr, e.length); // ib_map_mr_sg takes DMA addresses of pinned, present pages
         // host pages are scattered: one KLM per physically contiguous run of the element
         const runs = dmaRuns(host, e.addr, e.length);
         if (elements.length + runs.length > this.klmCapacity) break;

@@ -220,7 +220,8 @@ export class OdpHandler {
   /** The ODP MR of `key` (its index, and the full key matching), or undefined. */
   mrOf(key: number): OdpMr | undefined {
     const odp = this.mrs.get(key >>> 8);
-    return odp !== undefined && odp.mr.lkey === key >>> 0 ? odp : undefined;
+    // the key the device holds (updateKey changes only the handle: mlx5 compares mmkey->key)
+    return odp !== undefined && odp.mr.deviceKey === key >>> 0 ? odp : undefined;
   }
 
   /** The ranges of the WQE at `wqeIndex` of QP `qpn` (send queue, or receive queue without REQUESTOR). */

@@ -44,7 +44,9 @@ export class Pd {
     if (odp && !(await this.ctx.queryDevice()).deviceCapFlags.has('ON_DEMAND_PAGING')) {
       throw new VerbsError('EOPNOTSUPP', 'regMr: ON_DEMAND on a device without ON_DEMAND_PAGING');
     }
-    if (!host.isMapped(addr, length)) throw new VerbsError('EFAULT', `regMr: [0x${addr.toString(16)}, +${length}) is not mapped in the host`);
+    if (!host.inVma(addr, length)) throw new VerbsError('EFAULT', `regMr: [0x${addr.toString(16)}, +${length}) is not mapped in the host`);
+    // get_user_pages faults in what madvise dropped (an ODP MR pins and touches nothing)
+    if (!odp) host.faultIn(addr, length);
     const first = addr - (addr % PAGE);
     const pages = Math.ceil((addr + length - first) / PAGE);
     // get_user_pages: pinning costs time per page (spec/timing.md "pinning host pages")

@@ -472,7 +472,8 @@ export class Qp {
   private inlineBytes(sg: readonly WqeSge[]): Uint8Array {
     const host = this.pd.ctx.hca.host;
     const parts = sg.map((s) => {
-      if (!host.isMapped(s.addr, s.length)) throw new VerbsError('EFAULT', `postSend: inline data at 0x${s.addr.toString(16)} is not mapped`);
+      if (!host.inVma(s.addr, s.length)) throw new VerbsError('EFAULT', `postSend: inline data at 0x${s.addr.toString(16)} is not mapped`);
+      host.faultIn(s.addr, s.length); // the CPU's copy touches the pages (a dropped one comes back zeroed)
       return host.read(s.addr, s.length);
     });
     const out = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));

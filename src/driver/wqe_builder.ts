@@ -459,9 +459,10 @@ export interface XltUpdateWqeParams extends WqeCommonParams {
 
 /**
  * Writes a translation-update UMR WQE at `off` (kernel umr.c mlx5r_umr_update_xlt: flags
- * TRANSLATION_OFFSET_EN | CHECK_NOT_FREE (0x40, "must not be free") [| INLINE], mkey_mask 0, an
- * all-zero mkey segment, xlt_offset in octowords) and the entries inline or behind a data
- * segment. Returns its DS.
+ * TRANSLATION_OFFSET_EN [| INLINE], mkey_mask 0, an all-zero mkey segment, xlt_offset in
+ * octowords) and the entries inline or behind a data segment. Returns its DS. No free-state
+ * check: a zap must reach an ODP MR a LOCAL_INV freed too, and a failed UMR would take the
+ * driver's UMR QP to ERR (mlx5 then recovers it; this driver has no recovery).
  */
 export function buildXltUpdateWqe(view: DataView, off: number, p: XltUpdateWqeParams): number {
   if (p.firstEntry % 8 !== 0 || p.entries.length % 8 !== 0) throw new Error('an MTT update covers whole 64-byte units (8 entries)');
@@ -470,7 +471,7 @@ export function buildXltUpdateWqe(view: DataView, off: number, p: XltUpdateWqePa
   if (!inline && (p.listAddr === undefined || p.listLkey === undefined)) throw new Error(`a ${bytes}-byte MTT list is not inline: listAddr and listLkey are needed`);
   const ds = UMR_HEADER_DS + (inline ? xltOctowords(bytes) : DATA_SEG_SIZE / DS_SIZE);
   encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
-    flags: UmrCtrlFlag.TRANSLATION_OFFSET_EN | UmrCtrlFlag.CHECK_NOT_FREE | (inline ? UmrCtrlFlag.INLINE : 0),
+    flags: UmrCtrlFlag.TRANSLATION_OFFSET_EN | (inline ? UmrCtrlFlag.INLINE : 0),
     xltOctowords: xltOctowords(bytes),
     xltOffset: (p.firstEntry * 8) / DS_SIZE,
     mkeyMask: 0,

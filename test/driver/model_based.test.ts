@@ -106,6 +106,7 @@ function keyRef(mwWeight: number, homeWeight = 10, staleWeight = 5, liveWeight =
     { weight: homeWeight, arbitrary: fc.constant('home' as const) },
     { weight: liveWeight, arbitrary: fc.constant('live' as const) },
     { weight: 10, arbitrary: fc.constant('mr' as const) },
+    { weight: 10, arbitrary: fc.constant('odp' as const) },
     { weight: mwWeight, arbitrary: fc.constant('mw' as const) },
     { weight: 1, arbitrary: fc.constantFrom('bogus' as const, 'beyond' as const) },
   );
@@ -256,7 +257,27 @@ const mapElems = fc.array(
   { minLength: 0, maxLength: 4 },
 );
 
+/** On-demand paging: ODP MRs over the ODP buffer, the process dropping or unmapping its pages, prefetch. */
+const odpSpecs: { weight: number; arbitrary: fc.Arbitrary<Spec> }[] = [
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('regOdp' as const),
+      hca,
+      pd: pdSlot,
+      page: fc.nat({ max: 3 }),
+      pages: fc.integer({ min: 1, max: 4 }),
+      off: fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.nat({ max: 4095 }) }),
+      access: fc.constantFrom(SETUP_ACCESS, 1, 1 | 4, 1 | 2 | 4, 0),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('madvise' as const), hca, page: fc.nat({ max: 3 }), pages: fc.integer({ min: 1, max: 2 }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('munmap' as const), hca, page: fc.nat({ max: 3 }), pages: fc.constant(1) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('prefetch' as const), mr: pick, advice: fc.constantFrom('PREFETCH' as const, 'PREFETCH_WRITE' as const, 'PREFETCH_NO_FAULT' as const) }) },
+];
+
 const specs: { weight: number; arbitrary: fc.Arbitrary<Spec> }[] = [
+  ...odpSpecs,
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('regMr' as const), hca, pd: pdSlot, buf: bufSlot, off: bufOff, len: regLen, fit: fits, access: mrAccess }) },
   {
     weight: 3,

@@ -83,6 +83,8 @@ export const HCAS = 2;
 export const PDS_PER_HCA = 2;
 /** Host buffers per adapter (bytes); buffer p is registered in PD p at setup, the last is not. */
 export const BUFFER_SIZES = [16384, 16384, 8192] as const;
+/** Pages of each adapter's ODP buffer. */
+export const ODP_BUF_PAGES = 4;
 /**
  * RC QP pairs: `a` on (hca, pd) connected to `b`, with their path MTU (messages of several
  * packets). Pair 2 is a loopback pair on adapter 0 with a 2-deep send queue (a batch of 3 work
@@ -136,7 +138,7 @@ export interface KeyRef {
    * home: the setup MR of the QP's own PD (every right); live: an MR or window of the adapter
    * that is VALID now (model view); mr / mw: any of the adapter's.
    */
-  kind: 'home' | 'live' | 'mr' | 'mw' | 'bogus' | 'beyond';
+  kind: 'home' | 'live' | 'mr' | 'mw' | 'odp' | 'bogus' | 'beyond';
   pick: number;
   variant: KeyVariant;
 }
@@ -207,6 +209,12 @@ export type WrSpec =
 export type Spec =
   | { kind: 'regMr'; hca: number; pd: number; buf: number; off: number; len: number; fit: boolean; access: number }
   | { kind: 'allocMr'; hca: number; pd: number; type: 'MEM_REG' | 'SG_GAPS'; maxNumSg: number }
+  /** On-demand paging, over the adapter's ODP buffer (no pinned MR covers it): an ODP MR of `pages` pages from `page` (+ `off` bytes). */
+  | { kind: 'regOdp'; hca: number; pd: number; page: number; pages: number; off: number; access: number }
+  /** The process drops (madvise DONTNEED) or unmaps (munmap) pages of the ODP buffer. */
+  | { kind: 'madvise' | 'munmap'; hca: number; page: number; pages: number }
+  /** adviseMr of a whole ODP MR (the `mr`-th), flushed. */
+  | { kind: 'prefetch'; mr: number; advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT' }
   | { kind: 'mapSg'; mr: number; elems: { buf: number; off: number; len: number; fit: boolean }[]; pageSize: number }
   | { kind: 'updateKey'; mr: number; key8: number }
   | { kind: 'dereg'; mr: number }
@@ -295,6 +303,8 @@ interface MrRec {
   destroyed: boolean;
   /** A REG_MR with REMOTE_ATOMIC was posted for it. */
   atomicEver?: boolean;
+  /** An ODP MR (regOdp): never bound to a window (a fault through a window is not handled). */
+  odp?: boolean;
 }
 
 interface MwRec {
@@ -379,6 +389,8 @@ export class VerbsPair {
   private readonly tPds: Pd[][] = [];
   private readonly ctxs: Context[] = [];
   readonly bufs: BufRec[] = [];
+  /** Per adapter: the buffer ODP MRs, madvise and munmap use (no pinned MR covers it). */
+  readonly odpBufs: BufRec[] = [];
   readonly mrs: MrRec[] = [];
   readonly mws: MwRec[] = [];
   readonly qps: QpRec[] = [];
@@ -432,6 +444,14 @@ export class VerbsPair {
           p.m.memWrite(h, addr, bytes);
           p.bufs.push({ hca: h, addr, length: size });
         });
+        {
+          const { addr } = p.tb.host(h).alloc(ODP_BUF_PAGES * 4096);
+          p.m.mapHost(h, addr, ODP_BUF_PAGES * 4096);
+          const bytes = fillPattern(ODP_BUF_PAGES * 4096, h, 7);
+          p.tb.host(h).write(addr, bytes);
+          p.m.memWrite(h, addr, bytes);
+          p.odpBufs.push({ hca: h, addr, length: ODP_BUF_PAGES * 4096 });
+        }
       }
       // setup MRs: buffer p of each adapter in PD p, every right
       for (let h = 0; h < HCAS; h++) {
@@ -467,9 +487,12 @@ export class VerbsPair {
     const t0 = performance.now();
     try {
       await this.tb.run(async () => {
+        const faults = this.odpFaults();
         await this.perform(spec);
         await this.settle();
         await this.compareState();
+        const d = this.odpFaults() - faults;
+        if (d > 0) this.count(`odp faults (${spec.kind})`, d);
       });
     } catch (e) {
       if (e instanceof PairMismatch) {
@@ -480,6 +503,16 @@ export class VerbsPair {
       this.times.commands++;
       this.times.commandMs += performance.now() - t0;
     }
+  }
+
+  /** Page faults raised so far on both adapters (coverage). */
+  private odpFaults(): number {
+    let n = 0;
+    for (let h = 0; h < HCAS; h++) {
+      const pf = this.tb.stats()[`tb.hca${h}.pagefault`];
+      n += typeof pf?.faults === 'number' ? pf.faults : 0;
+    }
+    return n;
   }
 
   /** Flushes the testbed's trace files. */
@@ -632,6 +665,51 @@ export class VerbsPair {
         this.tPds[h].push(await this.ctxs[h].allocPd());
         return;
       }
+      case 'regOdp': {
+        const h = s.hca % HCAS;
+        const pd = this.pdIndex(h, s.pd);
+        const b = this.odpBufs[h];
+        const first = s.page % ODP_BUF_PAGES;
+        const addr = b.addr + first * 4096 + (s.off % 4096);
+        const len = Math.max(1, Math.min(s.pages, ODP_BUF_PAGES - first) * 4096 - (s.off % 4096));
+        const access = s.access | 64; // ON_DEMAND
+        const r = await this.both(() => this.m.regMr(this.mPds[h][pd], addr, len, access), () => this.tPds[h][pd].regMr(addr, len, access), 'regOdp');
+        if (r) {
+          this.addMr(h, pd, 'USER', r[0], r[1]);
+          this.mrs[this.mrs.length - 1].odp = true;
+        }
+        return;
+      }
+      case 'madvise':
+      case 'munmap': {
+        const h = s.hca % HCAS;
+        const b = this.odpBufs[h];
+        const first = s.page % ODP_BUF_PAGES;
+        const addr = b.addr + first * 4096;
+        const len = Math.max(1, Math.min(s.pages, ODP_BUF_PAGES - first)) * 4096;
+        if (s.kind === 'madvise') {
+          this.m.dropHost(h, addr, len);
+          await this.tb.host(h).madviseDontNeed(addr, len);
+        } else {
+          this.m.unmapHost(h, addr, len);
+          await this.tb.host(h).munmap(addr, len);
+        }
+        this.count(s.kind);
+        return;
+      }
+      case 'prefetch': {
+        const odp = this.mrs.filter((r) => r.odp === true);
+        if (odp.length === 0) return;
+        const mr = odp[s.mr % odp.length];
+        const iova = mr.t.iova;
+        const len = mr.t.length;
+        await this.both(
+          () => this.m.adviseMr(this.mPds[mr.hca][mr.pd], mr.m.lkey, mr.m.iova, mr.m.length),
+          () => this.tPds[mr.hca][mr.pd].adviseMr(s.advice, [{ addr: iova, length: len, lkey: mr.t.lkey }], { flush: true }),
+          'prefetch',
+        );
+        return;
+      }
       case 'deallocPd': {
         const h = s.hca % HCAS;
         const pd = this.pdIndex(h, s.pd);
@@ -687,7 +765,7 @@ export class VerbsPair {
       mw = this.mws[this.mws.length - 1];
     }
     const ofType = this.mws.filter((r) => r.hca === q.hca && r.type === s.type);
-    const mrs = this.mrs.filter((r) => r.hca === q.hca && r.pd === q.pd && !r.destroyed && r.m.dev.state === 'VALID' && r.m.dev.length > 0);
+    const mrs = this.mrs.filter((r) => r.hca === q.hca && r.pd === q.pd && !r.destroyed && r.odp !== true && r.m.dev.state === 'VALID' && r.m.dev.length > 0);
     const mr = mrs.length > 0 && s.mr % 3 !== 0 ? mrs[s.mr % mrs.length] : this.mrs[q.hca * PDS_PER_HCA + q.pd];
     const mrPick = this.mrs.filter((r) => r.hca === q.hca).indexOf(mr);
     if (mrPick < 0) return;
@@ -812,7 +890,7 @@ export class VerbsPair {
         ];
       }
       case 'REG_MR': {
-        const mr = this.pickMr(q.hca, w.mr, true) ?? this.pickMr(q.hca, w.mr) ?? this.mrs[0];
+        const mr = this.pickMr(q.hca, w.mr, true) ?? this.pickMr(q.hca, w.mr, false, false, true) ?? this.mrs[0];
         let mkey = mr.m.lkey;
         if (w.key === 'next') mkey = makeKey(keyIndex(mkey), keyTag(mkey) + 1);
         if (w.key === 'otherIndex') {
@@ -931,12 +1009,21 @@ export class VerbsPair {
       return home;
       pick = 0;
     }
-    return this.pickMr(h, pick, false, false);
+    return this.pickMr(h, pick, false, false, true);
+  }
+
+  /** The `pick`-th ODP MR of `q`'s adapter, live ones in `q`'s PD first; none: any MR. */
+  private pickOdp(q: QpRec, pick: number): MrRec | undefined {
+    const all = this.mrs.filter((r) => r.hca === q.hca && r.odp === true);
+    const live = all.filter((r) => !r.destroyed && r.pd === q.pd);
+    this.count(`odp key ${live.length > 0 ? 'live' : all.length > 0 ? 'any' : 'miss'}`);
+    if (live.length > 0) return live[pick % live.length];
+    return all.length > 0 ? all[pick % all.length] : this.pickMr(q.hca, pick);
   }
 
   /** The `pick`-th MR of adapter `h` (fast-registration ones only with `fastOnly`). */
-  private pickMr(h: number, pick: number, fastOnly = false, liveOnly = false): MrRec | undefined {
-    const c = this.mrs.filter((r) => r.hca === h && (!fastOnly || r.type !== 'USER') && (!liveOnly || !r.destroyed));
+  private pickMr(h: number, pick: number, fastOnly = false, liveOnly = false, noOdp = false): MrRec | undefined {
+    const c = this.mrs.filter((r) => r.hca === h && (!fastOnly || r.type !== 'USER') && (!liveOnly || !r.destroyed) && !(noOdp && r.odp === true));
     return c.length === 0 ? undefined : c[pick % c.length];
   }
 
@@ -1019,6 +1106,7 @@ export class VerbsPair {
       : ref.kind === 'mr' ? this.pickMr(h, ref.pick)
       : ref.kind === 'mw' ? this.pickMw(h, ref.pick)
       : ref.kind === 'live' ? this.pickLive(q, ref.pick)
+      : ref.kind === 'odp' ? this.pickOdp(q, ref.pick)
       : undefined;
     if (rec === undefined) {
       mkey = makeKey(ref.kind === 'beyond' ? BEYOND_INDEX : BOGUS_INDEX, 1 + (ref.pick & 0x7f));
@@ -1225,8 +1313,8 @@ export class VerbsPair {
     return undefined;
   }
 
-  private count(k: string): void {
-    this.counts.set(k, (this.counts.get(k) ?? 0) + 1);
+  private count(k: string, n = 1): void {
+    this.counts.set(k, (this.counts.get(k) ?? 0) + n);
   }
 
   private fail(msg: string): never {

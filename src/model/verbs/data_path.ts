@@ -20,6 +20,8 @@ export interface AccessOk {
 export interface AccessRefused {
   ok: false;
   rule: string;
+  /** An ODP MR's page the process has unmapped (munmap): an access error, not a protection error. */
+  odp?: boolean;
 }
 
 /** The outcome of one access check. */
@@ -66,7 +68,7 @@ export function checkRemote(
   if (!hca.objects.has(keyIndex(rkey))) return refused('1: the rkey\'s index must name an MR or a window');
   // ... and 1 (full key), 2 (VALID), 3 (PD, type-2 QP), 4 (access), 5 (bounds), in that order.
   const r = translate(hca.table, { key: rkey, va, length, access: need, pd: qp.pd.pdn, qpn: qp.qpNum });
-  if (r.kind === 'ok') return { ok: true, segments: r.segments };
+  if (r.kind === 'ok') return odpChecked(hca, rkey, r.segments);
   if (r.kind === 'error') return refused(REMOTE_RULE[r.error]);
   return refused('page fault (not reachable: the verbs model has no ODP)');
 }
@@ -83,7 +85,7 @@ export function checkLocal(hca: HcaState, qp: ModelQp, sge: ModelSge, write: boo
   }
   const need = write ? VerbsAccess.LOCAL_WRITE : 0;
   const r = translate(hca.table, { key: sge.lkey, va: sge.addr, length: sge.length, access: need, pd: qp.pd.pdn, qpn: qp.qpNum });
-  if (r.kind === 'ok') return { ok: true, segments: r.segments };
+  if (r.kind === 'ok') return odpChecked(hca, sge.lkey, r.segments);
   if (r.kind === 'error') return refused(LOCAL_RULE[r.error]);
   return refused('page fault (not reachable: the verbs model has no ODP)');
 }
@@ -106,6 +108,7 @@ export function checkLocalList(hca: HcaState, qp: ModelQp, sgList: readonly Mode
 export type ScatterPlan =
   | { kind: 'ok'; segments: Segment[] }
   | { kind: 'prot'; rule: string }
+  | { kind: 'odp'; rule: string }
   | { kind: 'len'; rule: string };
 
 /**
@@ -120,12 +123,24 @@ export function planScatter(hca: HcaState, qp: ModelQp, sgList: readonly ModelSg
     if (left === 0) break;
     const take = Math.min(left, sge.length);
     const r = checkLocal(hca, qp, { addr: sge.addr, length: take, lkey: sge.lkey }, true);
-    if (!r.ok) return { kind: 'prot', rule: r.rule };
+    if (!r.ok) return { kind: r.odp === true ? 'odp' : 'prot', rule: r.rule };
     segments.push(...r.segments);
     left -= take;
   }
   if (left > 0) return { kind: 'len', rule: 'receive buffer too small for the message' };
   return { kind: 'ok', segments };
+}
+
+/**
+ * An ODP MR behaves as a pinned one (spec/semantics.md "On-demand paging"), except that a page
+ * the process unmapped (munmap) cannot be faulted in: the access fails (an access error).
+ */
+function odpChecked(hca: HcaState, key: number, segments: Segment[]): AccessResult {
+  const o = hca.objects.get(keyIndex(key));
+  if (o instanceof ModelMr && (o.dev.access & VerbsAccess.ON_DEMAND) !== 0) {
+    for (const sg of segments) if (!hca.host.isMapped(sg.pa, sg.length)) return { ok: false, rule: 'ODP: a page of the range is not mapped in the process (munmap)', odp: true };
+  }
+  return { ok: true, segments };
 }
 
 function refused(rule: string): AccessRefused {

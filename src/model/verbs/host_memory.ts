@@ -57,6 +57,35 @@ export class HostMemory {
     if (end > this.next) this.next = end + 4096;
   }
 
+  /** Unmaps `[addr, addr + length)` (munmap): its bytes are gone; mapped parts around it stay. */
+  unmap(addr: number, length: number): void {
+    if (length <= 0) return;
+    const end = addr + length;
+    const kept: Range[] = [];
+    for (const r of this.ranges) {
+      if (r.end <= addr || r.start >= end) kept.push(r);
+      else {
+        if (r.start < addr) kept.push({ start: r.start, end: addr });
+        if (r.end > end) kept.push({ start: end, end: r.end });
+      }
+    }
+    this.ranges.splice(0, this.ranges.length, ...kept);
+    this.zero(addr, length);
+  }
+
+  /** Zeroes `[addr, addr + length)` (the new pages after madvise DONTNEED). */
+  zero(addr: number, length: number): void {
+    let done = 0;
+    while (done < length) {
+      const a = addr + done;
+      const chunkNo = Math.floor(a / CHUNK);
+      const off = a - chunkNo * CHUNK;
+      const n = Math.min(length - done, CHUNK - off);
+      this.chunks.get(chunkNo)?.fill(0, off, off + n);
+      done += n;
+    }
+  }
+
   /** Whether every byte of `[addr, addr + length)` is mapped (true for length 0). */
   isMapped(addr: number, length: number): boolean {
     if (length === 0) return true;

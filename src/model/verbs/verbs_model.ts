@@ -211,6 +211,30 @@ export class VerbsModel {
   }
 
   /** Maps `[addr, addr + length)` in HCA `hca`'s host (to mirror another host's layout). */
+  /** The process unmaps `[addr, addr + length)` of HCA `hca`'s host (munmap): an ODP access there fails. */
+  unmapHost(hca: number, addr: number, length: number): void {
+    this.hca(hca).host.unmap(addr, length);
+  }
+
+  /** The process drops `[addr, addr + length)` (madvise DONTNEED): the next touch sees zeroed pages. */
+  dropHost(hca: number, addr: number, length: number): void {
+    const host = this.hca(hca).host;
+    if (host.isMapped(addr, length)) host.zero(addr, length);
+  }
+
+  /**
+   * ibv_advise_mr's checks (the pages themselves are not modelled: an ODP MR behaves as a pinned
+   * one): the key names a live ODP MR of the PD, and the range lies inside it; else EINVAL.
+   */
+  adviseMr(pd: ModelPd, key: number, addr: number, length: number): void {
+    alive(pd, 'PD');
+    const mr = this.hca(pd.hca).objects.get(keyIndex(key));
+    if (!(mr instanceof ModelMr) || mr.destroyed || mr.pd !== pd || (mr.dev.access & VerbsAccess.ON_DEMAND) === 0 || mr.dev.key !== key >>> 0) {
+      throw err('EINVAL', 'adviseMr: the key names no ODP MR of this PD');
+    }
+    if (!(addr >= mr.dev.iova && addr + length <= mr.dev.iova + mr.dev.length)) throw err('EINVAL', 'adviseMr: the range is outside the MR');
+  }
+
   mapHost(hca: number, addr: number, length: number): void {
     requireAddr(addr, 'address');
     requireAddr(length, 'length');
@@ -872,12 +896,15 @@ export class VerbsModel {
     }
   }
 
-  /** The bytes a SEND / RDMA WRITE carries: inline, or gathered through its SGEs (undefined: LOC_PROT_ERR). */
-  private payloadOf(qp: ModelQp, item: PostedSend): Uint8Array | undefined {
+  /**
+   * The bytes a SEND / RDMA WRITE carries: inline, or gathered through its SGEs; or the status
+   * of the local failure (LOC_PROT_ERR; LOC_ACCESS_ERR for an ODP page the process unmapped).
+   */
+  private payloadOf(qp: ModelQp, item: PostedSend): Uint8Array | WcStatus {
     if (item.inlineData !== undefined) return item.inlineData;
     const h = this.hcas[qp.hca];
     const local = checkLocalList(h, qp, item.sgList, false);
-    return local.ok ? h.dmaRead(local.segments) : undefined;
+    return local.ok ? h.dmaRead(local.segments) : localStatus(local);
   }
 
   /** SEND, SEND_WITH_IMM, SEND_WITH_INV. */
@@ -885,16 +912,17 @@ export class VerbsModel {
     const wr = item.wr;
     // Local access: a failure on the requester's own SGE is LOC_PROT_ERR.
     const payload = this.payloadOf(qp, item);
-    if (payload === undefined) return this.completeSend(qp, item, 'LOC_PROT_ERR');
+    if (typeof payload === 'string') return this.completeSend(qp, item, payload);
     const peer = this.responderOf(qp);
     if (peer === undefined) return this.completeSend(qp, item, 'RETRY_EXC_ERR');
     const ph = this.hcas[peer.hca];
     const recv = peer.rq.shift();
     if (recv === undefined) throw new Error('VerbsModel: a SEND ran without a receive WR (scheduler bug)');
     const plan = planScatter(ph, peer, recv.wr.sgList, payload.length);
-    if (plan.kind === 'prot') {
-      // Local access, responder's receive SGE: receive LOC_PROT_ERR, requester REM_OP_ERR.
-      this.completeRecv(peer, recv, 'LOC_PROT_ERR', 'RECV', 0);
+    if (plan.kind === 'prot' || plan.kind === 'odp') {
+      // Local access, responder's receive SGE: receive LOC_PROT_ERR (an unmapped ODP page:
+      // LOC_ACCESS_ERR), requester REM_OP_ERR.
+      this.completeRecv(peer, recv, plan.kind === 'odp' ? 'LOC_ACCESS_ERR' : 'LOC_PROT_ERR', 'RECV', 0);
       return this.completeSend(qp, item, 'REM_OP_ERR');
     }
     if (plan.kind === 'len') {
@@ -928,7 +956,7 @@ export class VerbsModel {
   private execWrite(qp: ModelQp, item: PostedSend): void {
     const wr = item.wr;
     const payload = this.payloadOf(qp, item);
-    if (payload === undefined) return this.completeSend(qp, item, 'LOC_PROT_ERR');
+    if (typeof payload === 'string') return this.completeSend(qp, item, payload);
     const peer = this.responderOf(qp);
     if (peer === undefined) return this.completeSend(qp, item, 'RETRY_EXC_ERR');
     const ph = this.hcas[peer.hca];
@@ -954,7 +982,7 @@ export class VerbsModel {
     const length = sumLengths(item.sgList);
     // Local access: the HCA writes the destination, so LOCAL_WRITE.
     const local = checkLocalList(h, qp, item.sgList, true);
-    if (!local.ok) return this.completeSend(qp, item, 'LOC_PROT_ERR');
+    if (!local.ok) return this.completeSend(qp, item, localStatus(local));
     const peer = this.responderOf(qp);
     if (peer === undefined) return this.completeSend(qp, item, 'RETRY_EXC_ERR');
     const ph = this.hcas[peer.hca];
@@ -975,7 +1003,7 @@ export class VerbsModel {
     const wr = item.wr;
     const h = this.hcas[qp.hca];
     const local = checkLocalList(h, qp, item.sgList, true);
-    if (!local.ok) return this.completeSend(qp, item, 'LOC_PROT_ERR');
+    if (!local.ok) return this.completeSend(qp, item, localStatus(local));
     const peer = this.responderOf(qp);
     if (peer === undefined) return this.completeSend(qp, item, 'RETRY_EXC_ERR');
     const ph = this.hcas[peer.hca];
@@ -1130,4 +1158,9 @@ function consumesReceive(op: WrOpcode): boolean {
 /** The opcodes whose sgList is sent (may be inline). */
 function carriesPayload(op: WrOpcode): boolean {
   return consumesReceive(op) || op === 'RDMA_WRITE';
+}
+
+/** A requester's own SGE refused: LOC_PROT_ERR, or LOC_ACCESS_ERR for an ODP page that is unmapped. */
+function localStatus(r: { odp?: boolean }): WcStatus {
+  return r.odp === true ? 'LOC_ACCESS_ERR' : 'LOC_PROT_ERR';
 }

@@ -174,7 +174,26 @@ export class HostSpace {
     return r.pageSize;
   }
 
-  /** True when every byte of [addr, addr + len) is mapped (len 0: true). */
+  /**
+   * True when every byte of [addr, addr + len) lies in an allocation and was not munmapped: the
+   * process may touch it (a page madvise dropped comes back zeroed on first touch). len 0: true.
+   */
+  inVma(addr: number, len: number): boolean {
+    this.checkRange('inVma', addr, len);
+    if (len === 0) return true;
+    let va = addr;
+    const end = addr + len;
+    while (va < end) {
+      const r = this.regionOf(va);
+      if (r === null) return false;
+      const p = Math.floor((va - r.addr) / r.pageSize);
+      if (r.pages[p] === UNMAPPED) return false;
+      va = r.addr + (p + 1) * r.pageSize;
+    }
+    return true;
+  }
+
+  /** True when every byte of [addr, addr + len) is mapped and present (len 0: true). */
   isMapped(addr: number, len: number): boolean {
     this.checkRange('isMapped', addr, len);
     return len === 0 || this.firstUnmapped(addr, len) < 0;
