@@ -88,6 +88,8 @@ export class OdpHandler {
   /** ODP MRs by mkey index. */
   private readonly mrs = new Map<number, OdpMr>();
   faultsHandled = 0;
+  /** Mappings redone because an invalidation of the MR came while they were in flight. */
+  raceRetries = 0;
 
   constructor(private readonly ctx: Context) {
     ctx.onPageFault = (e) => this.onEqe(e);
@@ -182,10 +184,14 @@ export class OdpHandler {
         if (i >= first && i <= last && (mode !== 'no_fault' || host.isMapped(va, 1))) entries.push(host.dmaAddress(va) + bits);
         else entries.push(i < odp.mtt.length ? odp.mtt[i] : 0);
       }
-      if (odp.invalSeq !== seq) continue; // dropped meanwhile: fault the pages in again
+      if (odp.invalSeq !== seq) {
+        this.raceRetries++;
+        continue; // dropped meanwhile: fault the pages in again
+      }
       for (let i = first; i <= last; i++) odp.mtt[i] = entries[i - lo];
       await this.ctx.pool.updateTranslations(odp.mr.deviceKey, lo, entries);
       if (odp.invalSeq === seq) return true;
+      this.raceRetries++;
       // an invalidation zapped (part of) the range while the UMR was in flight: its zap UMR
       // came after ours, so the pages it dropped are not present; map again
     }
