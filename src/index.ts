@@ -7,6 +7,7 @@ export { Context } from './driver/context.ts';
 export { Pd } from './driver/pd.ts';
 export { Cq } from './driver/cq.ts';
 export { CompChannel, type AsyncEvent } from './driver/comp_channel.ts';
+export { SIZE_MAX, type OdpStats } from './driver/odp.ts';
 export { Qp, type QpInitAttr } from './driver/qp.ts';
 export { Mr } from './driver/mr.ts';
 export { Mw } from './driver/mw.ts';

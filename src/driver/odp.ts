@@ -30,6 +30,11 @@ import { decodeCtrlSeg } from '../rtl/formats/ctrl_seg.ts';
 import { IbAccess } from './types.ts';
 
 const PAGE = 4096;
+/**
+ * C's SIZE_MAX for regMr(0, SIZE_MAX, ON_DEMAND | ...) (implicit ODP, ibv_reg_mr(pd, NULL,
+ * SIZE_MAX, ...)): a stand-in, as JS numbers stop at 2^53 (API.md).
+ */
+export const SIZE_MAX = Number.MAX_SAFE_INTEGER;
 /** The most one fault maps from the start of a range. */
 export const MAX_FAULT_BYTES = 4 * 1024 * 1024;
 /** MTT entry bits (spec/mlx5.md "Translation entries"). */
@@ -216,8 +221,15 @@ export class OdpHandler {
     await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
     const mode = advice === 'PREFETCH' ? 'read' : advice === 'PREFETCH_WRITE' ? 'write' : 'no_fault';
     let ok = true;
+    const host = this.ctx.hca.host;
     for (const r of ranges) {
-      if (await this.map(r, mode)) r.odp.stats.pagePrefetch += this.pagesOf(r);
+      // PREFETCH_NO_FAULT maps (and counts) only the pages the process has present
+      let pages = this.pagesOf(r);
+      if (mode === 'no_fault') {
+        pages = 0;
+        for (let va = Math.floor(r.addr / PAGE) * PAGE; va < r.addr + r.length; va += PAGE) if (host.isMapped(va, 1)) pages++;
+      }
+      if (await this.map(r, mode)) r.odp.stats.pagePrefetch += pages;
       else ok = false;
     }
     return ok;

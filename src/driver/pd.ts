@@ -8,7 +8,7 @@ import { Qp, type QpInitAttr } from './qp.ts';
 import { IbAccess } from './types.ts';
 import { MkcAccessMode } from '../rtl/formats/constants.ts';
 import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/memory/icm_mkey.ts';
-import { OdpMr } from './odp.ts';
+import { OdpMr, SIZE_MAX } from './odp.ts';
 import { MkeyPool } from './mkey_pool.ts';
 
 const PAGE = 4096;
@@ -43,6 +43,12 @@ export class Pd {
     const odp = (access & IbAccess.ON_DEMAND) !== 0;
     if (odp && !(await this.ctx.queryDevice()).deviceCapFlags.has('ON_DEMAND_PAGING')) {
       throw new VerbsError('EOPNOTSUPP', 'regMr: ON_DEMAND on a device without ON_DEMAND_PAGING');
+    }
+    if (addr === 0 && length === SIZE_MAX) {
+      // implicit ODP (a KSM parent over the address space, 1 GiB children made on first fault) is
+      // not modelled yet: the device does not claim IMPLICIT (hca_caps.ts), and the call says so
+      const caps = (await this.ctx.queryDevice()).odpCaps.generalCaps;
+      throw new VerbsError('EOPNOTSUPP', `regMr(0, SIZE_MAX): implicit ODP ${odp && caps.has('IMPLICIT') ? 'is not modelled by this simulator' : 'needs ON_DEMAND and odpCaps.generalCaps IMPLICIT'}`);
     }
     if (!host.inVma(addr, length)) throw new VerbsError('EFAULT', `regMr: [0x${addr.toString(16)}, +${length}) is not mapped in the host`);
     // get_user_pages faults in what madvise dropped (an ODP MR pins and touches nothing)

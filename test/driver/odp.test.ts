@@ -4,7 +4,7 @@
  * PAGE_FAULT_RESUME), and the work request going on from where it stopped.
  */
 import { describe, expect, it } from 'vitest';
-import { Access, Testbed } from '../../src/index.ts';
+import { Access, SIZE_MAX, Testbed } from '../../src/index.ts';
 import { rcPair } from '../support/rc_pair.ts';
 import { writeCase } from '../support/odp_case.ts';
 
@@ -154,6 +154,18 @@ describe('on-demand paging: capabilities', () => {
       expect([...attr.odpCaps.rcOdpCaps].sort()).toEqual(['ATOMIC', 'READ', 'RECV', 'SEND']);
       s.p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: s.a.addr, length: 64, lkey: s.omr.lkey }], remoteAddr: s.b.addr, rkey: (await s.p.pd1.regMr(s.b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE)).rkey, signaled: true });
       expect((await s.p.cq0.wait(1))[0].status).toBe('LOC_ACCESS_ERR');
+    });
+  });
+});
+
+describe('on-demand paging: implicit ODP', () => {
+  it('regMr(0, SIZE_MAX, ON_DEMAND) is EOPNOTSUPP: the device does not claim IMPLICIT (not modelled)', async () => {
+    const tb = new Testbed({ hcas: 1 });
+    await tb.run(async () => {
+      const ctx = await tb.openDevice(0);
+      const pd = await ctx.allocPd();
+      expect((await ctx.queryDevice()).odpCaps.generalCaps.has('IMPLICIT')).toBe(false);
+      await expect(pd.regMr(0, SIZE_MAX, Access.ON_DEMAND | Access.LOCAL_WRITE)).rejects.toMatchObject({ errno: 'EOPNOTSUPP' });
     });
   });
 });
