@@ -10,7 +10,7 @@ import type { Pd } from './pd.ts';
 import type { Qp } from './qp.ts';
 import type { Cq } from './cq.ts';
 import { VerbsError } from './verbs_error.ts';
-import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, mttListBytes, UMR_INLINE_THRESHOLD } from './wqe_builder.ts';
+import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttListBytes, UMR_INLINE_THRESHOLD } from './wqe_builder.ts';
 import { MkcAccessMode, MkeyMaskBit, makeKey } from '../rtl/formats/constants.ts';
 import { IbAccess } from './types.ts';
 
@@ -41,17 +41,29 @@ export class MkeyPool {
    * Writes MTT entries of an MR by UMR (a translation update with an offset: ODP maps and zaps
    * pages this way). `firstEntry` and the entry count are whole 64-byte units (8 entries).
    */
-  async updateTranslations(key: number, firstEntry: number, entries: readonly number[]): Promise<void> {
+  updateTranslations(key: number, firstEntry: number, entries: readonly number[]): Promise<void> {
+    if (firstEntry % 8 !== 0 || entries.length % 8 !== 0) throw new Error('an MTT update covers whole 64-byte units (8 entries)');
+    return this.updateXlt(key, firstEntry / 2, mttListBytes(entries));
+  }
+
+  /** Writes KSM entries of an implicit ODP parent by UMR: `firstEntry` a multiple of 4 (64 bytes). */
+  updateKsm(key: number, firstEntry: number, entries: readonly { key: number; va: number }[]): Promise<void> {
+    if (firstEntry % 4 !== 0 || entries.length % 4 !== 0) throw new Error('a KSM update covers whole 64-byte units (4 entries)');
+    return this.updateXlt(key, firstEntry, ksmListBytes(entries));
+  }
+
+  private async updateXlt(key: number, xltOffsetOcto: number, list: Uint8Array): Promise<void> {
     const qp = await this.umrQp();
     return this.exclusive(async () => {
       const wrId = ++this.seq;
-      const listAddr = entries.length * 8 > UMR_INLINE_THRESHOLD ? qp.descriptorList(mttListBytes(entries)) : undefined;
+      const listAddr = list.length > UMR_INLINE_THRESHOLD ? qp.descriptorList(list) : undefined;
       qp.postBuilt(wrId, 'REG_MR', (view, common) =>
-        buildXltUpdateWqe(view, 0, { ...common, key, firstEntry, entries, ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}) }),
+        buildXltUpdateWqe(view, 0, { ...common, key, xltOffsetOcto, list, ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}) }),
       );
       await this.complete(wrId, 'ODP translation update (UMR)');
     });
   }
+
 
   /** The bucket for an MR of `pages` pages, or 0 when too big for the pool. */
   static bucketOf(pages: number): number {

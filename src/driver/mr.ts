@@ -1,5 +1,5 @@
 /** A memory region (ibv_mr): a user MR (regMr) or a fast-registration MR (allocMr). */
-import type { OdpMr, OdpStats } from './odp.ts';
+import type { OdpStats } from './odp.ts';
 import type { Pd } from './pd.ts';
 import { VerbsError } from './verbs_error.ts';
 import { readMkey } from '../rtl/firmware/icm_writer.ts';
@@ -110,8 +110,8 @@ export class Mr {
   atomicGranted = false;
   /** A user MR from the driver's mkey pool: its bucket (dereg revokes it by UMR), else 0. */
   readonly poolBucket: number;
-  /** An ODP MR (Access.ON_DEMAND): the driver's paging state, else null. */
-  odp: OdpMr | null = null;
+  /** An ODP MR (Access.ON_DEMAND; an implicit one too): the driver's paging state, else null. */
+  odp: { readonly stats: OdpStats } | null = null;
 
   constructor(
     readonly pd: Pd,
@@ -252,7 +252,7 @@ export class Mr {
     const ctx = this.pd.ctx;
     if (readMkey(ctx.hca, this.index).mwCount > 0) throw new VerbsError('EBUSY', 'dereg: memory windows are still bound to the MR');
     this.destroyed = true;
-    if (this.odp !== null) ctx.odp.unregister(this);
+    if (this.odp !== null) await ctx.odp.unregister(this);
     if (this.poolBucket > 0) await ctx.pool.revoke(this.deviceKey, this.poolBucket);
     else await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
   }

@@ -19,10 +19,10 @@
  *   handler checks the MR's invalidation sequence before its UMR (mmu_interval_read_retry).
  */
 import type { Context } from './context.ts';
-import type { Mr } from './mr.ts';
+import { Mr as MrClass, type Mr } from './mr.ts';
 import type { Qp } from './qp.ts';
 import { decodeEqePageFault, EQE_DATA_OFFSET, type Eqe } from '../rtl/formats/eqe.ts';
-import { PageFaultFlag, PageFaultSubtype, WqeOpcode } from '../rtl/formats/constants.ts';
+import { MkcAccessMode, NULL_MKEY, PageFaultFlag, PageFaultSubtype, WqeOpcode } from '../rtl/formats/constants.ts';
 import type { OdpTransportCap } from '../rtl/firmware/hca_caps.ts';
 import { dataSegLength } from '../rtl/formats/data_seg.ts';
 import { parseWqe } from '../rtl/formats/wqe_parse.ts';
@@ -56,15 +56,18 @@ export class OdpMr {
   readonly mtt: number[];
   /** Bumped by every invalidation of a range of the MR (a fault compares it before its UMR). */
   invalSeq = 0;
-  readonly stats: OdpStats = { pageFaults: 0, pageFaultsHandled: 0, pageInvalidations: 0, pageInvalidationsHandled: 0, pagePrefetch: 0 };
+  readonly stats: OdpStats;
 
   constructor(
     readonly mr: Mr,
     /** Host virtual address of the MR's first byte. */
     readonly hostAddr: number,
     pages: number,
+    /** Statistics to count in (an implicit MR's children count in their parent's). */
+    stats?: OdpStats,
   ) {
     this.mtt = new Array<number>(pages).fill(0);
+    this.stats = stats ?? newStats();
   }
 
   /** The MTT index of the page holding host address `va`. */
@@ -82,6 +85,30 @@ export class OdpMr {
   }
 }
 
+function newStats(): OdpStats {
+  return { pageFaults: 0, pageFaultsHandled: 0, pageInvalidations: 0, pageInvalidationsHandled: 0, pagePrefetch: 0 };
+}
+
+/** Bytes an implicit ODP parent's KSM entry covers (log_page_size 30), and its entries. */
+export const IMPLICIT_CHILD_BYTES = 2 ** 30;
+/** The user address space (x86-64, 47 bits) in 1 GiB entries. */
+export const IMPLICIT_ENTRIES = 2 ** 17;
+
+/**
+ * An implicit ODP MR (mlx5 odp.c): a KSM parent over the whole address space, every entry the
+ * null mkey until a fault (or prefetch) in its 1 GiB creates the child, an MTT ODP mkey of 1 GiB
+ * (CREATE_MKEY here; mlx5 takes it from its MR cache), and writes the entry by UMR.
+ */
+export class ImplicitOdp {
+  /** Children by entry index (the address >> 30). */
+  readonly children = new Map<number, OdpMr>();
+  /** Children being made (two faults in one new GiB make it once). */
+  readonly making = new Map<number, Promise<OdpMr>>();
+  readonly stats: OdpStats = newStats();
+
+  constructor(readonly mr: Mr) {}
+}
+
 /** One range to map: host addresses within one ODP MR. */
 interface FaultRange {
   odp: OdpMr;
@@ -90,8 +117,10 @@ interface FaultRange {
 }
 
 export class OdpHandler {
-  /** ODP MRs by mkey index. */
+  /** ODP MRs by mkey index (implicit MRs' children included). */
   private readonly mrs = new Map<number, OdpMr>();
+  /** Implicit ODP parents by mkey index. */
+  private readonly implicits = new Map<number, ImplicitOdp>();
   faultsHandled = 0;
   /** Mappings redone because an invalidation of the MR came while they were in flight. */
   raceRetries = 0;
@@ -105,8 +134,85 @@ export class OdpHandler {
     this.mrs.set(odp.mr.index, odp);
   }
 
-  unregister(mr: Mr): void {
+  registerImplicit(imp: ImplicitOdp): void {
+    this.implicits.set(imp.mr.index, imp);
+  }
+
+  /** dereg: the MR (and an implicit MR's children, destroyed) are no longer the handler's. */
+  async unregister(mr: Mr): Promise<void> {
     this.mrs.delete(mr.index);
+    const imp = this.implicits.get(mr.index);
+    if (imp === undefined) return;
+    this.implicits.delete(mr.index);
+    for (const m of imp.making.values()) await m.catch(() => undefined);
+    for (const child of imp.children.values()) {
+      this.mrs.delete(child.mr.index);
+      await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: child.mr.index }), 'dereg (implicit ODP child)');
+    }
+  }
+
+  /**
+   * The ranges of [iova, iova + length) of the ODP MR `key` names (its device key), as host
+   * addresses in ODP MRs, at most `cap` bytes; an implicit MR's missing children are made. Null
+   * when the key names no ODP MR.
+   */
+  private async rangesOf(key: number, iova: number, length: number, cap: number): Promise<FaultRange[] | null> {
+    const odp = this.mrs.get(key >>> 8);
+    if (odp !== undefined) {
+      const r = this.clip(odp, iova, length, cap);
+      return r === null ? [] : [r];
+    }
+    const imp = this.implicits.get(key >>> 8);
+    if (imp === undefined) return null;
+    const out: FaultRange[] = [];
+    const end = iova + Math.min(length, cap);
+    for (let lo = iova; lo < end; ) {
+      const ci = Math.floor(lo / IMPLICIT_CHILD_BYTES);
+      if (ci >= IMPLICIT_ENTRIES) break;
+      const hi = Math.min(end, (ci + 1) * IMPLICIT_CHILD_BYTES);
+      const child = await this.childOf(imp, ci);
+      out.push({ odp: child, addr: lo, length: hi - lo });
+      lo = hi;
+    }
+    return out;
+  }
+
+  /** The child of entry `ci`, made (CREATE_MKEY, then the KSM entry by UMR) on first need. */
+  private childOf(imp: ImplicitOdp, ci: number): Promise<OdpMr> {
+    const have = imp.children.get(ci);
+    if (have !== undefined) return Promise.resolve(have);
+    let making = imp.making.get(ci);
+    if (making === undefined) {
+      making = (async () => {
+        const ctx = this.ctx;
+        const pd = imp.mr.pd;
+        const base = ci * IMPLICIT_CHILD_BYTES;
+        const r = await ctx.cmd(
+          ctx.hca.cmdif.exec({
+            op: 'CREATE_MKEY', tag: ctx.nextTag(), free: false, accessMode: MkcAccessMode.MTT, access: imp.mr.access & 15, umrEn: true,
+            remoteInval: false, pd: pd.pdn, start: base, length: IMPLICIT_CHILD_BYTES, logPageSize: 12, pgAccess: true,
+            xltCapacity: IMPLICIT_CHILD_BYTES / PAGE,
+          }),
+          'implicit ODP child',
+        );
+        const mr = new MrClass(pd, r.mkey, 'USER', { iova: base, length: IMPLICIT_CHILD_BYTES, access: imp.mr.access, maxNumSg: 0 });
+        const child = new OdpMr(mr, base, IMPLICIT_CHILD_BYTES / PAGE, imp.stats);
+        this.mrs.set(mr.index, child);
+        imp.children.set(ci, child);
+        // the parent's KSM entries, a 64-byte unit (4 entries) at a time
+        const g = Math.floor(ci / 4) * 4;
+        const entries: { key: number; va: number }[] = [];
+        for (let i = g; i < g + 4; i++) {
+          const c = imp.children.get(i);
+          entries.push(c === undefined ? { key: NULL_MKEY, va: 0 } : { key: c.mr.deviceKey, va: i * IMPLICIT_CHILD_BYTES });
+        }
+        await ctx.pool.updateKsm(imp.mr.deviceKey, g, entries);
+        imp.making.delete(ci);
+        return child;
+      })();
+      imp.making.set(ci, making);
+    }
+    return making;
   }
 
   private onEqe(e: Eqe): void {
@@ -120,8 +226,19 @@ export class OdpHandler {
   private async handle(f: ReturnType<typeof decodeEqePageFault>): Promise<void> {
     const cfg = this.ctx.hca.cfg;
     const requestor = (f.flags & PageFaultFlag.REQUESTOR) !== 0;
-    const ranges = f.subType === PageFaultSubtype.RDMA ? this.rdmaRanges(f.rKey, f.rdmaVa, f.rdmaOpLen) : this.wqeRanges(f.qpn, f.wqeIndex, requestor);
-    for (const r of ranges ?? []) r.odp.stats.pageFaults++;
+    const segs = f.subType === PageFaultSubtype.RDMA ? [{ lkey: f.rKey, addr: f.rdmaVa, length: Math.max(1, f.rdmaOpLen) }] : this.wqeSegs(f.qpn, f.wqeIndex, requestor);
+    let ranges: FaultRange[] | null = segs === null ? null : [];
+    for (const sg of segs ?? []) {
+      const rs = await this.rangesOf(sg.lkey, sg.addr, sg.length, MAX_FAULT_BYTES);
+      if (rs === null) {
+        // an RDMA access's key that names no ODP MR (a window over one): not handled
+        if (f.subType === PageFaultSubtype.RDMA) ranges = null;
+        continue;
+      }
+      ranges?.push(...rs);
+    }
+    const statsOf = new Set((ranges ?? []).map((r) => r.odp.stats));
+    for (const st of statsOf) st.pageFaults++;
     // the operation's RC ODP capability (mlx5 odp.c checks the transport caps per opcode)
     const cap = f.subType === PageFaultSubtype.RDMA ? ((f.flags & PageFaultFlag.WRITE) !== 0 ? 'WRITE' : 'READ') : requestor ? this.initiatorCap(f.qpn, f.wqeIndex) : 'RECV';
     let ok = ranges !== null && ranges.length > 0 && cap !== null && this.ctx.deviceAttr.odpCaps.rcOdpCaps.has(cap);
@@ -139,7 +256,7 @@ export class OdpHandler {
     const flags = (f.flags & (PageFaultFlag.REQUESTOR | PageFaultFlag.WRITE | PageFaultFlag.RDMA)) | (ok ? 0 : PageFaultFlag.ERROR);
     await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | f.qpn) >>> 0 }), 'page fault resume');
     this.faultsHandled++;
-    for (const r of ranges ?? []) r.odp.stats.pageFaultsHandled++;
+    for (const st of statsOf) st.pageFaultsHandled++;
   }
 
   /** The ODP capability a requester WQE needs: SEND for sends, WRITE, READ, ATOMIC by opcode. */
@@ -211,11 +328,7 @@ export class OdpHandler {
   async prefetch(advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT', list: readonly { lkey: number; addr: number; length: number }[]): Promise<boolean> {
     const cfg = this.ctx.hca.cfg;
     const ranges: FaultRange[] = [];
-    for (const e of list) {
-      const odp = this.mrs.get(e.lkey >>> 8);
-      const r = odp === undefined ? null : this.clip(odp, e.addr, e.length, Infinity);
-      if (r !== null) ranges.push(r);
-    }
+    for (const e of list) ranges.push(...((await this.rangesOf(e.lkey, e.addr, e.length, Infinity)) ?? []));
     let pages = 0;
     for (const r of ranges) pages += this.pagesOf(r);
     await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
@@ -235,19 +348,18 @@ export class OdpHandler {
     return ok;
   }
 
-  /** The ODP MR of `key` (its index, and the full key matching), or undefined. */
-  mrOf(key: number): OdpMr | undefined {
-    const odp = this.mrs.get(key >>> 8);
+  /** The ODP MR (or implicit ODP MR) of `key` (its index, and the device's full key matching), or undefined. */
+  mrOf(key: number): { mr: Mr } | undefined {
+    const odp = this.mrs.get(key >>> 8) ?? this.implicits.get(key >>> 8);
     // the key the device holds (updateKey changes only the handle: mlx5 compares mmkey->key)
     return odp !== undefined && odp.mr.deviceKey === key >>> 0 ? odp : undefined;
   }
 
-  /** The ranges of the WQE at `wqeIndex` of QP `qpn` (send queue, or receive queue without REQUESTOR). */
-  private wqeRanges(qpn: number, wqeIndex: number, requestor: boolean): FaultRange[] | null {
+  /** The data segments of the WQE at `wqeIndex` of QP `qpn` (send queue, or receive queue without REQUESTOR). */
+  private wqeSegs(qpn: number, wqeIndex: number, requestor: boolean): { lkey: number; addr: number; length: number }[] | null {
     const qp: Qp | undefined = this.ctx.qps.get(qpn);
     if (qp === undefined) return null;
     const host = this.ctx.hca.host;
-    const out: FaultRange[] = [];
     const segs: { lkey: number; addr: number; length: number }[] = [];
     if (requestor) {
       const at = qp.sq.addr + (wqeIndex & (qp.sq.wqeCnt - 1)) * 64;
@@ -264,21 +376,10 @@ export class OdpHandler {
     } else {
       for (const s of qp.recvSges(wqeIndex)) segs.push(s);
     }
-    for (const s of segs) {
-      const odp = this.mrs.get(s.lkey >>> 8);
-      if (odp === undefined || s.length === 0) continue;
-      const r = this.clip(odp, s.addr, s.length);
-      if (r !== null) out.push(r);
-    }
-    return out;
+    return segs.filter((sg) => sg.length > 0);
   }
 
-  private rdmaRanges(rkey: number, va: number, length: number): FaultRange[] | null {
-    const odp = this.mrs.get(rkey >>> 8);
-    if (odp === undefined) return null;
-    const r = this.clip(odp, va, Math.max(1, length));
-    return r === null ? null : [r];
-  }
+
 
   /** The part of [iova, iova + length) inside the MR, as host addresses, at most MAX_FAULT_BYTES. */
   private clip(odp: OdpMr, iova: number, length: number, cap = MAX_FAULT_BYTES): FaultRange | null {

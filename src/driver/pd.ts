@@ -8,7 +8,8 @@ import { Qp, type QpInitAttr } from './qp.ts';
 import { IbAccess } from './types.ts';
 import { MkcAccessMode } from '../rtl/formats/constants.ts';
 import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/memory/icm_mkey.ts';
-import { OdpMr, SIZE_MAX } from './odp.ts';
+import { NULL_MKEY } from '../rtl/formats/constants.ts';
+import { IMPLICIT_ENTRIES, ImplicitOdp, OdpMr, SIZE_MAX } from './odp.ts';
 import { MkeyPool } from './mkey_pool.ts';
 
 const PAGE = 4096;
@@ -44,12 +45,7 @@ export class Pd {
     if (odp && !(await this.ctx.queryDevice()).deviceCapFlags.has('ON_DEMAND_PAGING')) {
       throw new VerbsError('EOPNOTSUPP', 'regMr: ON_DEMAND on a device without ON_DEMAND_PAGING');
     }
-    if (addr === 0 && length === SIZE_MAX) {
-      // implicit ODP (a KSM parent over the address space, 1 GiB children made on first fault) is
-      // not modelled yet: the device does not claim IMPLICIT (hca_caps.ts), and the call says so
-      const caps = (await this.ctx.queryDevice()).odpCaps.generalCaps;
-      throw new VerbsError('EOPNOTSUPP', `regMr(0, SIZE_MAX): implicit ODP ${odp && caps.has('IMPLICIT') ? 'is not modelled by this simulator' : 'needs ON_DEMAND and odpCaps.generalCaps IMPLICIT'}`);
-    }
+    if (addr === 0 && length === SIZE_MAX) return this.regImplicit(access, odp);
     if (!host.inVma(addr, length)) throw new VerbsError('EFAULT', `regMr: [0x${addr.toString(16)}, +${length}) is not mapped in the host`);
     // get_user_pages faults in what madvise dropped (an ODP MR pins and touches nothing)
     if (!odp) host.faultIn(addr, length);
@@ -86,8 +82,9 @@ export class Pd {
       // nothing pinned, every MTT entry not present: the fault handler maps pages on first touch,
       // by UMR on the driver's UMR QP (made now if this is its first use, as for the mkey pool)
       await this.ctx.pool.ready();
-      mr.odp = new OdpMr(mr, addr, pages);
-      this.ctx.odp.register(mr.odp);
+      const state = new OdpMr(mr, addr, pages);
+      mr.odp = state;
+      this.ctx.odp.register(state);
     }
     return mr;
   }
@@ -125,6 +122,36 @@ export class Pd {
     this.ctx.tb.sim.checkInProcess('adviseMr');
     const work = this.ctx.tb.spawn(() => this.ctx.odp.prefetch(advice, list));
     if (opts.flush === true) await work;
+  }
+
+  /**
+   * Implicit ODP (ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND | ...)): one key for every address of
+   * the process. The mkey is a KSM parent over the 47-bit user address space, 1 GiB an entry
+   * (log_page_size 30), every entry the null mkey (QUERY_SPECIAL_CONTEXTS) until a fault or a
+   * prefetch in its GiB makes the child (driver/odp.ts ImplicitOdp). Needs odpCaps IMPLICIT.
+   */
+  private async regImplicit(access: number, odp: boolean): Promise<Mr> {
+    const attr = await this.ctx.queryDevice();
+    if (!odp || !attr.odpCaps.generalCaps.has('IMPLICIT')) {
+      throw new VerbsError('EOPNOTSUPP', `regMr(0, SIZE_MAX): implicit ODP needs ON_DEMAND and odpCaps.generalCaps IMPLICIT`);
+    }
+    if ((access & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'regMr(0, SIZE_MAX): an implicit ODP MR cannot be zero-based');
+    // the null mkey every entry of a new KSM table names (this firmware's zero-filled table: key 0)
+    const { nullMkey } = await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'QUERY_SPECIAL_CONTEXTS' }), 'regMr');
+    if (nullMkey !== NULL_MKEY) throw new Error(`internal: the null mkey is 0x${nullMkey.toString(16)}, not the zero a new KSM table holds`);
+    await this.ctx.pool.ready();
+    const r = await this.ctx.cmd(
+      this.ctx.hca.cmdif.exec({
+        op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: false, accessMode: MkcAccessMode.KSM, access: access & 15, umrEn: true,
+        remoteInval: false, pd: this.pdn, start: 0, length: 0, len64: true, logPageSize: 30, pgAccess: true, xltCapacity: IMPLICIT_ENTRIES,
+      }),
+      'regMr',
+    );
+    const mr = this.track(new Mr(this, r.mkey, 'USER', { iova: 0, length: SIZE_MAX, access, maxNumSg: 0 }));
+    const imp = new ImplicitOdp(mr);
+    mr.odp = imp;
+    this.ctx.odp.registerImplicit(imp);
+    return mr;
   }
 
   /** ibv_alloc_mr: a fast-registration MR, FREE until a REG_MR work request registers it. */

@@ -444,14 +444,14 @@ export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): n
   return ds;
 }
 
-/** Parameters of a translation-update UMR WQE (ODP: map or zap pages of an MR). */
+/** Parameters of a translation-update UMR WQE (ODP: map or zap pages of an MR, or a KSM entry). */
 export interface XltUpdateWqeParams extends WqeCommonParams {
-  /** The MR's key. */
+  /** The mkey's key. */
   key: number;
-  /** First MTT entry written (a multiple of 8: UMR copies 64-byte units). */
-  firstEntry: number;
-  /** The MTT entries (raw: page address | RD 1 | WR 2; 0 = not present), a multiple of 8 long. */
-  entries: readonly number[];
+  /** Where the list goes in the mkey's translation table, in octowords (16 bytes). */
+  xltOffsetOcto: number;
+  /** The entries as the table holds them (big-endian MTTs, or 16-byte KSM entries), a multiple of 64 bytes. */
+  list: Uint8Array;
   /** Where the list is when over 64 bytes (a descriptor buffer) and its lkey. */
   listAddr?: number;
   listLkey?: number;
@@ -465,28 +465,34 @@ export interface XltUpdateWqeParams extends WqeCommonParams {
  * driver's UMR QP to ERR (mlx5 then recovers it; this driver has no recovery).
  */
 export function buildXltUpdateWqe(view: DataView, off: number, p: XltUpdateWqeParams): number {
-  if (p.firstEntry % 8 !== 0 || p.entries.length % 8 !== 0) throw new Error('an MTT update covers whole 64-byte units (8 entries)');
-  const bytes = p.entries.length * 8;
+  if (p.list.length % 64 !== 0) throw new Error('a translation update covers whole 64-byte units');
+  const bytes = p.list.length;
   const inline = bytes <= UMR_INLINE_THRESHOLD;
-  if (!inline && (p.listAddr === undefined || p.listLkey === undefined)) throw new Error(`a ${bytes}-byte MTT list is not inline: listAddr and listLkey are needed`);
+  if (!inline && (p.listAddr === undefined || p.listLkey === undefined)) throw new Error(`a ${bytes}-byte translation list is not inline: listAddr and listLkey are needed`);
   const ds = UMR_HEADER_DS + (inline ? xltOctowords(bytes) : DATA_SEG_SIZE / DS_SIZE);
   encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
     flags: UmrCtrlFlag.TRANSLATION_OFFSET_EN | (inline ? UmrCtrlFlag.INLINE : 0),
     xltOctowords: xltOctowords(bytes),
-    xltOffset: (p.firstEntry * 8) / DS_SIZE,
+    xltOffset: p.xltOffsetOcto,
     mkeyMask: 0,
   });
   encodeMkeyContext(view, off + UMR_MKEY_OFF, zeroMkeyContext());
-  if (inline) {
-    for (let i = 0; i < p.entries.length; i++) {
-      view.setUint32(off + UMR_XLT_OFF + i * 8, Math.floor(p.entries[i] / 2 ** 32));
-      view.setUint32(off + UMR_XLT_OFF + i * 8 + 4, p.entries[i] >>> 0);
-    }
-  } else {
-    encodeDataSeg(view, off + UMR_XLT_OFF, { byteCount: alignUp(bytes, XLT_ALIGN), inline: false, lkey: p.listLkey as number, addr: p.listAddr as number });
-  }
+  if (inline) new Uint8Array(view.buffer, view.byteOffset + off + UMR_XLT_OFF, bytes).set(p.list);
+  else encodeDataSeg(view, off + UMR_XLT_OFF, { byteCount: alignUp(bytes, XLT_ALIGN), inline: false, lkey: p.listLkey as number, addr: p.listAddr as number });
   encodeCtrlSeg(view, off, ctrlOf({ ...p, signaled: true }, WqeOpcode.UMR, ds, p.key));
   return ds;
+}
+
+/** The bytes of KSM entries (reserved, key, va: a KLM's layout with bcount 0), padded to 64 bytes. */
+export function ksmListBytes(entries: readonly { key: number; va: number }[]): Uint8Array {
+  const buf = new Uint8Array(Math.ceil((entries.length * 16) / 64) * 64);
+  const v = new DataView(buf.buffer);
+  entries.forEach((e, i) => {
+    v.setUint32(i * 16 + 4, e.key >>> 0);
+    v.setUint32(i * 16 + 8, Math.floor(e.va / 2 ** 32));
+    v.setUint32(i * 16 + 12, e.va >>> 0);
+  });
+  return buf;
 }
 
 /** The big-endian bytes of MTT entries (a UMR's translation list behind a data segment). */

@@ -191,6 +191,9 @@ export class Sim {
     p.catch((e: unknown) => {
       if (!this.failed) { this.failed = true; this.failure = e; }
     });
+    // spawned from an event (an interrupt handler, not a process): its next steps are microtasks,
+    // so the scheduler must yield to them before the next event
+    this.resumed = true;
     return p;
   }
 

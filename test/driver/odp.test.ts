@@ -159,13 +159,57 @@ describe('on-demand paging: capabilities', () => {
 });
 
 describe('on-demand paging: implicit ODP', () => {
-  it('regMr(0, SIZE_MAX, ON_DEMAND) is EOPNOTSUPP: the device does not claim IMPLICIT (not modelled)', async () => {
-    const tb = new Testbed({ hcas: 1 });
+  it('regMr(0, SIZE_MAX, ON_DEMAND): one key for the whole address space; the first fault in a GiB makes its child, later ones only map', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    const t: number[] = [];
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      expect((await p.c0.queryDevice()).odpCaps.generalCaps.has('IMPLICIT')).toBe(true);
+      const imr = await p.pd0.regMr(0, SIZE_MAX, Access.ON_DEMAND | Access.LOCAL_WRITE | Access.REMOTE_READ);
+      expect([imr.iova, imr.length]).toEqual([0, SIZE_MAX]);
+      const a = tb.host(0).alloc(3 * 4096);
+      const b = tb.host(1).alloc(4096);
+      tb.host(0).write(a.addr, Uint8Array.of(1, 2, 3));
+      tb.host(0).write(a.addr + 8192, Uint8Array.of(7, 8, 9));
+      const mr1 = await p.pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      const write = async (off: number): Promise<void> => {
+        const t0 = tb.now;
+        p.qp0.postSend({ wrId: off, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr + off, length: 3, lkey: imr.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+        expect((await p.cq0.wait(1))[0].status).toBe('SUCCESS');
+        t.push(tb.now - t0);
+      };
+      await write(0); // a new GiB: the child is made (CREATE_MKEY) and written into the KSM table
+      expect([...tb.host(1).read(b.addr, 3)]).toEqual([1, 2, 3]);
+      await write(8192); // the same GiB: only the page is mapped
+      expect([...tb.host(1).read(b.addr, 3)]).toEqual([7, 8, 9]);
+      await write(8192); // warm
+      expect(imr.odpStats()).toMatchObject({ pageFaults: 2, pageFaultsHandled: 2 });
+      // the peer reads through the implicit rkey: a responder fault, then the RNR retry
+      const c = tb.host(0).alloc(4096);
+      tb.host(0).write(c.addr, Uint8Array.of(0x5a));
+      const d = tb.host(1).alloc(4096);
+      const mrd = await p.pd1.regMr(d.addr, 4096, Access.LOCAL_WRITE);
+      p.qp1.postSend({ wrId: 9, opcode: 'RDMA_READ', sgList: [{ addr: d.addr, length: 1, lkey: mrd.lkey }], remoteAddr: c.addr, rkey: imr.rkey, signaled: true });
+      expect((await p.cq1.wait(1))[0].status).toBe('SUCCESS');
+      expect(tb.host(1).read(d.addr, 1)[0]).toBe(0x5a);
+      // prefetch through the implicit key
+      const e = tb.host(0).alloc(4096);
+      await p.pd0.adviseMr('PREFETCH', [{ addr: e.addr, length: 4096, lkey: imr.lkey }], { flush: true });
+      expect(imr.odpStats().pagePrefetch).toBe(1);
+      await imr.dereg();
+    });
+    expect(t[0] - t[1]).toBeGreaterThan(200e6); // the child's CREATE_MKEY (230 us)
+    expect(t[2]).toBeLessThan(10e6);
+  });
+
+  it('without the IMPLICIT capability, regMr(0, SIZE_MAX) is EOPNOTSUPP', async () => {
+    const tb = new Testbed({ hcas: 1, caps: { odpImplicit: false } });
     await tb.run(async () => {
       const ctx = await tb.openDevice(0);
       const pd = await ctx.allocPd();
       expect((await ctx.queryDevice()).odpCaps.generalCaps.has('IMPLICIT')).toBe(false);
       await expect(pd.regMr(0, SIZE_MAX, Access.ON_DEMAND | Access.LOCAL_WRITE)).rejects.toMatchObject({ errno: 'EOPNOTSUPP' });
+      await expect(pd.regMr(0, SIZE_MAX, Access.LOCAL_WRITE)).rejects.toMatchObject({ errno: 'EOPNOTSUPP' });
     });
   });
 });

@@ -78,4 +78,25 @@ describe('software processes', () => {
       }),
     ).rejects.toThrow('boom in child');
   });
+
+  it('run a process spawned from an event (an interrupt handler) at once: its microtask steps do not wait for another process', async () => {
+    const sim = new Sim();
+    const log: string[] = [];
+    const helper = async (): Promise<number> => 7; // resolves in a microtask, no simulated time
+    await sim.run(async () => {
+      sim.at(100, {
+        fire: () => {
+          void sim.spawn(async () => {
+            const v = await helper();
+            await sim.delay(10);
+            log.push(`${v} at ${sim.now}`);
+          });
+        },
+      });
+      // events keep coming meanwhile (a retry timer), but no other process resumes before 1000
+      for (let t = 200; t < 1000; t += 100) sim.at(t, { fire: () => undefined });
+      await sim.delay(1000);
+    });
+    expect(log).toEqual(['7 at 110']);
+  });
 });

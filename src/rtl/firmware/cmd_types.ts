@@ -230,6 +230,7 @@ export interface CmdInputs {
   CREATE_MKEY: CreateMkeyIn;
   /** The 24-bit mkey index (mlx5_ifc query_mkey_in.mkey_index), i.e. key >>> 8. */
   QUERY_MKEY: { index: number };
+  QUERY_SPECIAL_CONTEXTS: Record<never, never>;
   /** The 24-bit mkey index (mlx5_ifc destroy_mkey_in.mkey_index). */
   DESTROY_MKEY: { index: number };
   PAGE_FAULT_RESUME: { flagsQpn: number };
@@ -274,6 +275,8 @@ export interface CmdOutputs {
   CREATE_MKEY: { mkey: number; index: number };
   /** The 64 bytes of the mkey context (spec/mlx5.md), and whether the index is allocated. */
   QUERY_MKEY: { context: Uint8Array; allocated: boolean };
+  /** resd_lkey (the reserved lkey that ends a scatter list) and null_mkey (implicit ODP's not-present entry). */
+  QUERY_SPECIAL_CONTEXTS: { resdLkey: number; nullMkey: number };
   DESTROY_MKEY: void;
   PAGE_FAULT_RESUME: void;
   CREATE_EQ: { eqn: number };
@@ -288,7 +291,7 @@ export interface CmdOutputs {
   '2ERR_QP': { state: QpState };
 }
 
-/** The name of a command `Cmdif` executes. QUERY_SPECIAL_CONTEXTS is not modelled (BAD_OP). */
+/** The name of a command `Cmdif` executes. */
 export type CmdName = keyof CmdInputs;
 
 /** A command of name `K`: `{ op: K, ...inputs }`. */

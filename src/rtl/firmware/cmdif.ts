@@ -15,6 +15,7 @@
  * - `queued`: commands posted and not yet started (saturates at 255);
  * - `status` (cmd_status): the status of the last completed command.
  */
+import { MLX5_INVALID_LKEY, NULL_MKEY } from '../formats/constants.ts';
 import type { QpErrorEvent } from '../formats/constants.ts';
 import { enumType, Module, type Counter, type Histogram, type Nothing, type Signal, type UnclockedWireOptions } from '../../sim/index.ts';
 import type { HcaConfig } from '../config.ts';
@@ -286,6 +287,8 @@ export class Cmdif extends Module {
         return this.deallocPd(cmd);
       case 'CREATE_MKEY':
         return this.createMkey(cmd);
+      case 'QUERY_SPECIAL_CONTEXTS':
+        return { resdLkey: MLX5_INVALID_LKEY, nullMkey: NULL_MKEY };
       case 'QUERY_MKEY':
         return this.queryMkey(cmd);
       case 'DESTROY_MKEY':
@@ -381,8 +384,8 @@ export class Cmdif extends Module {
     const g = this.caps.general.cur;
     const tag = this.uint('tag', c.tag, 8);
     const mode = c.accessMode;
-    if (mode !== MkcAccessMode.PA && mode !== MkcAccessMode.MTT && mode !== MkcAccessMode.KLMS) {
-      this.fail('BAD_PARAM', 'access_mode', `access mode ${String(mode)} is not modelled (PA 0, MTT 1, KLMS 2)`);
+    if (mode !== MkcAccessMode.PA && mode !== MkcAccessMode.MTT && mode !== MkcAccessMode.KLMS && mode !== MkcAccessMode.KSM) {
+      this.fail('BAD_PARAM', 'access_mode', `access mode ${String(mode)} is not modelled (PA 0, MTT 1, KLMS 2, KSM 3)`);
     }
     const access = this.uint('access', c.access, 32);
     if ((access & ~IB_ACCESS_MASK) !== 0) {
@@ -396,6 +399,7 @@ export class Cmdif extends Module {
     if (mode === MkcAccessMode.MTT && logPageSize < MIN_LOG_PAGE_SIZE) {
       this.fail('BAD_PARAM', 'log_page_size_min', `log_page_size ${logPageSize} is below 4 KiB pages (${MIN_LOG_PAGE_SIZE})`);
     }
+    if (mode === MkcAccessMode.KSM && (c.mtt !== undefined || c.klm !== undefined)) this.fail('BAD_PARAM', 'translations_mode', 'a KSM mkey starts with every entry null (write them by UMR)');
     if (c.mtt !== undefined && mode !== MkcAccessMode.MTT) this.fail('BAD_PARAM', 'translations_mode', 'an MTT list needs access mode MTT');
     if (c.klm !== undefined && mode !== MkcAccessMode.KLMS) this.fail('BAD_PARAM', 'translations_mode', 'a KLM list needs access mode KLMS');
     const mtt = c.mtt?.map((e, i) => this.uint(`mtt[${i}]`, e, 64));

@@ -116,9 +116,8 @@ export interface HcaCapsOverride {
   /** ODP enabled (default true). False: the cur caps report no ODP at all; max still does. */
   odp?: boolean;
   /**
-   * Report implicit ODP (default false). ConnectX-5 and later report it (see the ConnectX-6
-   * output above), but this model has no implicit ODP MR (a KSM mkey over the whole address
-   * space), so by default it does not claim it; turn it on to mimic the real report.
+   * Report implicit ODP (default true, as ConnectX-5 and later do: see the ConnectX-6 output
+   * above). Off: regMr(0, SIZE_MAX, ON_DEMAND) is EOPNOTSUPP.
    */
   odpImplicit?: boolean;
   /**
@@ -221,7 +220,7 @@ function odpCaps(on: boolean, implicit: boolean, rc: readonly OdpTransportCap[] 
 /** The capabilities of an HCA with configuration `cfg`, with `override` applied. */
 export function hcaCaps(cfg: Pick<HcaConfig, 'klmMaxIndirection'>, override: HcaCapsOverride = {}): HcaCaps {
   const odpOn = override.odp ?? true;
-  const implicit = override.odpImplicit ?? false;
+  const implicit = override.odpImplicit ?? true;
   return Object.freeze({
     general: Object.freeze({ max: generalCaps(cfg.klmMaxIndirection, true), cur: generalCaps(cfg.klmMaxIndirection, odpOn) }),
     odp: Object.freeze({ max: odpCaps(true, implicit), cur: odpCaps(odpOn, implicit, override.rcOdpCaps) }),

@@ -113,9 +113,12 @@ export class IcmWriter extends Module implements EventTarget {
   createMkey(d: MkeyDesc): MkeyEntry {
     this.checkNoUmrWrite(d.index, 'CREATE_MKEY');
     const isMtt = d.accessMode === MkcAccessMode.MTT;
-    const isKlm = d.accessMode === MkcAccessMode.KLMS;
-    const given = isMtt ? (d.mtt?.length ?? 0) : isKlm ? (d.klm?.length ?? 0) : 0;
-    const count = Math.max(given, d.xltCapacity ?? 0);
+    const isKsm = d.accessMode === MkcAccessMode.KSM;
+    const isKlm = d.accessMode === MkcAccessMode.KLMS || isKsm; // a KSM entry has a KLM's 16 bytes
+    const count = Math.max(isMtt ? (d.mtt?.length ?? 0) : isKlm && !isKsm ? (d.klm?.length ?? 0) : 0, d.xltCapacity ?? 0);
+    // a KSM table (every entry the null mkey) and an ODP MTT table (pg_access: every entry not
+    // present) are whole from the start: all of it counts, an entry not yet written faults
+    const given = isKsm || (isMtt && d.pgAccess) ? count : isMtt ? (d.mtt?.length ?? 0) : isKlm ? (d.klm?.length ?? 0) : 0;
     const entryBytes = isMtt ? MTT_SIZE : KLM_SIZE;
     let xltAddr = 0;
     if (isMtt || isKlm) {

@@ -386,6 +386,12 @@ export const HcaCapOpMod = {
 
 /** The reserved invalid / terminate-scatter lkey (MLX5_INVALID_LKEY). */
 export const MLX5_INVALID_LKEY = 0x100;
+/**
+ * The null mkey (QUERY_SPECIAL_CONTEXTS null_mkey): a KSM entry naming it has no child yet, and an
+ * access through it faults (spec/mlx5.md "Implicit ODP"). Here key 0: mkey index 0 is never
+ * allocated (firmware/cmdif.ts FIRST_MKEY_INDEX), so a new, zero-filled KSM table is all null.
+ */
+export const NULL_MKEY = 0;
 
 /** The 24-bit mkey index of a key (bits 31:8). */
 export function mkeyIndex(key: number): number {

@@ -12,9 +12,12 @@ import type { MttReq, MttResp } from './mtt_cache.ts';
 import type { KlmWalkReq, KlmWalkResp } from './klm_walker.ts';
 import type { MkeyEntry } from '../memory/icm_mkey.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_WRITE } from '../memory/icm_mkey.ts';
-import { MKEY_QPN_NONE, MkcAccessMode, mkeyIndex } from '../formats/constants.ts';
+import { MKEY_QPN_NONE, MkcAccessMode, NULL_MKEY, mkeyIndex } from '../formats/constants.ts';
 import { MKEY_KIND_MR } from '../memory/icm_mkey.ts';
 import type { AtuError, AtuRequest, AtuResponse, AtuResult, PhysSegment } from './atu_types.ts';
+
+/** Bytes of a KSM entry (reserved u32, key u32, va u64). */
+const KSM_ENTRY = 16;
 
 export const [AtuCtxState, CTX] = enumType('atu_ctx_state', ['IDLE', 'LOOKUP', 'MKEY_WAIT', 'MTT_REQ', 'MTT_WAIT', 'KLM_REQ', 'KLM_WAIT', 'RESPOND']);
 
@@ -51,6 +54,9 @@ interface Frame {
   klmIdx: number;
   klmOffset: number;
   pending: number;
+  // KSM (implicit ODP parent): which half of the 16-byte entry is being read (0 key, 1 va), the key read
+  ksmPhase: number;
+  ksmKey: number;
 }
 
 interface Ctx {
@@ -338,14 +344,53 @@ export class Atu extends Module {
         f.done = 0;
         return this.setState(c, CTX.KLM_REQ);
       }
+      case MkcAccessMode.KSM: {
+        // fixed-size entries of 2^log_page_size bytes (implicit ODP: 1 GiB), read through the MTT
+        // cache as two 8-byte halves (key, then va): spec/mlx5.md "Implicit ODP"
+        f.depth = f.klmsAbove + 1;
+        if (f.depth > this.maxIndirection) return this.fail(c, 'INDIRECTION', f.key);
+        if (f.va < e.start) return this.fail(c, 'BOUNDS', f.key);
+        f.done = 0;
+        f.ksmPhase = 0;
+        return this.setState(c, CTX.MTT_REQ);
+      }
       default:
-        return this.fail(c, 'INVALID_KEY', f.key); // KSM and other modes are not modelled
+        return this.fail(c, 'INVALID_KEY', f.key); // other modes are not modelled
     }
+  }
+
+  /** The KSM entry of the parent frame's next byte: key (phase 0) or va (phase 1). */
+  private issueKsm(c: Ctx, f: Frame, e: MkeyEntry): void {
+    const size = POW2[e.logPageSize];
+    const index = Math.floor((f.va + f.done - e.start) / size);
+    if (index >= e.xltCount) return this.fail(c, 'BOUNDS', f.key);
+    if (!this.mtt.req.canPush()) return;
+    c.mttReq.addr = e.xltAddr + KSM_ENTRY * index + (f.ksmPhase === 0 ? 0 : 8);
+    this.mtt.req.push(c.mttReq);
+    this.setState(c, CTX.MTT_WAIT);
+  }
+
+  private onKsm(c: Ctx, f: Frame, e: MkeyEntry, value: number): void {
+    if (f.ksmPhase === 0) {
+      const key = value % 2 ** 32;
+      // the null mkey (QUERY_SPECIAL_CONTEXTS): no child yet, the access faults on the parent
+      if (key === NULL_MKEY) return this.respond(c, { kind: 'fault', va: f.outerVa + f.done, bytesCommitted: c.committed, write: c.needWrite });
+      f.ksmKey = key;
+      f.ksmPhase = 1;
+      return this.setState(c, CTX.MTT_REQ);
+    }
+    const size = POW2[e.logPageSize];
+    const off = (f.va + f.done - e.start) % size;
+    const piece = Math.min(f.length - f.done, size - off);
+    f.ksmPhase = 0;
+    f.pending = piece;
+    this.push(c, f.ksmKey, false, value + off, piece, f.outerVa + f.done, f.depth);
   }
 
   private issueMtt(c: Ctx): void {
     const f = c.frames[c.sp - 1];
     const e = f.entry!;
+    if (e.accessMode === MkcAccessMode.KSM) return this.issueKsm(c, f, e);
     const P = POW2[e.logPageSize];
     // integers below 2^53 and P a power of two: `>>> 0` keeps the low bits exactly
     const small = e.logPageSize <= 30;
@@ -367,6 +412,7 @@ export class Atu extends Module {
     const c = this.ctxs[r.ctx];
     const f = c.frames[c.sp - 1];
     const e = f.entry!;
+    if (e.accessMode === MkcAccessMode.KSM) return this.onKsm(c, f, e, r.value);
     const low = r.value >>> 0; // the flag bits are the low bits of the entry
     const read = (low & 1) !== 0;
     const write = (low & 2) !== 0;
@@ -401,7 +447,7 @@ export class Atu extends Module {
     p.done += p.pending;
     p.pending = 0;
     if (p.done === p.length) return this.frameDone(c);
-    this.setState(c, CTX.KLM_REQ);
+    this.setState(c, p.entry!.accessMode === MkcAccessMode.KSM ? CTX.MTT_REQ : CTX.KLM_REQ);
   }
 
   private emit(c: Ctx, pa: number, length: number): void {
@@ -441,6 +487,6 @@ export class Atu extends Module {
 function newFrame(): Frame {
   return {
     key: 0, top: false, va: 0, length: 0, outerVa: 0, klmsAbove: 0, entry: null, done: 0,
-    pieceOff: 0, pieceLen: 0, depth: 0, klmIdx: 0, klmOffset: 0, pending: 0,
+    pieceOff: 0, pieceLen: 0, depth: 0, klmIdx: 0, klmOffset: 0, pending: 0, ksmPhase: 0, ksmKey: 0,
   };
 }

@@ -341,7 +341,8 @@ export function bindsSomething(w: UmrWqe, t: MkeyEntry): boolean {
 
 /** Bytes of one translation entry of an access mode (0: the mode has no table). */
 export function entryBytes(accessMode: number): number {
-  return accessMode === MkcAccessMode.MTT ? MTT_SIZE : accessMode === MkcAccessMode.KLMS ? KLM_SIZE : 0;
+  // a KSM entry (reserved, key, va) has a KLM's 16 bytes, bcount reserved
+  return accessMode === MkcAccessMode.MTT ? MTT_SIZE : accessMode === MkcAccessMode.KLMS || accessMode === MkcAccessMode.KSM ? KLM_SIZE : 0;
 }
 
 /** What a UMR writes into the target's translation table. */
