@@ -12,6 +12,7 @@ import readWithInv from './read_with_inv.ts';
 import odpFault from './odp_fault.ts';
 import odpInvalidate from './odp_invalidate.ts';
 import odpPrefetch from './odp_prefetch.ts';
+import odpImplicit from './odp_implicit.ts';
 import cqEvents from './cq_events.ts';
 
-export const scenarios: readonly Scenario[] = [kernelPipeline, translation, frwr, sendWithInv, mwType1, mwType2, sgGaps, badKeys, readWithInv, odpFault, odpInvalidate, odpPrefetch, cqEvents];
+export const scenarios: readonly Scenario[] = [kernelPipeline, translation, frwr, sendWithInv, mwType1, mwType2, sgGaps, badKeys, readWithInv, odpFault, odpInvalidate, odpPrefetch, odpImplicit, cqEvents];
