@@ -170,8 +170,12 @@ export class OdpHandler {
       const ci = Math.floor(lo / IMPLICIT_CHILD_BYTES);
       if (ci >= IMPLICIT_ENTRIES) break;
       const hi = Math.min(end, (ci + 1) * IMPLICIT_CHILD_BYTES);
-      const child = await this.childOf(imp, ci);
-      out.push({ odp: child, addr: lo, length: hi - lo });
+      // a GiB with nothing of the process in it gets no child: its access cannot be mapped (a
+      // fault there resumes with ERROR; a prefetch over it maps nothing)
+      if (this.ctx.hca.host.overlapsAllocation(lo, hi - lo)) {
+        const child = await this.childOf(imp, ci);
+        out.push({ odp: child, addr: lo, length: hi - lo });
+      } else if (cap !== Infinity) return out.length === 0 ? [] : out;
       lo = hi;
     }
     return out;

@@ -269,6 +269,7 @@ const odpSpecs: { weight: number; arbitrary: fc.Arbitrary<Spec> }[] = [
       pages: fc.integer({ min: 1, max: 4 }),
       off: fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.nat({ max: 4095 }) }),
       access: fc.constantFrom(SETUP_ACCESS, 1, 1 | 4, 1 | 2 | 4, 0),
+      implicit: fc.oneof({ weight: 4, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
     }),
   },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('madvise' as const), hca, page: fc.nat({ max: 3 }), pages: fc.integer({ min: 1, max: 2 }) }) },

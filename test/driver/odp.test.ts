@@ -213,3 +213,28 @@ describe('on-demand paging: implicit ODP', () => {
     });
   });
 });
+
+describe('on-demand paging: RNR with messages in flight behind the fault', () => {
+  it('WRITEs pipelined behind a faulting one are discarded, not answered, and all succeed on the retry (no RETRY_EXC_ERR)', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(4096);
+      const o = tb.host(1).alloc(4096);
+      tb.host(0).write(a.addr, Uint8Array.of(0x11, 0x22, 0x33));
+      const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+      const mr1 = await p.pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      const omr = await p.pd1.regMr(o.addr, 4096, Access.ON_DEMAND | Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      p.qp0.postSend([
+        { wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 1, lkey: mr0.lkey }], remoteAddr: b.addr + 4095, rkey: mr1.rkey },
+        { wrId: 2, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr + 1, length: 1, lkey: mr0.lkey }], remoteAddr: o.addr, rkey: omr.rkey },
+        { wrId: 3, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr + 2, length: 1, lkey: mr0.lkey }], remoteAddr: o.addr + 4095, rkey: omr.rkey, signaled: true },
+      ]);
+      const [wc] = await p.cq0.wait(1);
+      expect([wc.wrId, wc.status]).toEqual([3, 'SUCCESS']);
+      expect([tb.host(1).read(b.addr + 4095, 1)[0], tb.host(1).read(o.addr, 1)[0], tb.host(1).read(o.addr + 4095, 1)[0]]).toEqual([0x11, 0x22, 0x33]);
+    });
+    expect(tb.stats()['tb.hca1.responder'].out_of_sequence).toBeGreaterThanOrEqual(1);
+  });
+});

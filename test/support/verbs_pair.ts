@@ -41,6 +41,7 @@
  * which the untimed model cannot reproduce. The setup PDs are never deallocated (createPair
  * needs them): the rare deallocPd that would succeed on one is skipped.
  */
+import { SIZE_MAX } from '../../src/index.ts';
 import {
   Testbed,
   VerbsError,
@@ -210,7 +211,7 @@ export type Spec =
   | { kind: 'regMr'; hca: number; pd: number; buf: number; off: number; len: number; fit: boolean; access: number }
   | { kind: 'allocMr'; hca: number; pd: number; type: 'MEM_REG' | 'SG_GAPS'; maxNumSg: number }
   /** On-demand paging, over the adapter's ODP buffer (no pinned MR covers it): an ODP MR of `pages` pages from `page` (+ `off` bytes). */
-  | { kind: 'regOdp'; hca: number; pd: number; page: number; pages: number; off: number; access: number }
+  | { kind: 'regOdp'; hca: number; pd: number; page: number; pages: number; off: number; access: number; implicit?: boolean }
   /** The process drops (madvise DONTNEED) or unmaps (munmap) pages of the ODP buffer. */
   | { kind: 'madvise' | 'munmap'; hca: number; page: number; pages: number }
   /** adviseMr of a whole ODP MR (the `mr`-th), flushed. */
@@ -673,7 +674,9 @@ export class VerbsPair {
         const addr = b.addr + first * 4096 + (s.off % 4096);
         const len = Math.max(1, Math.min(s.pages, ODP_BUF_PAGES - first) * 4096 - (s.off % 4096));
         const access = s.access | 64; // ON_DEMAND
-        const r = await this.both(() => this.m.regMr(this.mPds[h][pd], addr, len, access), () => this.tPds[h][pd].regMr(addr, len, access), 'regOdp');
+        // implicit: regMr(0, SIZE_MAX), one key for every address of the process
+        const [ra, rl] = s.implicit === true ? [0, SIZE_MAX] : [addr, len];
+        const r = await this.both(() => this.m.regMr(this.mPds[h][pd], ra, rl, access), () => this.tPds[h][pd].regMr(ra, rl, access), s.implicit === true ? 'regOdp implicit' : 'regOdp');
         if (r) {
           this.addMr(h, pd, 'USER', r[0], r[1]);
           this.mrs[this.mrs.length - 1].odp = true;
@@ -701,10 +704,12 @@ export class VerbsPair {
         const odp = this.mrs.filter((r) => r.odp === true);
         if (odp.length === 0) return;
         const mr = odp[s.mr % odp.length];
-        const iova = mr.t.iova;
-        const len = mr.t.length;
+        // the whole MR; an implicit one: the adapter's ODP buffer
+        const span = mr.m.length === SIZE_MAX ? { start: this.odpBufs[mr.hca].addr, length: this.odpBufs[mr.hca].length } : { start: mr.m.iova, length: mr.m.length };
+        const iova = span.start;
+        const len = span.length;
         await this.both(
-          () => this.m.adviseMr(this.mPds[mr.hca][mr.pd], mr.m.lkey, mr.m.iova, mr.m.length),
+          () => this.m.adviseMr(this.mPds[mr.hca][mr.pd], mr.m.lkey, span.start, span.length),
           () => this.tPds[mr.hca][mr.pd].adviseMr(s.advice, [{ addr: iova, length: len, lkey: mr.t.lkey }], { flush: true }),
           'prefetch',
         );
@@ -1129,6 +1134,8 @@ export class VerbsPair {
 
   /** An MR's range as the device has it while VALID (else the handle's: the next registration's). */
   private mrSpan(mr: MrRec): { start: number; length: number } {
+    // an implicit ODP MR covers everything: aim its accesses at the adapter's ODP buffer
+    if (mr.m.length === SIZE_MAX) return { start: this.odpBufs[mr.hca].addr, length: this.odpBufs[mr.hca].length };
     const st = this.m.keyState(mr.m.lkey, mr.hca);
     if (st.kind === 'MR' && st.state === 'VALID' && st.length > 0) return { start: st.iova, length: st.length };
     return { start: mr.m.iova, length: mr.m.length };

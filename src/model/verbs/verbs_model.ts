@@ -378,9 +378,13 @@ export class VerbsModel {
     if ((access & VerbsAccess.ON_DEMAND) !== 0 && !this.onDemandPaging) {
       throw err('EOPNOTSUPP', 'regMr: ON_DEMAND needs a device with ON_DEMAND_PAGING');
     }
+    // regMr(0, SIZE_MAX): implicit ODP, the whole address space (needs ON_DEMAND; not zero-based).
+    const implicit = addr === 0 && length === Number.MAX_SAFE_INTEGER;
+    if (implicit && (access & VerbsAccess.ON_DEMAND) === 0) throw err('EOPNOTSUPP', 'regMr(0, SIZE_MAX): implicit ODP needs ON_DEMAND');
+    if (implicit && (access & VerbsAccess.ZERO_BASED) !== 0) throw err('EINVAL', 'regMr(0, SIZE_MAX): an implicit ODP MR cannot be zero-based');
     // regMr: length 0 (EINVAL), or range not mapped in the host (EFAULT).
     if (length === 0) throw err('EINVAL', 'regMr: length 0');
-    if (!h.host.isMapped(addr, length)) throw err('EFAULT', 'regMr: range not mapped in the host');
+    if (!implicit && !h.host.isMapped(addr, length)) throw err('EFAULT', 'regMr: range not mapped in the host');
     const zeroBased = (access & VerbsAccess.ZERO_BASED) !== 0;
     const key = h.freshKey();
     const mr = new ModelMr(pd.hca, pd, 'USER', keyIndex(key), 0, {

@@ -193,6 +193,12 @@ export class HostSpace {
     return true;
   }
 
+  /** True when some allocation overlaps [addr, addr + len). */
+  overlapsAllocation(addr: number, len: number): boolean {
+    this.checkRange('overlapsAllocation', addr, len);
+    return this.regions.some((r) => r.addr < addr + len && addr < r.addr + r.pages.length * r.pageSize);
+  }
+
   /** True when every byte of [addr, addr + len) is mapped and present (len 0: true). */
   isMapped(addr: number, len: number): boolean {
     this.checkRange('isMapped', addr, len);

@@ -108,6 +108,12 @@ interface Ctx {
   rq: RespQp | null;
   /** Passed its checks and issued all its DMA: a plain READ / WRITE after it may start. */
   committed: boolean;
+  /**
+   * An earlier message of the QP was answered RNR-NAK after this one was taken: the requester
+   * sends this one again, so this try answers nothing (IB: packets after the NAK'd PSN are
+   * discarded until the retry).
+   */
+  stale: boolean;
   segs: PhysSegment[];
   pending: AtuResponse | null;
   issued: boolean;
@@ -199,7 +205,7 @@ export class Responder extends Module implements FaultClient {
       this.rinv.resp.consumer = this;
     }
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
-        idx: i, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false,
+        idx: i, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false, stale: false,
         segs: [], pending: null, issued: false, answer: null, cqes: [], recvSges: [], recvResults: [], recvIssued: 0,
         rwqeAsked: false, rwqeData: null, atomicPhase: 0, invIssued: false, invDone: null, invStarted: 0,
         invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), active: false,
@@ -327,6 +333,7 @@ export class Responder extends Module implements FaultClient {
     c.qp = qp;
     c.rq = rq;
     c.committed = false;
+    c.stale = false;
     c.stage = WAIT_TURN;
     rq.list.push(c);
     if (this.mayStart(c)) this.activate(c);
@@ -498,6 +505,13 @@ export class Responder extends Module implements FaultClient {
     }
     const r = c.pending.result;
     c.pending = null;
+    if (c.stale) {
+      // an earlier message of the QP was NAK'd RNR: this try is discarded before its checks (its
+      // retry comes), so it neither acts nor fails
+      this.sOutOfSeq.inc();
+      this.done(c);
+      return false;
+    }
     if (r.kind === 'fault' && this.faults !== null) {
       const write = m.op !== 'READ';
       this.pageFault(c, {
@@ -546,6 +560,13 @@ export class Responder extends Module implements FaultClient {
    */
   private pageFault(c: Ctx, report: FaultReport): void {
     const rq = c.rq!;
+    if (c.stale) {
+      // after an earlier RNR-NAK of the QP: discarded, its retry comes (no second NAK)
+      c.answer = null;
+      this.sOutOfSeq.inc();
+      this.done(c);
+      return;
+    }
     if (rq.fault === 'error') {
       rq.fault = 'none';
       if (report.subType === PageFaultSubtype.RDMA) this.fatal(c, 'ACCESS', null);
@@ -757,6 +778,8 @@ export class Responder extends Module implements FaultClient {
         this.sOutOfSeq.inc();
         this.recycle(x);
       }
+      // later messages already under way (pipelined READs / WRITEs) finish, but answer nothing
+      for (let i = list.indexOf(c) + 1; i < list.length; i++) list[i].stale = true;
     } else this.sNaks.inc();
     c.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, kind: 'NAK', nak: k };
     c.stage = c.cqes.length > 0 ? CQE : ANSWER;
@@ -774,9 +797,11 @@ export class Responder extends Module implements FaultClient {
   /** Answers in PSN order: the message's answer leaves once those before it have left. */
   private sendAnswer(c: Ctx): boolean {
     if (c.rq!.list[0] !== c) return false; // woken when the message before it is done
-    if (this.gone(c)) {
-      // the QP was destroyed while the message was in progress: it answers nothing
-      this.sDrops.inc();
+    if (this.gone(c) || c.stale) {
+      // the QP was destroyed while the message was in progress, or an earlier message was
+      // NAK'd RNR (this one comes again): it answers nothing
+      if (c.stale) this.sOutOfSeq.inc();
+      else this.sDrops.inc();
       c.answer?.dataBuf?.release();
     } else {
       const a = c.answer!;
