@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 /**
  * The `mlx5sim` command: list the scenarios, run one (built-in or a .ts file) with waves and
  * stats, or run them all (`demo`) with a summary table. Exit 0 on success, 1 when a scenario's
@@ -17,12 +18,29 @@ const progress = (msg: string): void => {
   if (process.stderr.isTTY) process.stderr.write(msg + '\n');
 };
 
+/**
+ * Lets Node import a TypeScript scenario file. The installed command is compiled JavaScript and
+ * starts without a transpiler; only a `.ts` target loads tsx (a development dependency), and
+ * only when this CLI is not itself running from TypeScript sources under a loader already.
+ */
+async function enableTypeScript(target: string): Promise<void> {
+  if (import.meta.url.endsWith('.ts')) return;
+  let api: typeof import('tsx/esm/api');
+  try {
+    api = await import('tsx/esm/api');
+  } catch {
+    throw new UsageError(`${target} is TypeScript: running it needs tsx (npm install --save-dev tsx), or compile it to .js first`);
+  }
+  api.register();
+}
+
 async function loadScenario(target: string): Promise<Scenario> {
   const builtin = scenarios.find((s) => s.name === target);
   if (builtin) return builtin;
   if (!/\.[cm]?[tj]s$/.test(target)) {
-    throw new UsageError(`no scenario named '${target}' (see 'mlx5sim list'), and it is not a .ts file`);
+    throw new UsageError(`no scenario named '${target}' (see 'mlx5sim list'), and it is not a .ts or .js file`);
   }
+  if (/\.[cm]?ts$/.test(target)) await enableTypeScript(target);
   const mod = (await import(pathToFileURL(resolve(target)).href)) as { default?: Partial<Scenario> };
   const s = mod.default;
   if (!s || typeof s.run !== 'function' || typeof s.name !== 'string') {
