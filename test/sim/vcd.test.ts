@@ -222,5 +222,18 @@ describe('GTKWave save file', () => {
     const filter = readFileSync(m![1], 'utf8').split('\n').filter((l) => l && !l.startsWith('#'));
     expect(filter).toEqual(['0 IDLE', '1 FETCH', '2 PROCESS', '3 WRITEBACK']);
     expect(r.tracer.files).toContain(m![1]);
+    // in filters/ beside the VCD, named by the enum type: every run of the folder shares it
+    expect(m![1]).toBe(join(dir, 'filters', 'consumer_state.txt'));
+    const again = readFileSync(tracedRun(12, 5).vcd.replace(/\.vcd$/, '.gtkw'), 'utf8');
+    expect(again).toContain(`^1 ${m![1]}\n`);
+  });
+
+  it('writes the filters into the folder it is given, creating it and the VCD folder', () => {
+    const vcd = join(dir, 'nested', 'run', 'run.vcd');
+    const filters = join(dir, 'nested', 'shared-filters');
+    const r = tracedRun(11, 5, { vcd, filters });
+    expect(existsSync(r.vcd)).toBe(true);
+    expect(r.tracer.files.filter((f) => f.endsWith('.txt')).every((f) => f.startsWith(filters + '/'))).toBe(true);
+    expect(readFileSync(join(dir, 'nested', 'run', 'run.gtkw'), 'utf8')).toContain(`^1 ${join(filters, 'consumer_state.txt')}`);
   });
 });

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Signal } from '../signal.ts';
 import type { EnumType } from '../enum_type.ts';
@@ -17,9 +17,29 @@ const F_ENUM = '@2022';
 const F_GROUP_BEGIN = '@800200';
 const F_GROUP_END = '@1000200';
 
-/** The filter file of an enum type for a VCD: `<vcd without .vcd>.<enum>.txt` beside it. */
-export function filterPath(vcdPath: string, type: EnumType): string {
-  return join(dirname(vcdPath), `${basename(vcdPath).replace(/\.vcd$/, '')}.${type.name}.txt`);
+/**
+ * The filter file of an enum type traced at `width` bits, in a filters folder: `<enum>.txt`
+ * (`<enum>_w<width>.txt` when traced narrower or wider than the type). The text depends only on
+ * the type and the width, so every run of a waves folder shares one file per type.
+ */
+export function filterPath(filterDir: string, type: EnumType, width = type.width): string {
+  return join(filterDir, `${type.name}${width === type.width ? '' : `_w${width}`}.txt`);
+}
+
+/**
+ * Writes `text` to `path` unless the file already holds it. Runs that share a filters folder
+ * (a demo, parallel tests) write identical bytes; the rename makes each write atomic, so a
+ * reader never sees half a file.
+ */
+function writeShared(path: string, text: string): void {
+  try {
+    if (readFileSync(path, 'utf8') === text) return;
+  } catch {
+    // missing: write it
+  }
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, path);
 }
 
 /** The save file of a VCD: `<vcd without .vcd>.gtkw` beside it. */
@@ -80,6 +100,8 @@ export function filterText(type: EnumType, width: number): string {
  */
 export function writeGtkw(opts: {
   vcdPath: string;
+  /** The folder of the translate filter files (created if missing). */
+  filterDir: string;
   top: string;
   clocks: readonly Signal[];
   groups: readonly GtkwGroup[];
@@ -91,6 +113,7 @@ export function writeGtkw(opts: {
   markers?: readonly GtkwMarker[];
 }): string[] {
   const vcdAbs = resolve(opts.vcdPath);
+  const filterDir = resolve(opts.filterDir);
   const markers = [...(opts.markers ?? [])].sort((a, b) => a.time - b.time).slice(0, MAX_MARKERS);
   const written: string[] = [];
   const filterIndex = new Map<string, number>();
@@ -101,9 +124,9 @@ export function writeGtkw(opts: {
     let idx = filterIndex.get(key);
     if (idx === undefined) {
       // one file per type; a type traced at two widths gets a file per width
-      const widthSuffix = s.width === t.width ? '' : `_w${s.width}`;
-      const p = filterPath(vcdAbs, t).replace(/\.txt$/, `${widthSuffix}.txt`);
-      writeFileSync(p, filterText(t, s.width));
+      const p = filterPath(filterDir, t, s.width);
+      if (filterFiles.length === 0) mkdirSync(filterDir, { recursive: true });
+      writeShared(p, filterText(t, s.width));
       written.push(p);
       filterFiles.push(p);
       idx = filterFiles.length;

@@ -1,3 +1,5 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { Sim, TraceSink } from '../sim.ts';
 import type { Signal } from '../signal.ts';
 import type { Module } from '../module.ts';
@@ -11,8 +13,13 @@ import { checkPs, type Ps } from '../time.ts';
 export interface TraceOptions {
   /** The VCD file to write. */
   vcd: string;
-  /** Also write `<run>.gtkw` and the filter files beside the VCD (default true). */
+  /** Also write `<run>.gtkw` beside the VCD, and the translate filter files (default true). */
   gtkw?: boolean;
+  /**
+   * The folder of the translate filter files (default: `filters/` beside the VCD). Runs that
+   * share it share the files: `mlx5sim` writes `waves/<run>/<run>.vcd` with `waves/filters/`.
+   */
+  filters?: string;
   /** Globs over scope paths (default: all). A scope is selected with everything beneath it. */
   scopes?: readonly string[];
   /** Deepest scope level traced: 1 = the top scope only (default: all). */
@@ -64,6 +71,7 @@ export class Tracer implements TraceSink {
     this.stop = opts.stop === undefined ? Infinity : checkPs(opts.stop, 'trace stop');
     if (this.stop < this.start) throw new RangeError(`trace stop ${this.stop} is before start ${this.start}`);
     if (sim.tracer) throw new Error('a tracer is already attached to this simulation');
+    mkdirSync(dirname(opts.vcd), { recursive: true });
     this.w = new VcdWriter(opts.vcd);
     this.select();
     this.header();
@@ -258,6 +266,7 @@ export class Tracer implements TraceSink {
       this.files.push(
         ...writeGtkw({
           vcdPath: this.opts.vcd,
+          filterDir: this.opts.filters ?? join(dirname(this.opts.vcd), 'filters'),
           top: this.sim.top.name,
           clocks: this.clocks,
           groups: this.groups,
