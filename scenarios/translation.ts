@@ -63,6 +63,7 @@ const scenario: Scenario = {
       const many = Array.from({ length: 24 }, () => mr(1));
       await sim.delay(100_000);
       const before = sim.stats()['tb.hca0.mkey_cache'].misses as number;
+      tracer?.mark('thrash');
       for (let round = 0; round < 2; round++) for (const m of many) await xlate(m.key, m.va);
       const misses = (sim.stats()['tb.hca0.mkey_cache'].misses as number) - before;
       c.equal(misses, 48, 'cycling 24 mkeys through 16 entries misses on every access (LRU thrash)');
@@ -71,6 +72,7 @@ const scenario: Scenario = {
       await sim.delay(100_000);
       const w1 = klm(a.key, a.va, 4 * PAGE);
       const w2 = klm(w1, 0, 4 * PAGE);
+      tracer?.mark('KLM walk');
       const [nested, tNested] = await xlate(w2, 2 * PAGE + 8, 16);
       c.equal(nested, { kind: 'ok', segments: [{ pa: a.pas[2] + 8, length: 16 }] }, 'a nested KLM key walks down to the MTT page');
       c.check(tNested > 2 * 1_050_000 && tNested < 3_000_000, 'two cold KLM levels add two dependent reads each (the inner mkey is warm)', `${tNested} ps`);
@@ -78,9 +80,11 @@ const scenario: Scenario = {
       // 4. a stale tag is an invalid key
       await sim.delay(100_000);
       const stale = ((a.key & ~0xff) | ((a.key + 1) & 0xff)) >>> 0;
+      tracer?.mark('stale key');
       const [bad] = await xlate(stale, a.va);
       c.equal(bad, { kind: 'error', error: 'INVALID_KEY', key: stale }, 'a stale tag is refused');
-      await sim.delay(20_000);
+      // idle at the end, so the waves show the last mark's label clear of the edge
+      await sim.delay(2_000_000);
     });
     tracer?.close();
     return { checks: c.list, simTime: sim.now, stats: sim.stats() };

@@ -24,7 +24,7 @@ export interface ScenarioResult {
  * runs every built-in one. A scenario file's default export is a Scenario.
  */
 export interface Scenario {
-  /** Short name, file-name safe: the waves are `waves/<name>.vcd`. */
+  /** Short name, file-name safe: the waves are `waves/<name>/<name>.vcd`. */
   name: string;
   /** One line for `mlx5sim list`. */
   summary: string;

@@ -12,7 +12,7 @@ export class UsageError extends Error {}
 export interface RunArgs {
   cmd: 'run';
   target: string;
-  vcd: string | null | undefined; // undefined: default waves/<name>.vcd; null: --no-vcd
+  vcd: string | null | undefined; // undefined: default waves/<name>/<name>.vcd; null: --no-vcd
   gtkw: boolean;
   strings: boolean;
   scopes: string[];

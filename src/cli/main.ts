@@ -1,28 +1,45 @@
+#!/usr/bin/env node
 /**
  * The `mlx5sim` command: list the scenarios, run one (built-in or a .ts file) with waves and
  * stats, or run them all (`demo`) with a summary table. Exit 0 on success, 1 when a scenario's
  * own checks fail, 2 on bad usage.
  */
-import { mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs, USAGE, UsageError, type RunArgs } from './args.ts';
 import { readConfigFile } from './config_file.ts';
 import { scenarios } from '../../scenarios/index.ts';
 import type { Scenario, ScenarioResult } from '../scenario.ts';
 import { formatPs } from '../sim/time.ts';
-import type { TraceOptions } from '../sim/index.ts';
+import { gtkwPath, type TraceOptions } from '../sim/index.ts';
 
 const progress = (msg: string): void => {
   if (process.stderr.isTTY) process.stderr.write(msg + '\n');
 };
 
+/**
+ * Lets Node import a TypeScript scenario file. The installed command is compiled JavaScript and
+ * starts without a transpiler; only a `.ts` target loads tsx (a development dependency), and
+ * only when this CLI is not itself running from TypeScript sources under a loader already.
+ */
+async function enableTypeScript(target: string): Promise<void> {
+  if (import.meta.url.endsWith('.ts')) return;
+  let api: typeof import('tsx/esm/api');
+  try {
+    api = await import('tsx/esm/api');
+  } catch {
+    throw new UsageError(`${target} is TypeScript: running it needs tsx (npm install --save-dev tsx), or compile it to .js first`);
+  }
+  api.register();
+}
+
 async function loadScenario(target: string): Promise<Scenario> {
   const builtin = scenarios.find((s) => s.name === target);
   if (builtin) return builtin;
   if (!/\.[cm]?[tj]s$/.test(target)) {
-    throw new UsageError(`no scenario named '${target}' (see 'mlx5sim list'), and it is not a .ts file`);
+    throw new UsageError(`no scenario named '${target}' (see 'mlx5sim list'), and it is not a .ts or .js file`);
   }
+  if (/\.[cm]?ts$/.test(target)) await enableTypeScript(target);
   const mod = (await import(pathToFileURL(resolve(target)).href)) as { default?: Partial<Scenario> };
   const s = mod.default;
   if (!s || typeof s.run !== 'function' || typeof s.name !== 'string') {
@@ -31,11 +48,17 @@ async function loadScenario(target: string): Promise<Scenario> {
   return s as Scenario;
 }
 
+/**
+ * Where a run's waves go: its own folder, `waves/<name>/<name>.vcd` with the `.gtkw` beside it,
+ * and the translate filters in `waves/filters/`, shared by every run of the folder.
+ */
+function runWaves(name: string, root = 'waves'): TraceOptions {
+  return { vcd: join(root, name, `${name}.vcd`), filters: join(root, 'filters') };
+}
+
 function traceOf(a: RunArgs, name: string): TraceOptions | undefined {
   if (a.vcd === null) return undefined;
-  const vcd = a.vcd ?? `waves/${name}.vcd`;
-  mkdirSync(resolve(vcd, '..'), { recursive: true });
-  const t: TraceOptions = { vcd, gtkw: a.gtkw, strings: a.strings };
+  const t: TraceOptions = { ...(a.vcd === undefined ? runWaves(name) : { vcd: a.vcd }), gtkw: a.gtkw, strings: a.strings };
   if (a.scopes.length) t.scopes = a.scopes;
   if (a.depth !== undefined) t.depth = a.depth;
   if (a.from !== undefined) t.start = a.from;
@@ -72,23 +95,23 @@ async function main(argv: string[]): Promise<number> {
     let allOk = true;
     for (const s of scenarios) {
       progress(`running ${s.name} ...`);
-      const vcd = `waves/${s.name}.vcd`;
-      mkdirSync('waves', { recursive: true });
+      const trace = runWaves(s.name);
       let ok = false;
       let time = '-';
       try {
-        const r = await s.run({ seed: a.seed, trace: { vcd } });
+        const r = await s.run({ seed: a.seed, trace });
         ok = printChecks(s.name, r);
         time = formatPs(r.simTime);
       } catch (e) {
         console.log(`FAIL ${s.name}: ${(e as Error).stack ?? String(e)}`);
       }
       allOk &&= ok;
-      rows.push([s.name, ok ? 'pass' : 'FAIL', time, vcd]);
+      rows.push([s.name, ok ? 'pass' : 'FAIL', time, `${dirname(trace.vcd)}/`]);
     }
     const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
     for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd());
-    console.log(`\nOpen one with: gtkwave waves/<scenario>.vcd waves/<scenario>.gtkw`);
+    console.log(`\nEach folder holds <scenario>.vcd and <scenario>.gtkw; the enum filters are in waves/filters/.`);
+    console.log(`Open one with: gtkwave waves/<scenario>/<scenario>.gtkw`);
     return allOk ? 0 : 1;
   }
   const s = await loadScenario(a.target);
@@ -97,7 +120,7 @@ async function main(argv: string[]): Promise<number> {
   progress(`running ${s.name} ...`);
   const r = await s.run({ seed: a.seed, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
   const ok = printChecks(s.name, r);
-  console.log(`${s.name}: ${ok ? 'pass' : 'FAIL'} (${r.checks.length} checks, simulated ${formatPs(r.simTime)})${trace ? `, waves in ${trace.vcd}` : ''}`);
+  console.log(`${s.name}: ${ok ? 'pass' : 'FAIL'} (${r.checks.length} checks, simulated ${formatPs(r.simTime)})${trace ? `, waves in ${trace.vcd}${trace.gtkw === false ? '' : ` (open: gtkwave ${gtkwPath(trace.vcd)})`}` : ''}`);
   if (a.stats) printStats(r, a.stats);
   return ok ? 0 : 1;
 }

@@ -128,11 +128,13 @@ export class Testbed {
 
   /**
    * Marks this moment in the waves: the .gtkw gets a named marker with `label` (GTKWave draws
-   * it over the traces and lists it under Markers; the first 26 inside the trace window are
-   * kept). Without tracing it does nothing.
+   * it over the traces and lists it under Markers; the .gtkw's legend lists every mark, and the
+   * first 26 in the opening view are named A..Z). `{ view: 'start' }` / `{ view: 'end' }` make
+   * the mark open or close the view the .gtkw opens on (by default it spans the run's work: from
+   * a little before the first mark or doorbell to the end). Without tracing it does nothing.
    */
-  mark(label: string): void {
-    this.tracer?.mark(label);
+  mark(label: string, opts: { view?: 'start' | 'end' } = {}): void {
+    this.tracer?.mark(label, this.sim.now, opts);
   }
 
   /** Flushes and closes the trace files (VCD, .gtkw, filters). */

@@ -34,8 +34,8 @@
  *
  * On failure the test prints fast-check's report (seed, path, the shrunk command list), and
  * replays the shrunk counterexample once more on a traced testbed: the waves are then in
- * waves/model-based-failure.vcd (+ .gtkw and filter files; open with
- * `gtkwave waves/model-based-failure.gtkw`). To replay a failure by hand:
+ * waves/model-based-failure/model-based-failure.vcd (+ .gtkw; filters in waves/filters; open with
+ * `gtkwave waves/model-based-failure/model-based-failure.gtkw`). To replay a failure by hand:
  *   MB_SEED=<seed> MB_PATH=<path> npx vitest run test/driver/model_based.test.ts
  * (add MB_REPLAY=<replayPath> with the `replayPath` fast-check prints in the counterexample).
  * MB_RUNS=<n> changes the number of sequences (default 200), MB_COMMANDS the maximum length
@@ -74,7 +74,7 @@ import {
 
 const RUNS = Number(process.env.MB_RUNS ?? 200);
 const MAX_COMMANDS = Number(process.env.MB_COMMANDS ?? 50);
-const FAILURE_VCD = 'waves/model-based-failure.vcd';
+const FAILURE_VCD = 'waves/model-based-failure/model-based-failure.vcd';
 
 // ----------------------------------------------------------------------------------------------
 // Arbitraries
@@ -416,7 +416,7 @@ async function runSequence(
       pair = await VerbsPair.create({
         seed,
         ...(tiny || readInv ? { config: { ...(tiny ? TINY_CACHES : {}), ...(readInv ? { readWithInvalidate: true } : {}) } } : {}),
-        ...(trace ? { trace: { vcd: FAILURE_VCD } } : {}),
+        ...(trace ? { trace: { vcd: FAILURE_VCD, filters: 'waves/filters' } } : {}),
       });
       return { model: {}, real: pair };
     }, cmds);

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { scenarios } from '../../scenarios/index.ts';
 import { readVcdFile } from '../support/vcd_read.ts';
+import { PANE_PX } from '../../src/sim/trace/view.ts';
 
 describe('built-in scenarios', () => {
   it('are registered with unique, file-name-safe names, the new ones after translation', () => {
@@ -51,6 +52,40 @@ describe('built-in scenarios', () => {
       expect(readFileSync(gtkw, 'utf8')).toContain('mw-type2.vcd');
       // each awaited completion is a named marker, labelled as the scenario calls it
       expect(readFileSync(gtkw, 'utf8')).toMatch(/^\[markername\] A\S/m);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('frwr traced: the .gtkw opens on the registration, write and invalidation, not the firmware setup, busy modules first', async () => {
+    const s = scenarios.find((x) => x.name === 'frwr')!;
+    const dir = mkdtempSync(join(tmpdir(), 'mlx5sim-scn-'));
+    try {
+      const r = await s.run({ seed: 1, trace: { vcd: join(dir, 'frwr.vcd') } });
+      const gtkw = readFileSync(join(dir, 'frwr.gtkw'), 'utf8');
+      const timestart = Number(/^\[timestart\] (\d+)$/m.exec(gtkw)![1]);
+      const zoom = /^\*(\S+) -1 (.*)$/m.exec(gtkw)!;
+      const shownTo = timestart + PANE_PX * (2 ** -Number(zoom[1]) / 200);
+      const marks = zoom[2].split(' ').map(Number).filter((t) => t >= 0);
+      expect(marks.length).toBe(5);
+      // the first doorbell (REG_MR) comes after a millisecond of firmware commands: the view skips them
+      expect(timestart).toBeGreaterThan(1_000_000_000);
+      expect(timestart).toBeLessThan(marks[0]);
+      // every marker is on screen, and the view ends inside the run (GTKWave's rule for [timestart])
+      for (const t of marks) expect(t).toBeLessThanOrEqual(shownTo);
+      expect(shownTo).toBeLessThanOrEqual(r.simTime);
+      // the marks' labels: the registration whole; the write and the invalidation, 1.8 us apart, share one
+      expect(gtkw).toMatch(/^\[markername\] AREG_MR$/m);
+      expect(gtkw).toMatch(/^\[markername\] BB,C:/m);
+      expect(gtkw).toMatch(/^-C {2}\d+\.\d{3} us {2}LOCAL_INV$/m);
+      // groups: busy ones open in data-flow order, idle ones (hca0 never requests) collapsed after
+      const groups = [...gtkw.matchAll(/^(@800200|@c00200)\n-(.+)$/gm)].map((m) => [m[1] === '@800200', m[2]] as const);
+      expect(groups[0]).toEqual([true, 'markers (5)']);
+      expect(groups[1]).toEqual([true, 'hca0.sq']);
+      const firstIdle = groups.findIndex(([open]) => !open);
+      expect(groups.slice(firstIdle).every(([open]) => !open)).toBe(true);
+      expect(groups.slice(firstIdle).map(([, g]) => g)).toContain('hca0.requester');
+      expect(groups.slice(0, firstIdle).map(([, g]) => g)).toEqual(expect.arrayContaining(['hca0.umr_engine', 'hca1.requester', 'hca0.responder']));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { Sim, Tracer, type Signal, type TraceOptions } from '../../src/sim/index.ts';
+import { Module, Sim, Tracer, type Signal, type TraceOptions } from '../../src/sim/index.ts';
 import { KernelDemo } from '../../scenarios/kernel_demo.ts';
 import { readVcd, readVcdFile, type ParsedVcd } from '../support/vcd_read.ts';
 import { tempDir } from '../support/tmp.ts';
@@ -190,27 +190,103 @@ describe('GTKWave save file', () => {
     expect(zoom(part) - zoom(whole)).toBeGreaterThanOrEqual(4);
   });
 
-  it('writes named markers: times in the zoom line, labels as [markername] lines, A..Z in time order', () => {
+  it('writes named markers: times in the zoom line, labels as [markername] lines, A..Z in time order, every one in the legend', () => {
     const sim = new Sim({ seed: 1 });
     new KernelDemo(sim, 5);
     const vcd = tmp('marks');
     const tracer = new Tracer(sim, { vcd, start: 1000 });
     tracer.mark('before the window', 500); // outside the window: not shown
-    tracer.mark('second\nline', 3000);
-    tracer.mark('first', 2000);
-    for (let i = 0; i < 30; i++) tracer.mark(`m${i}`, 4000 + i);
+    tracer.mark('second\nline', 60_000);
+    tracer.mark('first', 20_000);
+    for (let i = 0; i < 30; i++) tracer.mark(`m${i}`, 80_000 + i);
     sim.runUntil(100_000);
     tracer.close();
-    expect(tracer.droppedMarkers).toBe(6); // 2 + 30 asked inside the window, 26 kept
+    expect(tracer.droppedMarkers).toBe(6); // 2 + 30 asked inside the window, 26 named
     const gtkw = readFileSync(vcd.replace(/\.vcd$/, '.gtkw'), 'utf8');
     const zoom = /^\*\S+ (.*)$/m.exec(gtkw)![1].split(' ').map(Number);
     expect(zoom.length).toBe(27); // the primary marker, then A..Z
     expect(zoom[0]).toBe(-1);
-    expect(zoom.slice(1, 4)).toEqual([2000, 3000, 4000]);
+    expect(zoom.slice(1, 4)).toEqual([20_000, 60_000, 80_000]);
     const names = gtkw.split('\n').filter((l) => l.startsWith('[markername]'));
-    expect(names.length).toBe(26);
-    expect(names.slice(0, 3)).toEqual(['[markername] Afirst', '[markername] Bsecond line', '[markername] Cm0']);
-    expect(names[25]).toBe('[markername] Zm23');
+    expect(names.slice(0, 2)).toEqual(['[markername] Afirst', '[markername] Bsecond line']);
+    // m0..m23 fall on one pixel: one label for the cluster, blanks for the rest
+    expect(names[2]).toMatch(/^\[markername\] CC-Z:m0 \/ m1 \/ .*\.\.$/);
+    expect(names.slice(3)).toEqual([...'DEFGHIJKLMNOPQRSTUVWXYZ'].map((l) => `[markername] ${l} `));
+    // the legend lists all 32 with their letters and times (the last 6 have none)
+    const legend = gtkw.slice(gtkw.indexOf('-markers (32)'), gtkw.lastIndexOf('-markers (32)'));
+    const rows = legend.split('\n').filter((l) => /^-[A-Z ] {2}\d/.test(l));
+    expect(rows.length).toBe(32);
+    expect(rows[0]).toBe('-A  0.020 us  first');
+    expect(rows[2]).toBe('-C  0.080 us  m0');
+    expect(rows[31]).toBe('-   0.080 us  m29');
+    // with more than 8 it starts collapsed, so it does not widen the signal pane
+    expect(gtkw).toMatch(/^@c00200\n-markers \(32\)$/m);
+  });
+
+  it('opens a little before the first marker or work request, or on the view a mark or the options name', async () => {
+    const open = async (opts: Partial<TraceOptions>, act: (t: Tracer) => void): Promise<string> => {
+      const sim = new Sim({ seed: 1 });
+      new KernelDemo(sim, 5);
+      const vcd = tmp('view');
+      const tracer = new Tracer(sim, { vcd, ...opts });
+      await sim.run(async () => {
+        await sim.delay(1_000_000);
+        act(tracer);
+        await sim.delay(1_000_000);
+      });
+      tracer.close();
+      return readFileSync(vcd.replace(/\.vcd$/, '.gtkw'), 'utf8');
+    };
+    const timestart = (g: string): number => Number(/^\[timestart\] (\d+)$/m.exec(g)![1]);
+    // 3% of the 1 us of work after the anchor: 30 ns before it
+    expect(timestart(await open({}, (t) => t.mark('go')))).toBe(970_000);
+    expect(timestart(await open({}, (t) => t.workPosted()))).toBe(970_000);
+    expect(timestart(await open({}, (t) => t.mark('go', 1_000_000, { view: 'start' })))).toBe(1_000_000);
+    expect(timestart(await open({ view: { start: 1_500_000 } }, (t) => t.mark('go')))).toBe(1_500_000);
+    expect(timestart(await open({}, () => {}))).toBe(0);
+    // a named end zooms in: the view from 1 us to 1.2 us is five times narrower than to 2 us
+    const zoom = (g: string): number => Number(/^\*(-?[\d.]+) /m.exec(g)![1]);
+    const toEnd = await open({}, (t) => t.mark('go', 1_000_000, { view: 'start' }));
+    const short = await open({ view: { end: 1_200_000 } }, (t) => t.mark('go', 1_000_000, { view: 'start' }));
+    expect(zoom(short) - zoom(toEnd)).toBeCloseTo(Math.log2(5 * 0.97 / 1.02), 3);
+  });
+
+  it('shows the modules that changed during the view first and open, the idle ones after them, collapsed', async () => {
+    class Block extends Module {
+      readonly r = this.reg('r', 4);
+    }
+    const run = async (act: (t: Tracer) => void): Promise<{ gtkw: string; vcd: string }> => {
+      const sim = new Sim({ seed: 1 });
+      const early = new Block(sim, sim.top, 'early');
+      const late = new Block(sim, sim.top, 'late');
+      const after = new Block(sim, sim.top, 'after');
+      const vcd = tmp('groups');
+      const tracer = new Tracer(sim, { vcd });
+      await sim.run(async () => {
+        await sim.delay(1_000_000);
+        early.r.setNow(1); // long before the work
+        await sim.delay(99_000_000);
+        act(tracer); // at 100 us
+        await sim.delay(50_000_000);
+        late.r.setNow(2); // at 150 us
+        await sim.delay(30_000_000);
+        after.r.setNow(3); // at 180 us
+        await sim.delay(20_000_000);
+      });
+      tracer.close();
+      return { gtkw: readFileSync(vcd.replace(/\.vcd$/, '.gtkw'), 'utf8'), vcd };
+    };
+    const groups = (g: string): string[] => [...g.matchAll(/^(@800200|@c00200)\n-(\w+)$/gm)].map((m) => `${m[1] === '@800200' ? 'open' : 'closed'} ${m[2]}`);
+    expect(groups((await run((t) => t.mark('work'))).gtkw)).toEqual(['open late', 'open after', 'closed early']);
+    const ended = await run((t) => {
+      t.mark('work');
+      t.mark('end', 160_000_000, { view: 'end' });
+    });
+    expect(groups(ended.gtkw)).toEqual(['open late', 'closed early', 'closed after']);
+    expect(groups((await run(() => {})).gtkw)).toEqual(['open early', 'open late', 'open after']);
+    // collapsed or not, every signal is still in the save file and in the VCD
+    expect(ended.gtkw.match(/^tb\.\w+\.r\[3:0\]$/gm)?.length).toBe(3);
+    expect((await readVcdFile(ended.vcd)).decls.length).toBe(3);
   });
 
   it('shows enums through a translate filter file with every value named at the signal width', () => {
@@ -222,5 +298,18 @@ describe('GTKWave save file', () => {
     const filter = readFileSync(m![1], 'utf8').split('\n').filter((l) => l && !l.startsWith('#'));
     expect(filter).toEqual(['0 IDLE', '1 FETCH', '2 PROCESS', '3 WRITEBACK']);
     expect(r.tracer.files).toContain(m![1]);
+    // in filters/ beside the VCD, named by the enum type: every run of the folder shares it
+    expect(m![1]).toBe(join(dir, 'filters', 'consumer_state.txt'));
+    const again = readFileSync(tracedRun(12, 5).vcd.replace(/\.vcd$/, '.gtkw'), 'utf8');
+    expect(again).toContain(`^1 ${m![1]}\n`);
+  });
+
+  it('writes the filters into the folder it is given, creating it and the VCD folder', () => {
+    const vcd = join(dir, 'nested', 'run', 'run.vcd');
+    const filters = join(dir, 'nested', 'shared-filters');
+    const r = tracedRun(11, 5, { vcd, filters });
+    expect(existsSync(r.vcd)).toBe(true);
+    expect(r.tracer.files.filter((f) => f.endsWith('.txt')).every((f) => f.startsWith(filters + '/'))).toBe(true);
+    expect(readFileSync(join(dir, 'nested', 'run', 'run.gtkw'), 'utf8')).toContain(`^1 ${join(filters, 'consumer_state.txt')}`);
   });
 });

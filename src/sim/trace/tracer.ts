@@ -1,3 +1,5 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { Sim, TraceSink } from '../sim.ts';
 import type { Signal } from '../signal.ts';
 import type { Module } from '../module.ts';
@@ -5,14 +7,20 @@ import { VcdWriter } from './vcd_writer.ts';
 import { vcdId } from './vcd_ids.ts';
 import { scopeSelector } from './glob.ts';
 import { MAX_MARKERS, writeGtkw, type GtkwGroup, type GtkwMarker } from './gtkw.ts';
+import { leadIn } from './view.ts';
 import { checkPs, type Ps } from '../time.ts';
 
 /** What to trace and where (API.md `trace`). */
 export interface TraceOptions {
   /** The VCD file to write. */
   vcd: string;
-  /** Also write `<run>.gtkw` and the filter files beside the VCD (default true). */
+  /** Also write `<run>.gtkw` beside the VCD, and the translate filter files (default true). */
   gtkw?: boolean;
+  /**
+   * The folder of the translate filter files (default: `filters/` beside the VCD). Runs that
+   * share it share the files: `mlx5sim` writes `waves/<run>/<run>.vcd` with `waves/filters/`.
+   */
+  filters?: string;
   /** Globs over scope paths (default: all). A scope is selected with everything beneath it. */
   scopes?: readonly string[];
   /** Deepest scope level traced: 1 = the top scope only (default: all). */
@@ -20,6 +28,11 @@ export interface TraceOptions {
   /** Time window in ps (default: the whole run). */
   start?: Ps;
   stop?: Ps;
+  /**
+   * The times the .gtkw opens on (default: from a little before the first marker or work
+   * request to the end; the whole run without either). Marks can name them too (`mark`).
+   */
+  view?: { start?: Ps; end?: Ps };
   /** Enums as `$var string` with their names (GTKWave, Surfer); not readable by vcd-stream. */
   strings?: boolean;
   /** The `$version` text (default `mlx5sim`). */
@@ -27,6 +40,8 @@ export interface TraceOptions {
 }
 
 const enc = new TextEncoder();
+/** Marks kept for the .gtkw's names and legend; later ones are only counted (memory stays flat). */
+const MAX_KEPT = 2000;
 
 /**
  * Turns a run into a VCD: it selects signals by scope and depth when attached (signals not
@@ -51,8 +66,28 @@ export class Tracer implements TraceSink {
   private readonly fallTimes: number[] = [];
   private readonly groups: GtkwGroup[] = [];
   private readonly markers: GtkwMarker[] = [];
-  /** Marks asked for past the 26 GTKWave names (A..Z): not shown. */
-  droppedMarkers = 0;
+  /** Marks inside the window (the first `MAX_KEPT` are kept for the .gtkw). */
+  private markCount = 0;
+  /**
+   * The opening view (see `view.ts`): the first marker or work request inside the window
+   * (`anchor`), and a start or end named by a mark or the options (-1: none).
+   */
+  private anchor = Infinity;
+  private viewStart = -1;
+  private viewEnd = -1;
+  /**
+   * Which groups changed during the view, known only at close, kept without a log of changes:
+   * each group's last change, and a snapshot of those taken at some time T inside the view,
+   * after which the first change of each group is noted. A group changed in [S, E] exactly when
+   * its last change before T is at or after S, or its first after T is at or before E.
+   */
+  private groupOf = new Int32Array(0);
+  private lastChange = new Float64Array(0);
+  private lastAtSnap = new Float64Array(0);
+  private firstAfterSnap = new Float64Array(0);
+  private snapTime = -1;
+  /** A snapshot due at this time (Infinity: none); taken by the first change at or after it. */
+  private snapDue = Infinity;
   /** Files written besides the VCD (after close). */
   readonly files: string[] = [];
 
@@ -64,6 +99,7 @@ export class Tracer implements TraceSink {
     this.stop = opts.stop === undefined ? Infinity : checkPs(opts.stop, 'trace stop');
     if (this.stop < this.start) throw new RangeError(`trace stop ${this.stop} is before start ${this.start}`);
     if (sim.tracer) throw new Error('a tracer is already attached to this simulation');
+    mkdirSync(dirname(opts.vcd), { recursive: true });
     this.w = new VcdWriter(opts.vcd);
     this.select();
     this.header();
@@ -110,6 +146,16 @@ export class Tracer implements TraceSink {
       .map((g, i) => ({ g, b: blocks.indexOf(blockOf(g)), r: this.groupRank[i], i }))
       .sort((a, b) => a.b - b.b || a.r - b.r || a.i - b.i);
     this.groups.splice(0, this.groups.length, ...order.map((o) => o.g));
+    this.groupOf = new Int32Array(this.signals.length).fill(-1);
+    this.groups.forEach((g, i) => {
+      for (const sig of g.signals) this.groupOf[sig.tid] = i;
+    });
+    this.lastChange = new Float64Array(this.groups.length).fill(-1);
+    this.lastAtSnap = new Float64Array(this.groups.length);
+    this.firstAfterSnap = new Float64Array(this.groups.length);
+    const v = this.opts.view;
+    if (v?.start !== undefined) this.namedStart(checkPs(v.start, 'trace view start'));
+    if (v?.end !== undefined) this.namedEnd(checkPs(v.end, 'trace view end'));
   }
 
   private add(s: Signal): void {
@@ -185,6 +231,56 @@ export class Tracer implements TraceSink {
       throw new RangeError(`signal ${s.path}: value ${v} does not fit its ${s.width} bits`);
     }
     this.value(tid, v);
+    if (t >= this.snapDue) this.snapshot();
+    const g = this.groupOf[tid];
+    if (g >= 0) {
+      this.lastChange[g] = t;
+      if (this.firstAfterSnap[g] === Infinity) this.firstAfterSnap[g] = t;
+    }
+  }
+
+  /** Takes the activity snapshot now (see `lastAtSnap`). */
+  private snapshot(): void {
+    this.lastAtSnap.set(this.lastChange);
+    this.firstAfterSnap.fill(Infinity);
+    this.snapTime = this.sim.now;
+    this.snapDue = Infinity;
+  }
+
+  /** Asks for a snapshot at a time at or after `t`: now if `t` has passed, else when it comes. */
+  private snapshotBy(t: Ps): void {
+    if (this.snapTime >= t) return;
+    if (t <= this.sim.now) this.snapshot();
+    else this.snapDue = Math.min(this.snapDue, t);
+  }
+
+  private inWindow(t: Ps): boolean {
+    return !this.closed && t >= this.start && t <= this.stop;
+  }
+
+  /** The first marker or work request: the view opens a little before it (unless named). */
+  private anchorAt(t: Ps): void {
+    if (t >= this.anchor) return;
+    this.anchor = t;
+    if (this.snapTime < 0) this.snapshotBy(t);
+  }
+
+  private namedStart(t: Ps): void {
+    this.viewStart = t;
+    this.snapshotBy(t);
+  }
+
+  private namedEnd(t: Ps): void {
+    this.viewEnd = t;
+    if (this.snapTime < 0 && this.snapDue === Infinity) this.snapshotBy(t);
+  }
+
+  /**
+   * @internal Software handed the hardware work (a doorbell): the opening view starts a little
+   * before the first such moment, so the setup before it is off screen.
+   */
+  workPosted(): void {
+    if (this.inWindow(this.sim.now)) this.anchorAt(this.sim.now);
   }
 
   /** @internal A traced clock rose now; its fall is written when time passes it. */
@@ -228,16 +324,31 @@ export class Tracer implements TraceSink {
 
   /**
    * A named marker at `t` (default now) for the .gtkw: GTKWave shows it as a labelled line and
-   * lists it under Markers, so a reader can jump to the moments a scenario calls out. Named
-   * markers are A..Z: the first 26 inside the time window are kept, in time order.
+   * lists it under Markers, so a reader can jump to the moments a scenario calls out; the .gtkw
+   * also lists every marker in a legend. The first 26 inside the opening view get the names A..Z.
+   * `view: 'start'` / `'end'` makes the mark open or close the view the .gtkw opens on.
    */
-  mark(label: string, t: Ps = this.sim.now): void {
-    if (this.closed || t < this.start || t > this.stop) return;
-    if (this.markers.length >= MAX_MARKERS) {
-      this.droppedMarkers++;
-      return;
-    }
-    this.markers.push({ time: t, label: label.replace(/\s+/g, ' ').trim() });
+  mark(label: string, t: Ps = this.sim.now, opts: { view?: 'start' | 'end' } = {}): void {
+    if (!this.inWindow(t)) return;
+    if (this.markCount++ < MAX_KEPT) this.markers.push({ time: t, label: label.replace(/\s+/g, ' ').trim() });
+    if (opts.view === 'end') return this.namedEnd(t); // an end says nothing of where work starts
+    if (opts.view === 'start') this.namedStart(t);
+    this.anchorAt(t);
+  }
+
+  /** Marks inside the window past the 26 GTKWave names (A..Z): listed in the legend, not drawn. */
+  get droppedMarkers(): number {
+    return Math.max(0, this.markCount - MAX_MARKERS);
+  }
+
+  /** The view to open on, and whether each group changed during it. */
+  private openingWindow(end: Ps): { start: Ps; end: Ps; active: boolean[] } {
+    const viewEnd = this.viewEnd >= 0 ? Math.min(this.viewEnd, end) : end;
+    const auto = this.anchor === Infinity ? this.start : Math.max(this.start, leadIn(this.anchor, viewEnd));
+    const viewStart = this.viewStart >= 0 ? this.viewStart : auto;
+    if (this.snapTime < 0 || this.snapDue !== Infinity) this.snapshot(); // nothing changed since it was due
+    const active = this.groups.map((_, g) => this.lastAtSnap[g] >= viewStart || this.firstAfterSnap[g] <= viewEnd);
+    return { start: viewStart, end: viewEnd, active };
   }
 
   /** Ends the VCD at the last simulated time inside the window; writes the .gtkw and filters. */
@@ -255,16 +366,20 @@ export class Tracer implements TraceSink {
     }
     if (this.sim.tracer === this) this.sim.tracer = null;
     if (this.opts.gtkw !== false) {
+      const view = this.openingWindow(end);
       this.files.push(
         ...writeGtkw({
           vcdPath: this.opts.vcd,
+          filterDir: this.opts.filters ?? join(dirname(this.opts.vcd), 'filters'),
           top: this.sim.top.name,
           clocks: this.clocks,
-          groups: this.groups,
+          groups: this.groups.map((g, i) => ({ ...g, active: view.active[i] })),
           strings: this.opts.strings === true,
-          startTime: this.start,
-          endTime: end,
+          dumpStart: this.start,
+          dumpEnd: end,
+          view,
           markers: this.markers,
+          unkept: this.markCount - this.markers.length,
         }),
       );
     }

@@ -204,9 +204,9 @@ describe('cmdif timing', () => {
       [0, 1],
       [COMMAND_PS, 0],
     ]);
-    const filters = readdirSync(dir).filter((f) => f.includes('cmd_opcode'));
+    const filters = readdirSync(join(dir, 'filters')).filter((f) => f.includes('cmd_opcode'));
     expect(filters.length).toBeGreaterThan(0);
-    const text = readFileSync(join(dir, filters[0]), 'utf8');
+    const text = readFileSync(join(dir, 'filters', filters[0]), 'utf8');
     expect(text).toMatch(/^800 ALLOC_PD$/m);
     expect(text).toMatch(/^507 2ERR_QP$/m);
   });

@@ -1,0 +1,105 @@
+/**
+ * The package as a user gets it: `npm pack` (whose `prepare` builds dist/), the tarball installed
+ * into a plain JavaScript project with no network, then a verbs script importing 'mlx5sim' and
+ * `npx mlx5sim list` run there with plain Node: no tsx, no TypeScript loader. Offline works
+ * because the package has no runtime dependencies: npm installs the local tarball from a fresh,
+ * empty cache with `--offline`.
+ */
+import { describe, expect, it } from 'vitest';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { tempDir } from '../support/tmp.ts';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** The environment without npm's lifecycle variables or a Node loader inherited from the test run. */
+function plainEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k) && k !== 'NODE_OPTIONS') env[k] = v;
+  return env;
+}
+
+const VERBS = `
+import { Testbed, Access } from 'mlx5sim';
+const tb = new Testbed({ hcas: 2, trace: { vcd: 'waves/run.vcd' } });
+let wc;
+await tb.run(async () => {
+  const [c0, c1] = [await tb.openDevice(0), await tb.openDevice(1)];
+  const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];
+  const [cq0, cq1] = [await c0.createCq(64), await c1.createCq(64)];
+  const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
+  const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+  await qp0.connect(qp1);
+  const a = tb.host(0).alloc(4096), b = tb.host(1).alloc(4096);
+  tb.host(0).fill(a.addr, 4096, 0x5a);
+  const mr0 = await pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+  const mr1 = await pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+  qp0.postSend({ wrId: 7, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 4096, lkey: mr0.lkey }],
+                 remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+  [wc] = await cq0.wait(1);
+  globalThis.landed = tb.host(1).read(b.addr, 4096).every((x) => x === 0x5a);
+});
+await tb.close();
+console.log(JSON.stringify({ wrId: wc.wrId, status: wc.status, byteLen: wc.byteLen, landed: globalThis.landed }));
+`;
+
+/** A TypeScript user's check of the shipped declarations: real types, not `any`. */
+const TYPES = `
+import { Testbed, Access, type WorkCompletion } from 'mlx5sim';
+const tb: Testbed = new Testbed({ hcas: 1 });
+const flags: number = Access.REMOTE_WRITE;
+const status: WorkCompletion['status'] = 'SUCCESS';
+// @ts-expect-error: the declarations are real types, so an unknown method is an error
+tb.noSuchMethod();
+export { flags, status };
+`;
+
+describe('npm package', () => {
+  it('packs dist/, README and LICENSE (no tests, no sources); installs offline into a plain JS project; runs verbs and the CLI without tsx', () => {
+    const tmp = tempDir('mlx5sim-pack-');
+    const env = plainEnv();
+    const packed = JSON.parse(
+      execFileSync('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: root, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }),
+    ) as { filename: string; files: { path: string }[] }[];
+    const files = packed[0].files.map((f) => f.path);
+    expect(files).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json', 'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/cli/main.js']));
+    expect(files.filter((f) => !f.startsWith('dist/') && !['LICENSE', 'README.md', 'package.json'].includes(f))).toEqual([]);
+    expect(files.filter((f) => /\.ts$/.test(f) && !f.endsWith('.d.ts'))).toEqual([]);
+    expect(files.some((f) => f.startsWith('dist/test/'))).toBe(false);
+
+    const app = join(tmp, 'app');
+    mkdirSync(join(app, 'waves'), { recursive: true });
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
+    execFileSync('npm', ['install', join(tmp, packed[0].filename), '--offline', '--no-audit', '--no-fund', '--cache', join(tmp, 'cache')], { cwd: app, env, stdio: 'ignore' });
+    const pkg = JSON.parse(readFileSync(join(app, 'node_modules/mlx5sim/package.json'), 'utf8')) as Record<string, unknown>;
+    expect(pkg.dependencies).toBeUndefined(); // nothing to fetch: installable offline
+    expect(existsSync(join(app, 'node_modules/tsx'))).toBe(false);
+    // TSDoc travels with the declarations
+    expect(readFileSync(join(app, 'node_modules/mlx5sim/dist/src/driver/testbed.d.ts'), 'utf8')).toMatch(/\/\*\*[\s\S]*export declare class Testbed/);
+
+    writeFileSync(join(app, 'verbs.mjs'), VERBS);
+    const out = execFileSync(process.execPath, ['verbs.mjs'], { cwd: app, env, encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual({ wrId: 7, status: 'SUCCESS', byteLen: 4096, landed: true });
+    expect(existsSync(join(app, 'waves/run.vcd'))).toBe(true);
+
+    const list = execFileSync('npx', ['--offline', 'mlx5sim', 'list'], { cwd: app, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    expect(list).toMatch(/^frwr\s+fast registration/m);
+    // a TypeScript scenario without tsx installed: a clear usage error, exit 2
+    writeFileSync(join(app, 'mine.ts'), 'export default {};\n');
+    const ts = spawnSync('npx', ['--offline', 'mlx5sim', 'run', 'mine.ts', '--no-vcd'], { cwd: app, env, encoding: 'utf8' });
+    expect(ts.status).toBe(2);
+    expect(ts.stderr).toMatch(/mine\.ts is TypeScript: running it needs tsx/);
+
+    // the shipped declarations type-check a TypeScript user's code (the repository's tsc)
+    writeFileSync(join(app, 'check.ts'), TYPES);
+    writeFileSync(
+      join(app, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, noEmit: true, types: [] }, files: ['check.ts'] }),
+    );
+    const tsc = spawnSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: app, env, encoding: 'utf8' });
+    expect(tsc.stdout + tsc.stderr).toBe('');
+    expect(tsc.status).toBe(0);
+  });
+});
