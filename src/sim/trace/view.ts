@@ -96,7 +96,11 @@ export function fitLabels(markers: readonly PlacedLabel[], letters: readonly str
     // the shorter keeps its whole text when the other still gets a cut one; else they halve it
     const [a, b] = width[k] <= width[k + 1] ? [k, k + 1] : [k + 1, k];
     if (room - width[a] >= least[b]) width[b] = room - width[a];
-    else width[k] = width[k + 1] = room / 2;
+    else {
+      // halve the room, but never widen a label past what it had (an edge's cap stays)
+      width[k] = Math.min(width[k], room / 2);
+      width[k + 1] = Math.min(width[k + 1], room / 2);
+    }
   }
   clusters.forEach((c, k) => {
     const chars = Math.floor(width[k] / LABEL_CHAR_PX);
