@@ -335,7 +335,8 @@ export class Requester extends Module implements EventTarget, FaultClient {
     this.rInflight.set(busy);
     if (act >= 0) this.state.setNow(act);
     else if (busy === 0) this.state.setNow(IDLE);
-    else if (this.nStepping === 0 && this.xlateQ.length === 0) this.state.setNow(WAIT_RESP);
+    // messages held by a page fault show as PAGE_FAULT while nothing else moves (the waves show the stall)
+    else if (this.nStepping === 0 && this.xlateQ.length === 0) this.state.setNow(this.faultCtx.size > 0 ? PAGE_FAULT : WAIT_RESP);
     // asleep until an input arrives: answers, DMA and ATU results, jobs, room, the timer
     const more = this.nStepping > 0 || (this.xlateQ.length > 0 && this.atu.req.canPush()) || (this.req.canPop() && this.ctxTable.hasFree);
     if (!more) this.sleep();
@@ -682,6 +683,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
       c.readBuf = null;
       c.answerData = null;
     }
+    if (c.stage === PAGE_FAULT) this.faultCtx.delete(c.faultToken); // its resume will find nothing
     if (c.stage === READY || c.stage === WAIT_RESP || c.stage === HOLD || c.stage === HOLD_SCATTER || c.stage === PAGE_FAULT) this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
     else c.abort = true;
   }
