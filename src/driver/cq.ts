@@ -78,6 +78,12 @@ export class Cq {
     this.ctx.hca.uar.ringCq(word, this.cqn);
   }
 
+  private readonly ciWord = new Uint8Array(4);
+  private setCi(ci: number): Uint8Array {
+    new DataView(this.ciWord.buffer).setUint32(0, ci & 0xffffff);
+    return this.ciWord;
+  }
+
   /** @internal getCqEvent returned this CQ: the next arm carries the next sequence number. */
   noteEvent(): void {
     this.armSn++;
@@ -128,6 +134,8 @@ export class Cq {
       if (opOwn >> 4 === CqeOpcode.INVALID || (opOwn & 1) !== ((this.ci & this.size) !== 0 ? 1 : 0)) break;
       const c = decodeCqe(this.cqeView, 0);
       this.ci++;
+      // set_ci in the doorbell record (mlx5 update_cons_index): the hardware's view of the room
+      host.writeFrom(this.dbrVa, this.setCi(this.ci), 0, 4);
       const wc = this.toWc(c);
       if (wc) out.push(wc);
     }

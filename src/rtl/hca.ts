@@ -141,7 +141,12 @@ export class Hca extends Module {
       },
     });
     this.eqWriter = new EqWriter(this, 'eq_writer', { clock, ports: { dma: this.pcie.port('eq') }, deps: { eqs: this.cmdif } });
-    this.cqWriter = new CqWriter(this, 'cq_writer', { clock, ports: { dma: this.pcie.port('cq'), eq: this.eqWriter.req }, deps: { cqs: this.cmdif } });
+    this.cqWriter = new CqWriter(this, 'cq_writer', {
+      clock,
+      ports: { dma: this.pcie.port('cq'), eq: this.eqWriter.req },
+      // a CQ overrun moves every QP completing on it to ERR
+      deps: { cqs: this.cmdif, mem: this.mem, onOverrun: (cqn) => this.cmdif.cqOverrun(cqn) },
+    });
     // the QP table's error events: WQ_* EQEs with the QP number at data+24 (spec/mlx5.md "Other event data")
     this.cmdif.onQpEvent = (qpn, event) => {
       const data = new Uint8Array(EQE_DATA_SIZE);

@@ -141,3 +141,49 @@ describe('asynchronous events', () => {
     });
   });
 });
+
+describe('CQ overrun', () => {
+  it('10 completions into a 4-entry CQ nobody polls: CQ_ERROR (overrun), the QPs on it to ERR, no CQE written past the ring', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const cq = await p.c0.createCq(4);
+      const qp = await p.pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 16 });
+      const peer = await p.pd1.createQp({ sendCq: p.cq1, recvCq: p.cq1 });
+      await qp.connect(peer);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(4096);
+      const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+      const mr1 = await p.pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      for (let i = 0; i < 10; i++) {
+        qp.postSend({ wrId: i, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+        if (i === 3) await tb.quiesce(); // the ring is full now
+      }
+      const ev = await p.c0.getAsyncEvent({ timeout: 1e9 });
+      expect(ev).toEqual({ type: 'CQ_ERR', cqNum: cq.cqn });
+      expect((await qp.query()).state).toBe('ERR');
+      expect(cq.poll(16).map((w) => w.wrId)).toEqual([0, 1, 2, 3]); // what fit; nothing overwritten
+    });
+    expect(tb.stats()['tb.hca0.cq_writer'].overruns).toBe(1);
+  });
+
+  it('a CQ polled as it fills never overruns', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const cq = await p.c0.createCq(4);
+      const qp = await p.pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 16 });
+      const peer = await p.pd1.createQp({ sendCq: p.cq1, recvCq: p.cq1 });
+      await qp.connect(peer);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(4096);
+      const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+      const mr1 = await p.pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      for (let i = 0; i < 20; i++) {
+        qp.postSend({ wrId: i, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+        expect((await cq.wait(1))[0]).toMatchObject({ wrId: i, status: 'SUCCESS' });
+      }
+    });
+    expect(tb.stats()['tb.hca0.cq_writer'].overruns).toBe(0);
+  });
+});

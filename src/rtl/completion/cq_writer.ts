@@ -45,6 +45,13 @@ export interface CqPlace {
   readonly bufAddr: number;
   readonly size: number;
   readonly eqn: number;
+  /** The doorbell record (set_ci at +0, the arm word at +4), or 0: none. */
+  readonly dbrAddr: number;
+}
+
+/** What the writer reads of host memory: the consumer index in a CQ's doorbell record. */
+export interface DbrReader {
+  readU32BE(pa: number): number;
 }
 
 /**
@@ -81,7 +88,10 @@ export interface CqTable {
 }
 
 /** Wiring of the CQ writer: posted writes over its DMA port, CQs looked up in the CQ table. */
-export type CqWriterOptions = WireOptions<{ readonly dma: DmaPort; readonly eq: Fifo<EqeJob> }, { readonly cqs: CqTable }>;
+export type CqWriterOptions = WireOptions<
+  { readonly dma: DmaPort; readonly eq: Fifo<EqeJob> },
+  { readonly cqs: CqTable; readonly mem: DbrReader; readonly onOverrun?: (cqn: number) => void }
+>;
 
 export class CqWriter extends Module {
   readonly req: Fifo<CqeJob>;
@@ -92,6 +102,12 @@ export class CqWriter extends Module {
   private readonly arm = new Map<number, ArmState>();
   private readonly rArmed: Reg;
   private readonly sEvents;
+  private readonly sOverruns;
+  private readonly mem: DbrReader;
+  private readonly onOverrun: ((cqn: number) => void) | null;
+  /** CQs that overran: they take no more CQEs (a fatal CQ error). */
+  private readonly overrun = new Set<number>();
+  private readonly ciSeen = new Map<number, number>();
   /** Producer counter per CQ. */
   private readonly pi = new Map<number, number>();
   private readonly rValid: Reg;
@@ -120,6 +136,9 @@ export class CqWriter extends Module {
     this.eq = opts.ports.eq;
     this.eq.producer = this;
     this.sEvents = this.stats.counter('comp_events');
+    this.sOverruns = this.stats.counter('overruns');
+    this.mem = opts.deps.mem;
+    this.onOverrun = opts.deps.onOverrun ?? null;
     this.port = opts.ports.dma;
     this.port.req.producer = this;
     this.sCqes = this.stats.counter('cqes');
@@ -131,6 +150,8 @@ export class CqWriter extends Module {
   forgetCq(cqn: number): void {
     this.pi.delete(cqn);
     this.arm.delete(cqn);
+    this.overrun.delete(cqn);
+    this.ciSeen.delete(cqn);
   }
 
   /** CQEs written to `cqn` so far. */
@@ -149,6 +170,23 @@ export class CqWriter extends Module {
     const cq = this.cqs.getCq(j.cqn);
     if (!cq) throw new Error(`${this.path}: completion for CQ ${j.cqn}, which does not exist`);
     const n = this.pi.get(j.cqn) ?? 0;
+    // overrun: the ring is full up to the consumer index the driver last wrote to the doorbell
+    // record (set_ci; read here at once where hardware keeps a copy): a fatal CQ error, CQ_ERROR
+    // (syndrome 1) and the CQ's QPs to ERR; the CQE is not written (mlx5 PRM "CQ overrun")
+    if (this.overrun.has(j.cqn) || (cq.dbrAddr !== 0 && n - (this.ciSeen.get(j.cqn) ?? 0) >= cq.size && n - this.consumed(j.cqn, cq, n) >= cq.size)) {
+      if (!this.overrun.has(j.cqn)) {
+        this.overrun.add(j.cqn);
+        this.sOverruns.inc();
+        const data = new Uint8Array(EQE_DATA_SIZE);
+        const v = new DataView(data.buffer);
+        v.setUint32(0, j.cqn & 0xffffff); // CQ_ERROR: cqn @0, syndrome @11 (1 overrun): spec/mlx5.md
+        data[11] = 1;
+        this.eq.push({ eqn: -1, type: EventType.CQ_ERROR, subType: 0, data });
+        this.onOverrun?.(j.cqn);
+      }
+      this.rValid.set(0);
+      return;
+    }
     this.pi.set(j.cqn, n + 1);
     const bytes = new Uint8Array(64);
     encodeCqe(new DataView(bytes.buffer), 0, {
@@ -177,6 +215,17 @@ export class CqWriter extends Module {
     this.rSe.set(j.se ? 1 : 0);
     this.sCqes.inc();
     if (j.syndrome !== 0) this.sErrors.inc();
+  }
+
+  /**
+   * The full consumer counter of `cq` from the 24 bits of set_ci, given the producer counter `n`
+   * (read only when the last one seen leaves no room: the counter only grows).
+   */
+  private consumed(cqn: number, cq: CqPlace, n: number): number {
+    const ci24 = this.mem.readU32BE(cq.dbrAddr) & 0xffffff;
+    const ci = n - ((n - ci24) & 0xffffff);
+    this.ciSeen.set(cqn, ci);
+    return ci;
   }
 
   /** Applies an arm doorbell (the caller made sure the EQ FIFO takes the event it may raise). */

@@ -610,6 +610,11 @@ export class Cmdif extends Module {
     if (event !== undefined) this.onQpEvent?.(qpn, event);
   }
 
+  /** The CQ writer found `cqn` overrun: every QP completing on it goes to ERR (no QP event of its own). */
+  cqOverrun(cqn: number): void {
+    for (const qp of this.qps.values()) if (qp.sendCqn === cqn || qp.recvCqn === cqn) this.hwError(qp.qpn);
+  }
+
   /** Hears the QP events of hwError (hca.ts routes them to the EQ writer). */
   onQpEvent: ((qpn: number, event: QpErrorEvent) => void) | null = null;
 
