@@ -124,6 +124,7 @@ export class Cq {
   poll(n = 16): WorkCompletion[] {
     this.checkAlive('poll');
     const out: WorkCompletion[] = [];
+    const ci0 = this.ci;
     const host = this.ctx.hca.host;
     while (out.length < n) {
       const at = this.bufVa + (this.ci & (this.size - 1)) * 64;
@@ -134,11 +135,11 @@ export class Cq {
       if (opOwn >> 4 === CqeOpcode.INVALID || (opOwn & 1) !== ((this.ci & this.size) !== 0 ? 1 : 0)) break;
       const c = decodeCqe(this.cqeView, 0);
       this.ci++;
-      // set_ci in the doorbell record (mlx5 update_cons_index): the hardware's view of the room
-      host.writeFrom(this.dbrVa, this.setCi(this.ci), 0, 4);
       const wc = this.toWc(c);
       if (wc) out.push(wc);
     }
+    // set_ci in the doorbell record, once a poll (mlx5 update_cons_index): the hardware's view of the room
+    if (this.ci !== ci0) host.writeFrom(this.dbrVa, this.setCi(this.ci), 0, 4);
     return out;
   }
 
