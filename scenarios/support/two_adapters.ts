@@ -9,7 +9,7 @@ export const WAIT = 1_000_000_000;
 /**
  * What every verbs scenario does around its own steps: a two-adapter testbed with the
  * scenario's options, its checks and bounded waits, the body run in simulated time, then a tail
- * (posted writes land; the waves, which open on the work from the first doorbell on, show the
+ * (posted writes land; the waves, which open on the work from the first work request on, show the
  * last marks clear of the pane's edge), then the waves closed and the result made.
  */
 export async function runScenario(
@@ -29,12 +29,12 @@ export async function runScenario(
 
 /**
  * Idle time after a scenario's last step: at least 20 ns for posted writes to land, and a tenth
- * of the work since the first doorbell, so the waves' opening view (which holds back 3% at its
- * end, `TAIL_SLACK`) shows the last mark with room for its label.
+ * of the work since the first work request, so the waves' opening view (which holds back 3% at
+ * its end, `TAIL_SLACK`) shows the last mark with room for its label.
  */
 export function tailAfter(tb: Testbed): number {
-  const first = Math.min(...tb.hcas.map((h) => h.firstDoorbellAt ?? Infinity));
-  return Math.max(20_000, first === Infinity ? 0 : Math.round((tb.now - first) / 10));
+  const first = tb.firstWorkAt;
+  return Math.max(20_000, first === null ? 0 : Math.round((tb.now - first) / 10));
 }
 
 /** A two-adapter testbed with the scenario's seed, trace and configuration. */

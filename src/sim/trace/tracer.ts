@@ -276,8 +276,8 @@ export class Tracer implements TraceSink {
   }
 
   /**
-   * @internal Software handed the hardware work (a doorbell): the opening view starts a little
-   * before the first such moment, so the setup before it is off screen.
+   * Software posted work (the testbed calls it for the first work request): the opening view
+   * starts a little before the first such moment, so the setup before it is off screen.
    */
   workPosted(): void {
     if (this.inWindow(this.sim.now)) this.anchorAt(this.sim.now);
