@@ -14,7 +14,7 @@ export const WAIT = 1_000_000_000;
  */
 export async function runScenario(
   opts: ScenarioOptions,
-  body: (tb: Testbed, c: Checks, wait: (cq: Cq, n: number, what: string) => Promise<WorkCompletion[]>) => Promise<void>,
+  body: (tb: Testbed, c: Checks, wait: Waiter) => Promise<void>,
   c: Checks = new Checks(),
 ): Promise<ScenarioResult> {
   const tb = testbedFor(opts);
@@ -42,15 +42,19 @@ export function testbedFor({ seed, trace, config }: ScenarioOptions): Testbed {
   return new Testbed({ seed, hcas: 2, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
 }
 
+/** `wait(cq, n, what, { view })`: see `waiter`. */
+export type Waiter = (cq: Cq, n: number, what: string, opts?: { view?: 'start' | 'end' }) => Promise<WorkCompletion[]>;
+
 /**
  * `wait(cq, n, what)`: n completions, or a failed check (and none) when they do not come. With a
- * testbed, each arrival is also a named marker in the waves (`what`, at the completion's time).
+ * testbed, each arrival is also a named marker in the waves (`what`, at the completion's time);
+ * `{ view: 'end' }` also ends the view the waves open on there (`tb.mark`).
  */
-export function waiter(c: Checks, tb?: Testbed): (cq: Cq, n: number, what: string) => Promise<WorkCompletion[]> {
-  return async (cq, n, what) => {
+export function waiter(c: Checks, tb?: Testbed): Waiter {
+  return async (cq, n, what, opts = {}) => {
     try {
       const got = await cq.wait(n, { timeout: WAIT });
-      tb?.mark(what);
+      tb?.mark(what, opts);
       return got;
     } catch (e) {
       c.check(false, `${what}: ${n} completion(s) arrive`, String(e));
