@@ -32,6 +32,13 @@ const scenario: Scenario = {
       c.equal(fmr.rkey, ((oldKey & 0xffffff00) | 0x5a) >>> 0, 'updateKey replaces the tag, keeps the index');
       c.equal(fmr.lkey, fmr.rkey, 'lkey == rkey');
 
+      // the peer's source buffer, registered before the work starts (firmware, ~0.3 ms): the
+      // waves then show REG_MR, the WRITE and LOCAL_INV without that wait between them
+      const src = h1.alloc(4 * PAGE, { align: PAGE });
+      const pattern = Uint8Array.from({ length: 2 * PAGE }, (_, i) => (i * 7 + 3) & 0xff);
+      h1.write(src.addr, pattern);
+      const smr = await pd1.regMr(src.addr, 4 * PAGE, Access.LOCAL_WRITE);
+
       qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ, signaled: true });
       const [reg] = await wait(cq0, 1, 'REG_MR');
       c.equal(reg && { wrId: reg.wrId, status: reg.status, opcode: reg.opcode }, { wrId: 1, status: 'SUCCESS', opcode: 'REG_MR' }, 'REG_MR completes SUCCESS with opcode REG_MR');
@@ -39,10 +46,6 @@ const scenario: Scenario = {
       c.check((raw1[0] & 0x40) === 0 && raw1[7] === 0x5a, 'after REG_MR the mkey is VALID with tag 0x5a', `status 0x${raw1[0].toString(16)} tag 0x${raw1[7].toString(16)}`);
 
       // the peer writes 8 KiB straddling three pages through the rkey
-      const src = h1.alloc(4 * PAGE, { align: PAGE });
-      const pattern = Uint8Array.from({ length: 2 * PAGE }, (_, i) => (i * 7 + 3) & 0xff);
-      h1.write(src.addr, pattern);
-      const smr = await pd1.regMr(src.addr, 4 * PAGE, Access.LOCAL_WRITE);
       const off = 1000;
       const write = (wrId: number): void =>
         qp1.postSend({ wrId, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr, length: 2 * PAGE, lkey: smr.lkey }], remoteAddr: fmr.iova + off, rkey: fmr.rkey, signaled: true });
@@ -65,11 +68,12 @@ const scenario: Scenario = {
       qp1.postSend({ wrId: 12, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr, length: 8, lkey: smr.lkey }], remoteAddr: fmr.iova, rkey: fmr.rkey });
       const errs = await wait(cq1, 2, 'WRITE refused');
       c.equal(errs.map((w) => [w.wrId, w.status]), [[11, 'REM_ACCESS_ERR'], [12, 'WR_FLUSH_ERR']], 'the write after LOCAL_INV fails REM_ACCESS_ERR; the next WR (unsignaled) is flushed');
-      c.equal([(await qp1.query()).state, (await qp0.query()).state], ['ERR', 'ERR'], 'both QPs are in ERR');
       c.check(sameBytes(h0.read(dst.addr + off, 2 * PAGE), pattern), 'the refused write changed nothing');
       qp0.postSend({ wrId: 3, opcode: 'LOCAL_INV', invalidateRkey: fmr.rkey, signaled: false });
-      const [fl] = await wait(cq0, 1, 'owner QP flushed');
+      // the waves open on the work up to here; the QUERY_QP commands after it are firmware
+      const [fl] = await wait(cq0, 1, 'owner QP flushed', { view: 'end' });
       c.equal(fl && [fl.wrId, fl.status], [3, 'WR_FLUSH_ERR'], 'a later WR on the owner QP is flushed too');
+      c.equal([(await qp1.query()).state, (await qp0.query()).state], ['ERR', 'ERR'], 'both QPs are in ERR');
     }),
 };
 

@@ -9,12 +9,12 @@ export const WAIT = 1_000_000_000;
 /**
  * What every verbs scenario does around its own steps: a two-adapter testbed with the
  * scenario's options, its checks and bounded waits, the body run in simulated time, then a tail
- * (posted writes land; the waves, which open on the work from the first doorbell on, show the
+ * (posted writes land; the waves, which open on the work from the first work request on, show the
  * last marks clear of the pane's edge), then the waves closed and the result made.
  */
 export async function runScenario(
   opts: ScenarioOptions,
-  body: (tb: Testbed, c: Checks, wait: (cq: Cq, n: number, what: string) => Promise<WorkCompletion[]>) => Promise<void>,
+  body: (tb: Testbed, c: Checks, wait: Waiter) => Promise<void>,
   c: Checks = new Checks(),
 ): Promise<ScenarioResult> {
   const tb = testbedFor(opts);
@@ -29,12 +29,12 @@ export async function runScenario(
 
 /**
  * Idle time after a scenario's last step: at least 20 ns for posted writes to land, and a tenth
- * of the work since the first doorbell, so the waves' opening view (which holds back 3% at its
- * end, `TAIL_SLACK`) shows the last mark with room for its label.
+ * of the work since the first work request, so the waves' opening view (which holds back 3% at
+ * its end, `TAIL_SLACK`) shows the last mark with room for its label.
  */
 export function tailAfter(tb: Testbed): number {
-  const first = Math.min(...tb.hcas.map((h) => h.firstDoorbellAt ?? Infinity));
-  return Math.max(20_000, first === Infinity ? 0 : Math.round((tb.now - first) / 10));
+  const first = tb.firstWorkAt;
+  return Math.max(20_000, first === null ? 0 : Math.round((tb.now - first) / 10));
 }
 
 /** A two-adapter testbed with the scenario's seed, trace and configuration. */
@@ -42,15 +42,19 @@ export function testbedFor({ seed, trace, config }: ScenarioOptions): Testbed {
   return new Testbed({ seed, hcas: 2, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
 }
 
+/** `wait(cq, n, what, { view })`: see `waiter`. */
+export type Waiter = (cq: Cq, n: number, what: string, opts?: { view?: 'start' | 'end' }) => Promise<WorkCompletion[]>;
+
 /**
  * `wait(cq, n, what)`: n completions, or a failed check (and none) when they do not come. With a
- * testbed, each arrival is also a named marker in the waves (`what`, at the completion's time).
+ * testbed, each arrival is also a named marker in the waves (`what`, at the completion's time);
+ * `{ view: 'end' }` also ends the view the waves open on there (`tb.mark`).
  */
-export function waiter(c: Checks, tb?: Testbed): (cq: Cq, n: number, what: string) => Promise<WorkCompletion[]> {
-  return async (cq, n, what) => {
+export function waiter(c: Checks, tb?: Testbed): Waiter {
+  return async (cq, n, what, opts = {}) => {
     try {
       const got = await cq.wait(n, { timeout: WAIT });
-      tb?.mark(what);
+      tb?.mark(what, opts);
       return got;
     } catch (e) {
       c.check(false, `${what}: ${n} completion(s) arrive`, String(e));

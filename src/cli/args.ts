@@ -2,7 +2,7 @@
 
 export const USAGE = `usage: mlx5sim list
        mlx5sim run <scenario|file.ts> [--vcd waves/x.vcd | --no-vcd] [--no-gtkw] [--vcd-strings]
-                   [--scope GLOB]... [--depth N] [--from PS] [--to PS] [--seed N]
+                   [--fst] [--scope GLOB]... [--depth N] [--from PS] [--to PS] [--seed N]
                    [--config cfg.json] [--stats text|json]
        mlx5sim demo [--seed N]`;
 
@@ -15,6 +15,8 @@ export interface RunArgs {
   vcd: string | null | undefined; // undefined: default waves/<name>/<name>.vcd; null: --no-vcd
   gtkw: boolean;
   strings: boolean;
+  /** Convert the VCD to FST after the run (GTKWave's vcd2fst) and point the .gtkw at it. */
+  fst: boolean;
   scopes: string[];
   depth?: number;
   from?: number;
@@ -48,7 +50,7 @@ export function parseArgs(argv: readonly string[]): Args {
     return { cmd: 'demo', seed };
   }
   if (cmd !== 'run') throw new UsageError(cmd ? `unknown command '${cmd}'` : 'no command given');
-  const a: RunArgs = { cmd: 'run', target: '', vcd: undefined, gtkw: true, strings: false, scopes: [], seed: 1, stats: null };
+  const a: RunArgs = { cmd: 'run', target: '', vcd: undefined, gtkw: true, strings: false, fst: false, scopes: [], seed: 1, stats: null };
   for (let i = 0; i < rest.length; i++) {
     const f = rest[i];
     const val = (): string => {
@@ -61,6 +63,7 @@ export function parseArgs(argv: readonly string[]): Args {
       case '--no-vcd': a.vcd = null; break;
       case '--no-gtkw': a.gtkw = false; break;
       case '--vcd-strings': a.strings = true; break;
+      case '--fst': a.fst = true; break;
       case '--scope': a.scopes.push(val()); break;
       case '--depth': a.depth = intArg(f, rest[++i], 1); break;
       case '--from': a.from = intArg(f, rest[++i]); break;
@@ -81,5 +84,6 @@ export function parseArgs(argv: readonly string[]): Args {
   }
   if (!a.target) throw new UsageError('run needs a scenario name or a .ts file');
   if (a.from !== undefined && a.to !== undefined && a.to < a.from) throw new UsageError(`--to ${a.to} is before --from ${a.from}`);
+  if (a.fst && a.vcd === null) throw new UsageError('--fst converts the run\'s VCD: it cannot go with --no-vcd');
   return a;
 }

@@ -12,6 +12,7 @@ import { scenarios } from '../../scenarios/index.ts';
 import type { Scenario, ScenarioResult } from '../scenario.ts';
 import { formatPs } from '../sim/time.ts';
 import { gtkwPath, type TraceOptions } from '../sim/index.ts';
+import { convertToFst, findVcd2fst } from '../sim/trace/fst.ts';
 
 const progress = (msg: string): void => {
   if (process.stderr.isTTY) process.stderr.write(msg + '\n');
@@ -114,6 +115,11 @@ async function main(argv: string[]): Promise<number> {
     console.log(`Open one with: gtkwave waves/<scenario>/<scenario>.gtkw`);
     return allOk ? 0 : 1;
   }
+  // --fst is checked before the run: a long run should not end in 'no converter'
+  const vcd2fst = a.fst ? findVcd2fst() : null;
+  if (a.fst && vcd2fst === null) {
+    throw new UsageError("--fst needs GTKWave's vcd2fst on PATH, and there is none (Debian/Ubuntu: apt-get install gtkwave); without --fst the run writes its VCD");
+  }
   const s = await loadScenario(a.target);
   const config = a.config ? readConfigFile(a.config) : undefined;
   const trace = traceOf(a, s.name);
@@ -121,6 +127,11 @@ async function main(argv: string[]): Promise<number> {
   const r = await s.run({ seed: a.seed, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
   const ok = printChecks(s.name, r);
   console.log(`${s.name}: ${ok ? 'pass' : 'FAIL'} (${r.checks.length} checks, simulated ${formatPs(r.simTime)})${trace ? `, waves in ${trace.vcd}${trace.gtkw === false ? '' : ` (open: gtkwave ${gtkwPath(trace.vcd)})`}` : ''}`);
+  if (trace && vcd2fst) {
+    progress(`converting ${trace.vcd} to FST ...`);
+    const f = convertToFst(trace.vcd, vcd2fst);
+    console.log(`FST: ${f.fst} (${f.fstBytes} bytes; the VCD has ${f.vcdBytes})${trace.gtkw === false ? '' : `, named by ${gtkwPath(trace.vcd)}`}`);
+  }
   if (a.stats) printStats(r, a.stats);
   return ok ? 0 : 1;
 }

@@ -209,6 +209,7 @@ export class Qp {
 
   /** ibv_post_send: synchronous; the first bad work request throws (those before it stay posted). */
   postSend(wr: SendWr | readonly SendWr[]): void {
+    this.pd.ctx.tb.workPosted();
     checkObject('postSend: the work request', wr);
     const list = Array.isArray(wr) ? (wr as readonly SendWr[]) : [wr as SendWr];
     // one doorbell for the whole list, after its last WQE (libmlx5's mlx5_post_send rings once),
@@ -238,6 +239,7 @@ export class Qp {
 
   /** ibv_bind_mw (type 1): returns the new rkey (incRkey) and sets mw.rkey at once. */
   bindMw(mw: Mw, bind: BindInfo, opts: { wrId?: number | bigint; signaled?: boolean } = {}): number {
+    this.pd.ctx.tb.workPosted();
     this.checkAlive('bindMw');
     mw.checkAlive('bindMw');
     this.sameDevice(mw.pd.ctx, 'bindMw: the window');
@@ -259,6 +261,7 @@ export class Qp {
 
   /** ibv_post_recv */
   postRecv(wr: RecvWr | readonly RecvWr[]): void {
+    this.pd.ctx.tb.workPosted();
     checkObject('postRecv: the work request', wr);
     const list = Array.isArray(wr) ? (wr as readonly RecvWr[]) : [wr as RecvWr];
     const ctx = this.pd.ctx;

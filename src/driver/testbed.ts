@@ -30,6 +30,7 @@ export class Testbed {
   readonly hcas: readonly Hca[];
   readonly config: HcaConfig;
   private readonly tracer: Tracer | null;
+  private firstWork: Ps | null = null;
 
   constructor(opts: TestbedOptions = {}) {
     const seed = opts.seed ?? 1;
@@ -131,10 +132,25 @@ export class Testbed {
    * it over the traces and lists it under Markers; the .gtkw's legend lists every mark, and the
    * first 26 in the opening view are named A..Z). `{ view: 'start' }` / `{ view: 'end' }` make
    * the mark open or close the view the .gtkw opens on (by default it spans the run's work: from
-   * a little before the first mark or doorbell to the end). Without tracing it does nothing.
+   * a little before the first mark or work request to the end). Without tracing it does nothing.
    */
   mark(label: string, opts: { view?: 'start' | 'end' } = {}): void {
     this.tracer?.mark(label, this.sim.now, opts);
+  }
+
+  /**
+   * When the application posted its first work request (postSend, postRecv, bindMw; the
+   * driver's own UMRs for regMr do not count), or null: where the run's work begins.
+   */
+  get firstWorkAt(): Ps | null {
+    return this.firstWork;
+  }
+
+  /** @internal The verbs took a work request: the waves open a little before the first. */
+  workPosted(): void {
+    if (this.firstWork !== null) return;
+    this.firstWork = this.sim.now;
+    this.tracer?.workPosted();
   }
 
   /** Flushes and closes the trace files (VCD, .gtkw, filters). */

@@ -4,7 +4,7 @@
  * core clock. Modules are created in data-flow order, which is the order of the .gtkw groups.
  */
 import { PayloadPool } from './memory/payload_pool.ts';
-import { Clock, Module, type Ps, type Sim } from '../sim/index.ts';
+import { Clock, Module, type Sim } from '../sim/index.ts';
 import { corePeriodPs, type HcaConfig } from './config.ts';
 import { HostMem } from './memory/host_mem.ts';
 import { HostSpace } from './memory/host_space.ts';
@@ -84,8 +84,6 @@ export class Hca extends Module {
    * memory and firmware commands, all a driver touches of the adapter.
    */
   readonly uar: Uar;
-  /** When software first rang a doorbell of this adapter (null: not yet), for inspection. */
-  firstDoorbellAt: Ps | null = null;
   /** Payload buffers of the data-path engines (recycled, not allocated per message). */
   readonly payloads = new PayloadPool();
 
@@ -209,18 +207,9 @@ export class Hca extends Module {
     });
     const sqDb = this.sq.doorbell;
     const rqDb = this.responder.rqDoorbell;
-    // a doorbell is where work starts: the waves open a little before the first
     this.uar = {
-      ringSq: (qpn, pi) => {
-        this.firstDoorbellAt ??= this.sim.now;
-        this.sim.tracer?.workPosted();
-        this.pcie.ringDoorbell(sqDb, { qpn, pi });
-      },
-      ringRq: (qpn, pi) => {
-        this.firstDoorbellAt ??= this.sim.now;
-        this.sim.tracer?.workPosted();
-        this.pcie.ringDoorbell(rqDb, { qpn, pi });
-      },
+      ringSq: (qpn, pi) => this.pcie.ringDoorbell(sqDb, { qpn, pi }),
+      ringRq: (qpn, pi) => this.pcie.ringDoorbell(rqDb, { qpn, pi }),
       ringCq: (hi, lo) => this.pcie.ringDoorbell(this.cqWriter.armDoorbell, decodeCqArmDoorbell(hi >>> 0, lo >>> 0)),
       ringEq: (offset, value) => {
         if (offset !== UAR_EQ_ARM && offset !== UAR_EQ_UPDATE) return; // other offsets hold nothing here

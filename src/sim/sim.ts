@@ -12,8 +12,6 @@ export interface TraceSink {
   change(s: Signal, v: number): void;
   /** A traced clock rose now and falls at `fallTime` (written lazily: no event, no cost to time). */
   clockEdge(s: Signal, fallTime: number): void;
-  /** Software handed the hardware work (a doorbell rang): the opening view starts near the first. */
-  workPosted(): void;
   close(): void;
 }
 

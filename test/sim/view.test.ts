@@ -73,18 +73,19 @@ describe('marker labels', () => {
     );
   });
 
-  it('markers closer than a few pixels share one label; one that fits whole keeps it, its neighbour is cut', () => {
+  it('markers a few pixels apart share one label, and so does a label its neighbour would cut short', () => {
     const psPerPx = 1000;
     const view = { start: 0, end: PANE_PX * psPerPx, psPerPx, zoom: 0 };
     const at = (x: number, label: string): { time: number; label: string } => ({ time: x * psPerPx, label });
-    const out = fitLabels([at(100, 'REG_MR'), at(500, 'RDMA WRITE'), at(502, 'LOCAL_INV'), at(570, 'WRITE refused'), at(800, 'flushed')], LETTERS.split(''), view);
-    expect(out[0]).toBe('REG_MR');
-    expect(out[2]).toBe(' ');
-    expect(out[1]).toMatch(/^B,C:RD.*\.\.$/);
-    expect(out[3]).toBe('WRITE refused');
-    expect(out[4]).toBe('flushed');
+    const fit = (d: number): string[] => fitLabels([at(100, 'REG_MR'), at(500, 'RDMA WRITE'), at(502, 'LOCAL_INV'), at(d, 'WRITE refused'), at(800, 'flushed')], LETTERS.split(''), view);
+    // 120 px after the pair there is room for both labels whole
+    expect(fit(620)).toEqual(['REG_MR', 'B,C: RDMA WRITE / LOCAL_INV', ' ', 'WRITE refused', 'flushed']);
+    // 70 px after it, the pair's label would be cut to 8 characters: the three share one
+    expect(fit(570)).toEqual(['REG_MR', 'B-D: RDMA WRITE / LOCAL_INV / WRITE refused', ' ', ' ', 'flushed']);
     // room for everything: the cluster's label names both
     const wide = fitLabels([at(100, 'RDMA WRITE'), at(100 + CLUSTER_PX - 1, 'LOCAL_INV')], LETTERS.split(''), view);
     expect(wide).toEqual(['A,B: RDMA WRITE / LOCAL_INV', ' ']);
+    // the pane's edge, not a neighbour, cuts a label at the very end: it stays alone
+    expect(fitLabels([at(600, 'READ of the whole MR'), at(920, 'READ past the end')], LETTERS.split(''), view)).toEqual(['READ of the whole MR', 'B:REA..']);
   });
 });

@@ -7,7 +7,7 @@ import { VcdWriter } from './vcd_writer.ts';
 import { vcdId } from './vcd_ids.ts';
 import { scopeSelector } from './glob.ts';
 import { MAX_MARKERS, writeGtkw, type GtkwGroup, type GtkwMarker } from './gtkw.ts';
-import { leadIn } from './view.ts';
+import { leadIn, leadOut } from './view.ts';
 import { checkPs, type Ps } from '../time.ts';
 
 /** What to trace and where (API.md `trace`). */
@@ -276,8 +276,8 @@ export class Tracer implements TraceSink {
   }
 
   /**
-   * @internal Software handed the hardware work (a doorbell): the opening view starts a little
-   * before the first such moment, so the setup before it is off screen.
+   * Software posted work (the testbed calls it for the first work request): the opening view
+   * starts a little before the first such moment, so the setup before it is off screen.
    */
   workPosted(): void {
     if (this.inWindow(this.sim.now)) this.anchorAt(this.sim.now);
@@ -343,9 +343,10 @@ export class Tracer implements TraceSink {
 
   /** The view to open on, and whether each group changed during it. */
   private openingWindow(end: Ps): { start: Ps; end: Ps; active: boolean[] } {
-    const viewEnd = this.viewEnd >= 0 ? Math.min(this.viewEnd, end) : end;
-    const auto = this.anchor === Infinity ? this.start : Math.max(this.start, leadIn(this.anchor, viewEnd));
+    const workEnd = this.viewEnd >= 0 ? Math.min(this.viewEnd, end) : end;
+    const auto = this.anchor === Infinity ? this.start : Math.max(this.start, leadIn(this.anchor, workEnd));
     const viewStart = this.viewStart >= 0 ? this.viewStart : auto;
+    const viewEnd = this.viewEnd >= 0 ? Math.min(leadOut(viewStart, workEnd), end) : end;
     if (this.snapTime < 0 || this.snapDue !== Infinity) this.snapshot(); // nothing changed since it was due
     const active = this.groups.map((_, g) => this.lastAtSnap[g] >= viewStart || this.firstAfterSnap[g] <= viewEnd);
     return { start: viewStart, end: viewEnd, active };

@@ -46,6 +46,14 @@ export function openingView(dumpStart: Ps, dumpEnd: Ps, want: { start: Ps; end: 
   return { start, end: start + psPerPx * PANE_PX, psPerPx, zoom };
 }
 
+/** Share of the view shown after a named end, so the marker there keeps room for its label. */
+export const LEAD_OUT = 0.06;
+
+/** Where a view named to end at `end` (a mark's time) stops: a little after it. */
+export function leadOut(start: Ps, end: Ps): Ps {
+  return Math.round(end + Math.max(LEAD_OUT * (end - start), 10_000));
+}
+
 /**
  * Where the opening view starts when nothing names it: a little before the first marker or work
  * request (`anchor`), so the setup before it (firmware commands, ICM writes) is off screen.
@@ -62,54 +70,86 @@ export interface PlacedLabel {
 
 /** Markers closer than this many pixels share one label (their letters, then their labels). */
 export const CLUSTER_PX = 24;
+/** A label its neighbour would cut below this many characters joins that neighbour's instead. */
+export const MIN_LABEL_CHARS = 10;
+
+/** A group of markers sharing one label, centred on the first's line. */
+interface Cluster {
+  members: number[];
+  /** Their letters: `B`, `B,C`, `B-E` (letters run in time order, so they are consecutive). */
+  tag: string;
+  text: string;
+  /** Where its label is centred, in pixels from the pane's left edge. */
+  x: number;
+  /** The widest the pane's edges allow, in pixels. */
+  edge: number;
+}
+
+function cluster(members: number[], labels: readonly string[], letters: readonly string[], xs: readonly number[]): Cluster {
+  const tag = members.length <= 2 ? members.map((i) => letters[i]).join(',') : `${letters[members[0]]}-${letters[members[members.length - 1]]}`;
+  const text = members.length === 1 ? labels[members[0]] : `${tag}: ${members.map((i) => labels[i]).join(' / ')}`;
+  const x = xs[members[0]];
+  return { members, tag, text, x, edge: Math.min(2 * x, 2 * (PANE_PX - x)) };
+}
+
+/**
+ * Pixel widths for the clusters' labels, left to right: each pair of neighbours shares the room
+ * between their lines; the shorter keeps its whole text when the other still gets a cut one
+ * (its tag, a character and '..'), else they halve it.
+ */
+function allocate(cs: readonly Cluster[]): number[] {
+  const width = cs.map((c) => Math.min(c.text.length * LABEL_CHAR_PX, c.edge));
+  const least = cs.map((c) => (c.tag.length + 4) * LABEL_CHAR_PX);
+  for (let k = 0; k + 1 < cs.length; k++) {
+    const room = Math.max(2 * (cs[k + 1].x - cs[k].x - LABEL_GAP_PX), 0); // both widths
+    if (width[k] + width[k + 1] <= room) continue;
+    const [a, b] = width[k] <= width[k + 1] ? [k, k + 1] : [k + 1, k];
+    if (room - width[a] >= least[b]) width[b] = room - width[a];
+    else width[k] = width[k + 1] = room / 2;
+  }
+  return width;
+}
 
 /**
  * Labels that do not overlap in the view. GTKWave centres each marker's label on its line, all
  * on one row (a marker without a label shows its letter). So markers closer than `CLUSTER_PX`
- * share one label on the first (`B,C: RDMA WRITE / LOCAL_INV`), the others get a blank one (no
- * letter drawn over it; three or more: `B-D: ...`). A label keeps its text when it fits between its neighbours and the
+ * share one label on the first (`B,C: RDMA WRITE / LOCAL_INV`; three or more `B-D: ...`), the
+ * others get a blank one (no letter drawn over it), and a label its neighbour would cut below
+ * `MIN_LABEL_CHARS` joins it. A label keeps its text when it fits between its neighbours and the
  * pane's edges, is cut to `<letters>:<start>..` when only part fits, and shrinks to its letters
  * when not even that does. Markers off screen keep their text. `letters[i]` is marker i's letter
  * (A..Z). Returns the text to write for each marker, in the given order ('' = GTKWave's letter).
  */
 export function fitLabels(markers: readonly PlacedLabel[], letters: readonly string[], view: OpeningView): string[] {
-  const out = markers.map((m) => m.label);
+  const labels = markers.map((m) => m.label);
+  const out = [...labels];
   const xs = markers.map((m) => (m.time - view.start) / view.psPerPx);
   const onScreen = markers.map((_, i) => i).filter((i) => xs[i] >= 0 && xs[i] <= PANE_PX).sort((a, b) => xs[a] - xs[b] || a - b);
-  const clusters: number[][] = [];
+  const groups: number[][] = [];
   for (const i of onScreen) {
-    const last = clusters[clusters.length - 1];
+    const last = groups[groups.length - 1];
     if (last && xs[i] - xs[last[last.length - 1]] < CLUSTER_PX) last.push(i);
-    else clusters.push([i]);
+    else groups.push([i]);
   }
-  const head = clusters.map((c) => c[0]);
-  // letters run in time order, so a cluster's are consecutive: B / B,C / B-E
-  const tags = clusters.map((c) => (c.length <= 2 ? c.map((i) => letters[i]).join(',') : `${letters[c[0]]}-${letters[c[c.length - 1]]}`));
-  const texts = clusters.map((c) => (c.length === 1 ? out[c[0]] : `${tags[clusters.indexOf(c)]}: ${c.map((i) => out[i]).join(' / ')}`));
-  // room in pixels: centred, so half a label each side; an edge leaves twice the distance to it
-  const width = clusters.map((_, k) => Math.min(texts[k].length * LABEL_CHAR_PX, 2 * xs[head[k]], 2 * (PANE_PX - xs[head[k]])));
-  // the narrowest a label gets before it is only letters: its tag, a character and '..'
-  const least = tags.map((t) => (t.length + 4) * LABEL_CHAR_PX);
-  for (let k = 0; k + 1 < clusters.length; k++) {
-    const room = Math.max(2 * (xs[head[k + 1]] - xs[head[k]] - LABEL_GAP_PX), 0); // both widths
-    if (width[k] + width[k + 1] <= room) continue;
-    // the shorter keeps its whole text when the other still gets a cut one; else they halve it
-    const [a, b] = width[k] <= width[k + 1] ? [k, k + 1] : [k + 1, k];
-    if (room - width[a] >= least[b]) width[b] = room - width[a];
-    else {
-      // halve the room, but never widen a label past what it had (an edge's cap stays)
-      width[k] = Math.min(width[k], room / 2);
-      width[k + 1] = Math.min(width[k + 1], room / 2);
-    }
+  let cs = groups.map((g) => cluster(g, labels, letters, xs));
+  let width = allocate(cs);
+  // a label its neighbour squeezes (not the pane's edge) joins that neighbour, the closer one
+  for (;;) {
+    const k = cs.findIndex((c, j) => width[j] < c.edge && width[j] < Math.min(MIN_LABEL_CHARS, c.text.length) * LABEL_CHAR_PX);
+    if (k < 0 || cs.length < 2) break;
+    const left = k > 0 ? cs[k].x - cs[k - 1].x : Infinity;
+    const right = k + 1 < cs.length ? cs[k + 1].x - cs[k].x : Infinity;
+    const j = left <= right ? k - 1 : k;
+    cs = [...cs.slice(0, j), cluster([...cs[j].members, ...cs[j + 1].members], labels, letters, xs), ...cs.slice(j + 2)];
+    width = allocate(cs);
   }
-  clusters.forEach((c, k) => {
+  cs.forEach((c, k) => {
     const chars = Math.floor(width[k] / LABEL_CHAR_PX);
-    const text = texts[k];
-    const body = c.length === 1 ? text : text.slice(tags[k].length + 2);
-    if (chars >= text.length) out[c[0]] = text;
-    else if (chars >= tags[k].length + 4) out[c[0]] = `${tags[k]}:${body.slice(0, chars - tags[k].length - 3)}..`;
-    else out[c[0]] = c.length > 1 && chars >= tags[k].length ? tags[k] : '';
-    for (const i of c.slice(1)) out[i] = ' ';
+    const body = c.members.length === 1 ? c.text : c.text.slice(c.tag.length + 2);
+    if (chars >= c.text.length) out[c.members[0]] = c.text;
+    else if (chars >= c.tag.length + 4) out[c.members[0]] = `${c.tag}:${body.slice(0, chars - c.tag.length - 3)}..`;
+    else out[c.members[0]] = c.members.length > 1 && chars >= c.tag.length ? c.tag : '';
+    for (const i of c.members.slice(1)) out[i] = ' ';
   });
   return out;
 }
