@@ -30,8 +30,9 @@ export type Args = { cmd: 'list' } | { cmd: 'demo'; seed: number } | RunArgs;
 
 function intArg(flag: string, v: string | undefined, min = 0): number {
   if (v === undefined) throw new UsageError(`${flag} needs a value`);
-  const n = Number(v);
-  if (!Number.isSafeInteger(n) || n < min) throw new UsageError(`${flag} must be an integer >= ${min}, got '${v}'`);
+  // decimal digits only: '' (Number('') is 0), '1e3' and '0x10' are not what a user means
+  const n = /^[0-9]+$/.test(v) ? Number(v) : NaN;
+  if (!Number.isSafeInteger(n) || n < min) throw new UsageError(`${flag} must be a decimal integer >= ${min}, got '${v}'`);
   return n;
 }
 

@@ -4,7 +4,10 @@
  * stats, or run them all (`demo`) with a summary table. Exit 0 on success, 1 when a scenario's
  * own checks fail, 2 on bad usage.
  */
+import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { Testbed } from '../driver/testbed.ts';
+import { globToRegExp } from '../sim/trace/glob.ts';
 import { pathToFileURL } from 'node:url';
 import { parseArgs, USAGE, UsageError, type RunArgs } from './args.ts';
 import { readConfigFile } from './config_file.ts';
@@ -40,6 +43,7 @@ async function loadScenario(target: string): Promise<Scenario> {
   if (!/\.[cm]?[tj]s$/.test(target)) {
     throw new UsageError(`no scenario named '${target}' (see 'mlx5sim list'), and it is not a .ts or .js file`);
   }
+  if (!existsSync(resolve(target))) throw new UsageError(`${target}: no such file (and no built-in scenario of that name; see 'mlx5sim list')`);
   if (/\.[cm]?ts$/.test(target)) await enableTypeScript(target);
   const mod = (await import(pathToFileURL(resolve(target)).href)) as { default?: Partial<Scenario> };
   const s = mod.default;
@@ -65,6 +69,35 @@ function traceOf(a: RunArgs, name: string): TraceOptions | undefined {
   if (a.from !== undefined) t.start = a.from;
   if (a.to !== undefined) t.stop = a.to;
   return t;
+}
+
+/**
+ * What the run would only find out at its end: a --vcd that names a directory or a place it
+ * cannot write, a --scope that names no module of the testbed (it would write an empty VCD).
+ */
+function checkTraceArgs(a: RunArgs, t: TraceOptions): void {
+  if (a.scopes.length > 0) {
+    const tb = new Testbed({ hcas: 2 });
+    const paths: string[] = [];
+    for (const m of tb.sim.top.walk()) paths.push(m.path);
+    for (const glob of a.scopes) {
+      const re = globToRegExp(glob);
+      if (!paths.some((p) => re.test(p))) throw new UsageError(`--scope ${glob}: matches no module (scopes look like tb.hca0.atu; 'tb.hca0.*' for an adapter)`);
+    }
+  }
+  const vcd = resolve(t.vcd);
+  if (existsSync(vcd) && statSync(vcd).isDirectory()) throw new UsageError(`--vcd ${t.vcd}: is a directory (name the .vcd file to write)`);
+  // make the folder one level at a time (a recursive mkdir under /proc never returns), then
+  // check that it takes files
+  const dir = dirname(vcd);
+  const missing: string[] = [];
+  for (let d = dir; !existsSync(d); d = dirname(d)) missing.unshift(d);
+  try {
+    for (const d of missing) mkdirSync(d);
+    accessSync(dir, constants.W_OK);
+  } catch (e) {
+    throw new UsageError(`--vcd ${t.vcd}: cannot write in ${dir} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+  }
 }
 
 function printChecks(name: string, r: ScenarioResult): boolean {
@@ -123,6 +156,7 @@ async function main(argv: string[]): Promise<number> {
   const s = await loadScenario(a.target);
   const config = a.config ? readConfigFile(a.config) : undefined;
   const trace = traceOf(a, s.name);
+  if (trace) checkTraceArgs(a, trace);
   progress(`running ${s.name} ...`);
   const r = await s.run({ seed: a.seed, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
   const ok = printChecks(s.name, r);

@@ -1,0 +1,49 @@
+/**
+ * Bad command lines and configuration files (issue 12): every one exits 2 with one line that
+ * names the argument or field, before any run; nothing is written.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync, existsSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const root = join(import.meta.dirname, '../..');
+const dir = mkdtempSync(join(tmpdir(), 'mlx5sim-badargs-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+writeFileSync(join(dir, 'negative.json'), '{"coreClockMHz": -5}');
+writeFileSync(join(dir, 'syntax.json'), '{"mtu":\n 4096,,}');
+writeFileSync(join(dir, 'array.json'), '[1, 2]');
+writeFileSync(join(dir, 'unknown.json'), '{"noSuchField": 1}');
+
+const CASES: [string[], RegExp][] = [
+  [['run', 'frwr', '--seed', ''], /--seed must be a decimal integer >= 0, got ''/],
+  [['run', 'frwr', '--seed', '1e3'], /--seed must be a decimal integer >= 0, got '1e3'/],
+  [['run', 'frwr', '--seed', '0x10'], /--seed must be a decimal integer >= 0, got '0x10'/],
+  [['run', 'frwr', '--seed', '-1'], /--seed must be a decimal integer/],
+  [['demo', '--seed', 'x'], /--seed must be a decimal integer >= 0, got 'x'/],
+  [['run', join(dir, 'missing.ts')], /missing\.ts: no such file/],
+  [['run', 'no-such-scenario'], /no scenario named 'no-such-scenario'/],
+  [['run', 'frwr', '--vcd', dir], /--vcd .*: is a directory/],
+  [['run', 'frwr', '--vcd', '/proc/mlx5sim/x.vcd'], /--vcd \/proc\/mlx5sim\/x\.vcd: cannot write/],
+  [['run', 'frwr', '--scope', 'tb.nothing*'], /--scope tb\.nothing\*: matches no module/],
+  [['run', 'frwr', '--config', join(dir, 'absent.json')], /--config .*absent\.json: cannot read the file \(ENOENT\)/],
+  [['run', 'frwr', '--config', join(dir, 'negative.json')], /--config .*negative\.json: .*coreClockMHz/],
+  [['run', 'frwr', '--config', join(dir, 'syntax.json')], /syntax\.json:2:\d+: invalid JSON/],
+  [['run', 'frwr', '--config', join(dir, 'array.json')], /array\.json: the configuration must be a JSON object/],
+  [['run', 'frwr', '--config', join(dir, 'unknown.json')], /--config .*unknown\.json: .*noSuchField/],
+  [['run', 'frwr', '--stats', 'xml'], /--stats must be 'text' or 'json'/],
+  [['run', 'frwr', '--from', '5', '--to', '1'], /--to 1 is before --from 5/],
+  [['frob'], /unknown command 'frob'/],
+];
+
+describe('the CLI refuses bad arguments with exit code 2 and a line naming them', () => {
+  it.each(CASES)('mlx5sim %j', (args, message) => {
+    const cwd = mkdtempSync(join(dir, 'run-'));
+    const r = spawnSync(process.execPath, [join(root, 'node_modules/tsx/dist/cli.mjs'), join(root, 'src/cli/main.ts'), ...args], { cwd, encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    const first = r.stderr.split('\n').find((l) => l.startsWith('mlx5sim: ')) ?? '';
+    expect(first).toMatch(message);
+    expect(existsSync(join(cwd, 'waves'))).toBe(false); // refused before the run wrote anything
+  });
+});
