@@ -250,12 +250,11 @@ export class OdpHandler {
       let pages = 0;
       for (const r of ranges!) pages += this.pagesOf(r);
       await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
-      for (const r of ranges!) {
-        if (!(await this.map(r))) {
-          ok = false;
-          break;
-        }
-      }
+      // resumed with ERROR only when nothing new could be mapped: the access that faulted needs
+      // a page the process does not have (a second fault of the same access ends here)
+      let changed = 0;
+      for (const r of ranges!) changed += await this.map(r);
+      ok = changed > 0;
     }
     const flags = (f.flags & (PageFaultFlag.REQUESTOR | PageFaultFlag.WRITE | PageFaultFlag.RDMA)) | (ok ? 0 : PageFaultFlag.ERROR);
     await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | f.qpn) >>> 0 }), 'page fault resume');
@@ -285,43 +284,62 @@ export class OdpHandler {
    * the process has not mapped some page (munmap, or never allocated). Retries while an
    * invalidation of the MR happened in between (never maps a page that was just dropped).
    */
-  async map(r: FaultRange, mode: 'fault' | 'read' | 'write' | 'no_fault' = 'fault'): Promise<boolean> {
+  /**
+   * Maps what it can of the range: each page the process has (faulting it in: a page madvise
+   * dropped comes back zeroed; PREFETCH_NO_FAULT only those present), writing their MTT entries
+   * by UMR. A page the process unmapped stays not present: an access that needs it faults again
+   * and then fails, but the rest of the range works, as with a pinned MR. Returns the MTT entries
+   * it changed (0: nothing new to map). Retries while an invalidation of the MR came in between
+   * (never maps a page that was just dropped).
+   */
+  async map(r: FaultRange, mode: 'fault' | 'read' | 'write' | 'no_fault' = 'fault'): Promise<number> {
     const host = this.ctx.hca.host;
     const odp = r.odp;
+    let total = 0; // entries this call changed, over its attempts
     for (let attempt = 0; attempt < 16; attempt++) {
       const seq = odp.invalSeq;
-      if (mode !== 'no_fault') {
-        try {
-          host.faultIn(r.addr, r.length);
-        } catch {
-          return false; // not mapped in the process (EFAULT)
-        }
-      }
       const first = odp.pageIndex(r.addr);
       const last = odp.pageIndex(r.addr + r.length - 1);
+      const base = Math.floor(odp.hostAddr / PAGE) * PAGE;
       const lo = Math.floor(first / 8) * 8;
       const hi = Math.min(Math.ceil((last + 1) / 8) * 8, Math.ceil(odp.mtt.length / 8) * 8);
       const entries: number[] = [];
       // a fault maps writable pages of a writable MR; PREFETCH maps them readable only
       const bits = EN_RD | (odp.writable && mode !== 'read' ? EN_WR : 0);
+      let changed = 0;
       for (let i = lo; i < hi; i++) {
-        const va = Math.floor(odp.hostAddr / PAGE) * PAGE + i * PAGE;
-        // PREFETCH_NO_FAULT: only pages the process has present
-        if (i >= first && i <= last && (mode !== 'no_fault' || host.isMapped(va, 1))) entries.push(host.dmaAddress(va) + bits);
-        else entries.push(i < odp.mtt.length ? odp.mtt[i] : 0);
+        const old = i < odp.mtt.length ? odp.mtt[i] : 0;
+        const va = base + i * PAGE;
+        let present = false;
+        if (i >= first && i <= last) {
+          if (mode === 'no_fault') present = host.isMapped(va, 1);
+          else {
+            try {
+              host.faultIn(va, 1);
+              present = true;
+            } catch {
+              present = false; // not in the process (munmap): stays not present
+            }
+          }
+        }
+        const e = present ? host.dmaAddress(va) + bits : old;
+        if (e !== old) changed++;
+        entries.push(e);
       }
       if (odp.invalSeq !== seq) {
         this.raceRetries++;
         continue; // dropped meanwhile: fault the pages in again
       }
+      if (changed === 0) return total;
+      total += changed;
       for (let i = first; i <= last; i++) odp.mtt[i] = entries[i - lo];
       await this.ctx.pool.updateTranslations(odp.mr.deviceKey, lo, entries);
-      if (odp.invalSeq === seq) return true;
+      if (odp.invalSeq === seq) return total;
       this.raceRetries++;
       // an invalidation zapped (part of) the range while the UMR was in flight: its zap UMR
       // came after ours, so the pages it dropped are not present; map again
     }
-    return false;
+    return total;
   }
 
   /**
@@ -346,8 +364,8 @@ export class OdpHandler {
         pages = 0;
         for (let va = Math.floor(r.addr / PAGE) * PAGE; va < r.addr + r.length; va += PAGE) if (host.isMapped(va, 1)) pages++;
       }
-      if (await this.map(r, mode)) r.odp.stats.pagePrefetch += pages;
-      else ok = false;
+      await this.map(r, mode); // pages the process lacks stay not present, as a fault leaves them
+      r.odp.stats.pagePrefetch += pages;
     }
     return ok;
   }

@@ -238,3 +238,29 @@ describe('on-demand paging: RNR with messages in flight behind the fault', () =>
     expect(tb.stats()['tb.hca1.responder'].out_of_sequence).toBeGreaterThanOrEqual(1);
   });
 });
+
+describe('on-demand paging: a range with a page the process unmapped', () => {
+  it('behaves as a pinned MR would: an access within the mapped pages works, one that reaches the unmapped page fails', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(2 * 4096);
+      tb.host(0).write(a.addr, Uint8Array.of(0x77));
+      const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+      const omr = await p.pd1.regMr(b.addr, 2 * 4096, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      await tb.host(1).munmap(b.addr + 4096, 4096);
+      // the receive SGE spans both pages; a 1-byte SEND needs only the first
+      p.qp1.postRecv({ wrId: 1, sgList: [{ addr: b.addr, length: 2 * 4096, lkey: omr.lkey }] });
+      p.qp0.postSend({ wrId: 1, opcode: 'SEND', sgList: [{ addr: a.addr, length: 1, lkey: mr0.lkey }], signaled: true });
+      expect((await p.cq1.wait(1))[0]).toMatchObject({ wrId: 1, status: 'SUCCESS', byteLen: 1 });
+      expect((await p.cq0.wait(1))[0].status).toBe('SUCCESS');
+      expect(tb.host(1).read(b.addr, 1)[0]).toBe(0x77);
+      // a SEND that reaches the unmapped page fails, as on a pinned MR over unmapped memory
+      p.qp1.postRecv({ wrId: 2, sgList: [{ addr: b.addr + 4090, length: 100, lkey: omr.lkey }] });
+      p.qp0.postSend({ wrId: 2, opcode: 'SEND', sgList: [{ addr: a.addr, length: 50, lkey: mr0.lkey }], signaled: true });
+      expect((await p.cq1.wait(1))[0]).toMatchObject({ wrId: 2, status: 'LOC_ACCESS_ERR' });
+      expect((await p.cq0.wait(1))[0].status).toBe('REM_OP_ERR');
+    });
+  });
+});
