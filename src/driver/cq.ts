@@ -13,11 +13,7 @@ import { CqeOpcode, syndromeToWcStatus } from '../rtl/formats/constants.ts';
 import { cqArmWord } from '../rtl/completion/cq_writer.ts';
 import type { CompChannel } from './comp_channel.ts';
 
-function be32(v: number): Uint8Array {
-  const b = new Uint8Array(4);
-  new DataView(b.buffer).setUint32(0, v >>> 0);
-  return b;
-}
+
 
 const NO_FLAGS: ReadonlySet<'WITH_IMM' | 'WITH_INV'> = new Set();
 const WITH_IMM: ReadonlySet<'WITH_IMM' | 'WITH_INV'> = new Set(['WITH_IMM']);
@@ -73,15 +69,15 @@ export class Cq {
     if (this.channel === null) throw new VerbsError('EINVAL', 'reqNotify: the CQ has no completion channel (createCq(n, { channel }))');
     this.ctx.tb.sim.checkInProcess('reqNotify');
     const word = cqArmWord(this.armSn & 3, opts.solicitedOnly === true, this.ci);
-    const host = this.ctx.hca.host;
-    host.writeFrom(this.dbrVa + 4, be32(word), 0, 4);
+    this.dbrWrite(4, word);
     this.ctx.hca.uar.ringCq(word, this.cqn);
   }
 
-  private readonly ciWord = new Uint8Array(4);
-  private setCi(ci: number): Uint8Array {
-    new DataView(this.ciWord.buffer).setUint32(0, ci & 0xffffff);
-    return this.ciWord;
+  private readonly dbrWord = new Uint8Array(4);
+  /** Writes a big-endian word of the doorbell record: set_ci at 0, the arm word at 4. */
+  private dbrWrite(off: number, v: number): void {
+    new DataView(this.dbrWord.buffer).setUint32(0, v >>> 0);
+    this.ctx.hca.host.writeFrom(this.dbrVa + off, this.dbrWord, 0, 4);
   }
 
   /** @internal getCqEvent returned this CQ: the next arm carries the next sequence number. */
@@ -139,7 +135,7 @@ export class Cq {
       if (wc) out.push(wc);
     }
     // set_ci in the doorbell record, once a poll (mlx5 update_cons_index): the hardware's view of the room
-    if (this.ci !== ci0) host.writeFrom(this.dbrVa, this.setCi(this.ci), 0, 4);
+    if (this.ci !== ci0) this.dbrWrite(0, this.ci & 0xffffff);
     return out;
   }
 

@@ -31,9 +31,6 @@ export class DriverEq {
   private readonly logSize: number;
   private readonly eqe = new Uint8Array(EQE_SIZE);
   private readonly view = new DataView(this.eqe.buffer);
-  /** Interrupts taken, EQEs consumed (for inspection). */
-  interrupts = 0;
-  consumed = 0;
 
   private constructor(
     private readonly ctx: Context,
@@ -67,7 +64,6 @@ export class DriverEq {
   }
 
   private onInterrupt(): void {
-    this.interrupts++;
     if (this.handlerDue) return;
     this.handlerDue = true;
     this.ctx.tb.sim.after(this.ctx.hca.cfg.interruptPs, { fire: () => this.handle() });
@@ -84,7 +80,6 @@ export class DriverEq {
       // the owner byte of the ring starts at 1, and hardware's first pass writes 0
       const e = decodeEqe(this.view, 0);
       this.ci++;
-      this.consumed++;
       this.dispatch(e);
     }
     this.arm();

@@ -121,7 +121,6 @@ export class OdpHandler {
   private readonly mrs = new Map<number, OdpMr>();
   /** Implicit ODP parents by mkey index. */
   private readonly implicits = new Map<number, ImplicitOdp>();
-  faultsHandled = 0;
   /** Mappings redone because an invalidation of the MR came while they were in flight. */
   raceRetries = 0;
 
@@ -258,7 +257,6 @@ export class OdpHandler {
     }
     const flags = (f.flags & (PageFaultFlag.REQUESTOR | PageFaultFlag.WRITE | PageFaultFlag.RDMA)) | (ok ? 0 : PageFaultFlag.ERROR);
     await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | f.qpn) >>> 0 }), 'page fault resume');
-    this.faultsHandled++;
     for (const st of statsOf) st.pageFaultsHandled++;
   }
 
@@ -345,9 +343,9 @@ export class OdpHandler {
   /**
    * ibv_advise_mr (pd.adviseMr checked the arguments): maps the ranges exactly as a fault would,
    * with no EQE and no QP stalled, at the software cost of a fault's handling. Resolves once
-   * they are mapped; false when some range is not mapped in the process.
+   * they are mapped (pages the process lacks stay not present).
    */
-  async prefetch(advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT', list: readonly { lkey: number; addr: number; length: number }[]): Promise<boolean> {
+  async prefetch(advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT', list: readonly { lkey: number; addr: number; length: number }[]): Promise<void> {
     const cfg = this.ctx.hca.cfg;
     const ranges: FaultRange[] = [];
     for (const e of list) ranges.push(...((await this.rangesOf(e.lkey, e.addr, e.length, Infinity)) ?? []));
@@ -355,7 +353,6 @@ export class OdpHandler {
     for (const r of ranges) pages += this.pagesOf(r);
     await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
     const mode = advice === 'PREFETCH' ? 'read' : advice === 'PREFETCH_WRITE' ? 'write' : 'no_fault';
-    let ok = true;
     const host = this.ctx.hca.host;
     for (const r of ranges) {
       // PREFETCH_NO_FAULT maps (and counts) only the pages the process has present
@@ -367,7 +364,6 @@ export class OdpHandler {
       await this.map(r, mode); // pages the process lacks stay not present, as a fault leaves them
       r.odp.stats.pagePrefetch += pages;
     }
-    return ok;
   }
 
   /** The ODP MR (or implicit ODP MR) of `key` (its index, and the device's full key matching), or undefined. */

@@ -18,8 +18,7 @@ export class Clock implements EventTarget {
   private list: Module[] = [];
   private n = 0;
   private sleepers = 0;
-  private running = false;
-  /** @internal Time of the next scheduled edge, or -1 when stopped (kept by Sim, outside the heap). */
+  /** @internal Time of the next scheduled edge, or -1 when stopped (no awake module; kept by Sim, outside the heap). */
   nextAt = -1;
   /** @internal The edge's ordering key, as the event queue would have given it. */
   nextKey = 0;
@@ -65,11 +64,7 @@ export class Clock implements EventTarget {
     for (let i = 0; i < n; i++) list[i].tick();
     if (this.sleepers > 0) this.compact();
     if (this.clkSignal.tid >= 0) sim.tracer!.clockEdge(this.clkSignal, sim.now + (this.period >> 1));
-    if (this.n > 0) sim.scheduleClock(this, sim.now + this.period);
-    else {
-      this.running = false;
-      sim.scheduleClock(this, -1);
-    }
+    sim.scheduleClock(this, this.n > 0 ? sim.now + this.period : -1);
   }
 
   /** @internal Called by Module.wake. */
@@ -80,10 +75,7 @@ export class Clock implements EventTarget {
       m.inList = true;
       this.list[this.n++] = m;
     }
-    if (!this.running) {
-      this.running = true;
-      this.sim.scheduleClock(this, this.nextEdgeAfter(this.sim.now));
-    }
+    if (this.nextAt < 0) this.sim.scheduleClock(this, this.nextEdgeAfter(this.sim.now)); // stopped: start
   }
 
   /** @internal Called by Module.sleep. */

@@ -60,11 +60,6 @@ export class EventQueue {
     return this.size === 0 ? Infinity : this.time[this.heap[0]];
   }
 
-  /** Priority of the earliest event (call only when size > 0). */
-  peekPrio(): number {
-    return this.prio[this.heap[0]];
-  }
-
   /** Ordering key (priority * 2^48 + sequence) of the earliest event (call only when size > 0). */
   peekKey(): number {
     return this.key[this.heap[0]];

@@ -142,21 +142,29 @@ describe('asynchronous events', () => {
   });
 });
 
+/** A QP whose send CQ holds 4 CQEs, and `write(id)`: a signaled 8-byte RDMA WRITE to the peer. */
+async function smallCq(tb: Testbed) {
+  const p = await rcPair(tb);
+  const cq = await p.c0.createCq(4);
+  const qp = await p.pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 16 });
+  const peer = await p.pd1.createQp({ sendCq: p.cq1, recvCq: p.cq1 });
+  await qp.connect(peer);
+  const a = tb.host(0).alloc(4096);
+  const b = tb.host(1).alloc(4096);
+  const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+  const mr1 = await p.pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+  const write = (id: number): void =>
+    qp.postSend({ wrId: id, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+  return { p, cq, qp, write };
+}
+
 describe('CQ overrun', () => {
   it('10 completions into a 4-entry CQ nobody polls: CQ_ERROR (overrun), the QPs on it to ERR, no CQE written past the ring', async () => {
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {
-      const p = await rcPair(tb);
-      const cq = await p.c0.createCq(4);
-      const qp = await p.pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 16 });
-      const peer = await p.pd1.createQp({ sendCq: p.cq1, recvCq: p.cq1 });
-      await qp.connect(peer);
-      const a = tb.host(0).alloc(4096);
-      const b = tb.host(1).alloc(4096);
-      const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
-      const mr1 = await p.pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      const { p, cq, qp, write } = await smallCq(tb);
       for (let i = 0; i < 10; i++) {
-        qp.postSend({ wrId: i, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+        write(i);
         if (i === 3) await tb.quiesce(); // the ring is full now
       }
       const ev = await p.c0.getAsyncEvent({ timeout: 1e9 });
@@ -170,17 +178,9 @@ describe('CQ overrun', () => {
   it('a CQ polled as it fills never overruns', async () => {
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {
-      const p = await rcPair(tb);
-      const cq = await p.c0.createCq(4);
-      const qp = await p.pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 16 });
-      const peer = await p.pd1.createQp({ sendCq: p.cq1, recvCq: p.cq1 });
-      await qp.connect(peer);
-      const a = tb.host(0).alloc(4096);
-      const b = tb.host(1).alloc(4096);
-      const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
-      const mr1 = await p.pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      const { cq, write } = await smallCq(tb);
       for (let i = 0; i < 20; i++) {
-        qp.postSend({ wrId: i, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+        write(i);
         expect((await cq.wait(1))[0]).toMatchObject({ wrId: i, status: 'SUCCESS' });
       }
     });

@@ -75,13 +75,18 @@ export class HostMemory {
 
   /** Zeroes `[addr, addr + length)` (the new pages after madvise DONTNEED). */
   zero(addr: number, length: number): void {
+    this.pieces(addr, length, (chunkNo, off, n) => this.chunks.get(chunkNo)?.fill(0, off, off + n));
+  }
+
+  /** Calls `fn` for each piece of `[addr, addr + length)` within one chunk, in order. */
+  private pieces(addr: number, length: number, fn: (chunkNo: number, off: number, n: number, done: number) => void): void {
     let done = 0;
     while (done < length) {
       const a = addr + done;
       const chunkNo = Math.floor(a / CHUNK);
       const off = a - chunkNo * CHUNK;
       const n = Math.min(length - done, CHUNK - off);
-      this.chunks.get(chunkNo)?.fill(0, off, off + n);
+      fn(chunkNo, off, n, done);
       done += n;
     }
   }
@@ -95,34 +100,22 @@ export class HostMemory {
   /** The bytes `[addr, addr + length)`; the caller has checked the range is mapped. */
   read(addr: number, length: number): Uint8Array {
     const out = new Uint8Array(length);
-    let done = 0;
-    while (done < length) {
-      const a = addr + done;
-      const chunkNo = Math.floor(a / CHUNK);
-      const off = a - chunkNo * CHUNK;
-      const n = Math.min(length - done, CHUNK - off);
+    this.pieces(addr, length, (chunkNo, off, n, done) => {
       const chunk = this.chunks.get(chunkNo);
       if (chunk !== undefined) out.set(chunk.subarray(off, off + n), done);
-      done += n;
-    }
+    });
     return out;
   }
 
   /** Writes `bytes` at `addr`; the caller has checked the range is mapped. */
   write(addr: number, bytes: Uint8Array): void {
-    let done = 0;
-    while (done < bytes.length) {
-      const a = addr + done;
-      const chunkNo = Math.floor(a / CHUNK);
-      const off = a - chunkNo * CHUNK;
-      const n = Math.min(bytes.length - done, CHUNK - off);
+    this.pieces(addr, bytes.length, (chunkNo, off, n, done) => {
       let chunk = this.chunks.get(chunkNo);
       if (chunk === undefined) {
         chunk = new Uint8Array(CHUNK);
         this.chunks.set(chunkNo, chunk);
       }
       chunk.set(bytes.subarray(done, done + n), off);
-      done += n;
-    }
+    });
   }
 }
