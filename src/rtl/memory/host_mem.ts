@@ -261,6 +261,11 @@ export class HostMem {
     for (const pa of addrs) this.release(pa / FRAME_SIZE);
   }
 
+  /** True when [pa, pa + len) lies in physical memory (what a DMA may reach). */
+  covers(pa: number, len: number): boolean {
+    return Number.isSafeInteger(pa) && Number.isSafeInteger(len) && pa >= 0 && len >= 0 && pa + len <= this.size;
+  }
+
   /** True when the frame holding `pa` is allocated. */
   isAllocated(pa: number): boolean {
     return Number.isSafeInteger(pa) && pa >= 0 && pa < this.size && this.isUsed(Math.floor(pa / FRAME_SIZE));
