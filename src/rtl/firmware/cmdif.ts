@@ -19,12 +19,12 @@ import { MLX5_INVALID_LKEY, NULL_MKEY } from '../formats/constants.ts';
 import type { QpErrorEvent } from '../formats/constants.ts';
 import { enumType, Module, type Counter, type Histogram, type Nothing, type Signal, type UnclockedWireOptions } from '../../sim/index.ts';
 import type { HcaConfig } from '../config.ts';
-import type { Icm } from '../memory/icm.ts';
+import { IcmNoMemory, type Icm } from '../memory/icm.ts';
 import type { IcmWriter } from './icm_writer.ts';
 import { ICM_BYTE3, ICM_ALLOCATED, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
 import { CmdOpcode, MKEY_QPN_NONE, MkcAccessMode, PageFaultFlag, makeKey } from '../formats/constants.ts';
 import type { Klm } from '../formats/klm.ts';
-import { hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
+import { RESERVED_MKEY_INDICES, hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
 import { IndexAllocator } from './index_alloc.ts';
 import {
   CmdError,
@@ -74,7 +74,7 @@ export interface CmdifWiring extends UnclockedWireOptions<Nothing, CmdifDeps>, C
  * firmware's: its key 0x100 with tag 0 is the reserved invalid / terminate-scatter lkey
  * (spec/mlx5.md "Keys"), which a created mkey must never alias.
  */
-export const FIRST_MKEY_INDEX = 2;
+export const FIRST_MKEY_INDEX = RESERVED_MKEY_INDICES;
 /** The first QP number: 0 and 1 are the IB special QPs; mlx5 numbers user QPs well above (assumed 0x100). */
 export const FIRST_QPN = 0x100;
 /** The first PD and CQ number (0 is kept unused so a zeroed field never names a live object; assumed). */
@@ -171,8 +171,8 @@ export class Cmdif extends Module {
     this.status = this.signal('status', CmdStatusEnum.width, { enum: CmdStatusEnum });
     const g = this.caps.general.max;
     this.pds = new IndexAllocator(FIRST_PD, FIRST_PD + g.maxPd);
-    const mkeyLimit = Math.min(this.icm.mkeyEntries, g.maxMr);
-    this.mkeys = new IndexAllocator(FIRST_MKEY_INDEX, Math.max(FIRST_MKEY_INDEX, mkeyLimit));
+    // every index of the ICM table past the reserved ones (maxMr advertises exactly this many)
+    this.mkeys = new IndexAllocator(FIRST_MKEY_INDEX, Math.max(FIRST_MKEY_INDEX, this.icm.mkeyEntries));
     this.eqns = new IndexAllocator(FIRST_EQN, FIRST_EQN + g.maxEq);
     this.cqns = new IndexAllocator(FIRST_CQN, Math.min(2 ** 24, FIRST_CQN + g.maxCq)); // cqn is 24 bits
     this.qpns = new IndexAllocator(FIRST_QPN, FIRST_QPN + g.maxQp);
@@ -419,7 +419,7 @@ export class Cmdif extends Module {
     // the firmware's own check of ICM too: an index written behind its back (a bench) is in use
     const index = this.mkeys.alloc((i) => this.writer.readMkey(i).allocated);
     if (index < 0) this.fail('NO_RESOURCES', 'mkey_exhausted', `no free mkey index below ${hex(this.mkeys.limit)}`);
-    this.writer.createMkey({
+    const desc = {
       index,
       tag,
       free: c.free ?? false,
@@ -441,7 +441,16 @@ export class Cmdif extends Module {
       kind: c.kind ?? 0,
       zeroBased: c.zeroBased ?? false,
       fbo: this.uint('fbo', c.fbo ?? 0, 32),
-    });
+    };
+    try {
+      this.writer.createMkey(desc);
+    } catch (e) {
+      this.mkeys.release(index);
+      // ICM could not get the host pages for the table (or the context's page): the firmware's
+      // answer to a shortage of its memory is NO_RESOURCES (mlx5 maps it to ENOMEM)
+      if (e instanceof IcmNoMemory) this.fail('NO_RESOURCES', 'icm_pages', e.message);
+      throw e;
+    }
     return { mkey: makeKey(index, tag), index };
   }
 
