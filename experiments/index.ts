@@ -1,0 +1,5 @@
+/** The built-in experiments of `mlx5sim sweep`, one file each, in the order of spec/timing.md's shapes. */
+import type { Experiment } from '../src/experiment.ts';
+import indirection from './indirection.ts';
+
+export const experiments: readonly Experiment[] = [indirection];
