@@ -1,5 +1,7 @@
 /** The built-in experiments of `mlx5sim sweep`, one file each, in the order of spec/timing.md's shapes. */
 import type { Experiment } from '../src/experiment.ts';
+import mttCliff from './mtt_cliff.ts';
+import mrCount from './mr_count.ts';
 import indirection from './indirection.ts';
 
-export const experiments: readonly Experiment[] = [indirection];
+export const experiments: readonly Experiment[] = [mttCliff, mrCount, indirection];

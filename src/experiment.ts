@@ -104,3 +104,15 @@ export interface Experiment {
    */
   checks(points: readonly PointLine[]): ShapeCheck[];
 }
+
+/** 4096 -> '4 KiB', 2097152 -> '2 MiB' (binary units, as page sizes and working sets are given). */
+export function formatBytes(v: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let u = 0;
+  while (u < units.length - 1 && Math.abs(v) >= 1024) {
+    v /= 1024;
+    u++;
+  }
+  return `${+v.toFixed(2)} ${units[u]}`;
+}
+

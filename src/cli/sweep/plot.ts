@@ -8,18 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { parse, View } from 'vega';
-import type { Experiment, ParamValue, PointLine, Reference } from '../../experiment.ts';
-
-/** 4096 -> '4 KiB', 2097152 -> '2 MiB' (binary units, as page sizes and working sets are given). */
-export function formatBytes(v: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
-  let u = 0;
-  while (u < units.length - 1 && Math.abs(v) >= 1024) {
-    v /= 1024;
-    u++;
-  }
-  return `${+v.toFixed(2)} ${units[u]}`;
-}
+import { formatBytes, type Experiment, type ParamValue, type PointLine, type Reference } from '../../experiment.ts';
 
 /** The same as a Vega expression, for axis labels. */
 const BYTES_LABEL = ['TiB', 'GiB', 'MiB', 'KiB'].reduceRight(
