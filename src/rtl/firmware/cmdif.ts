@@ -19,7 +19,7 @@ import { MLX5_INVALID_LKEY, NULL_MKEY } from '../formats/constants.ts';
 import type { QpErrorEvent } from '../formats/constants.ts';
 import { enumType, Module, type Counter, type Histogram, type Nothing, type Signal, type UnclockedWireOptions } from '../../sim/index.ts';
 import type { HcaConfig } from '../config.ts';
-import type { Icm } from '../memory/icm.ts';
+import { IcmNoMemory, type Icm } from '../memory/icm.ts';
 import type { IcmWriter } from './icm_writer.ts';
 import { ICM_BYTE3, ICM_ALLOCATED, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
 import { CmdOpcode, MKEY_QPN_NONE, MkcAccessMode, PageFaultFlag, makeKey } from '../formats/constants.ts';
@@ -419,7 +419,7 @@ export class Cmdif extends Module {
     // the firmware's own check of ICM too: an index written behind its back (a bench) is in use
     const index = this.mkeys.alloc((i) => this.writer.readMkey(i).allocated);
     if (index < 0) this.fail('NO_RESOURCES', 'mkey_exhausted', `no free mkey index below ${hex(this.mkeys.limit)}`);
-    this.writer.createMkey({
+    const desc = {
       index,
       tag,
       free: c.free ?? false,
@@ -441,7 +441,16 @@ export class Cmdif extends Module {
       kind: c.kind ?? 0,
       zeroBased: c.zeroBased ?? false,
       fbo: this.uint('fbo', c.fbo ?? 0, 32),
-    });
+    };
+    try {
+      this.writer.createMkey(desc);
+    } catch (e) {
+      this.mkeys.release(index);
+      // ICM could not get the host pages for the table (or the context's page): the firmware's
+      // answer to a shortage of its memory is NO_RESOURCES (mlx5 maps it to ENOMEM)
+      if (e instanceof IcmNoMemory) this.fail('NO_RESOURCES', 'icm_pages', e.message);
+      throw e;
+    }
     return { mkey: makeKey(index, tag), index };
   }
 

@@ -10,8 +10,7 @@
  */
 import { Module, type EventTarget, type Nothing, type UnclockedWireOptions } from '../../sim/index.ts';
 import type { HcaConfig } from '../config.ts';
-import type { HostMem } from '../memory/host_mem.ts';
-import type { Icm } from '../memory/icm.ts';
+import type { DeviceMemory, Icm } from '../memory/icm.ts';
 import { encodeIcmMkey, decodeIcmMkey, readIcmPrivate, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { decodeMkeyContext, type MkeyContext } from '../formats/mkey_context.ts';
 import { KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, mkeyIndex } from '../formats/constants.ts';
@@ -56,7 +55,8 @@ export interface MkeyDesc {
 
 /** What the writer uses: host memory (where ICM lives), the ICM's allocation, and the caches it keeps coherent. */
 export interface IcmWriterDeps {
-  readonly mem: Pick<HostMem, 'read' | 'write'>;
+  /** The device's memory (contexts in host memory, tables in ICM space). */
+  readonly mem: Pick<DeviceMemory, 'read' | 'write'>;
   readonly icm: Pick<Icm, 'mkeyContextAddr' | 'mkeyEntries' | 'allocXlt' | 'freeXlt' | 'xltSize'>;
   readonly mkeyCache: Pick<MkeyCache, 'write' | 'invalidate' | 'invalidateAll'>;
   readonly mtt: Pick<Mtt, 'invalidateRange' | 'invalidateAll'>;
