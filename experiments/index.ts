@@ -2,6 +2,8 @@
 import type { Experiment } from '../src/experiment.ts';
 import mttCliff from './mtt_cliff.ts';
 import mrCount from './mr_count.ts';
+import odpLatency from './odp_latency.ts';
+import odpPrefetch from './odp_prefetch.ts';
 import indirection from './indirection.ts';
 
-export const experiments: readonly Experiment[] = [mttCliff, mrCount, indirection];
+export const experiments: readonly Experiment[] = [mttCliff, mrCount, odpLatency, odpPrefetch, indirection];

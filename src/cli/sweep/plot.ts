@@ -26,19 +26,45 @@ function formatParam(exp: Experiment, k: string, v: ParamValue): string {
 
 /** The rows the plot draws: each point's params and figures, and its series' label. */
 function rows(exp: Experiment, lines: readonly PointLine[]): Record<string, ParamValue>[] {
-  const series = exp.plot.series ?? [];
+  // the series parameters some point has (a configuration axis may be absent from the grid)
+  const series = (exp.plot.series ?? []).filter((k) => lines.some((l) => k in l.params));
   return lines.map((l) => ({
     ...l.params,
     ...l.figures,
-    series: series.length ? series.map((k) => formatParam(exp, k, l.params[k])).join(', ') : exp.name,
+    series: series.length ? series.filter((k) => k in l.params).map((k) => formatParam(exp, k, l.params[k])).join(', ') : exp.name,
   }));
 }
 
-/** Axis tick values: the distinct x values of the data, at most about 12 of them. */
-function ticks(values: readonly number[]): number[] {
+/**
+ * Axis tick values, at most about 12: on a byte axis the powers of two from below the smallest
+ * value to above the largest (every 2nd, 3rd, ... power as needed), else the distinct values.
+ */
+function ticks(values: readonly number[], bytes: boolean): number[] {
   const xs = [...new Set(values)].sort((a, b) => a - b);
+  if (bytes && xs.length && xs[0] > 0) {
+    const lo = Math.floor(Math.log2(xs[0]));
+    const hi = Math.ceil(Math.log2(xs[xs.length - 1]));
+    const step = Math.ceil((hi - lo + 1) / 12);
+    const out: number[] = [];
+    for (let e = lo; e <= hi; e += step) out.push(2 ** e);
+    return out;
+  }
   const step = Math.ceil(xs.length / 12);
   return xs.filter((_, i) => i % step === 0);
+}
+
+/** A subtitle in lines of at most `width` characters. */
+function wrap(text: string, width = 100): string[] {
+  const lines: string[] = [];
+  let cur = '';
+  for (const w of text.split(' ')) {
+    if (cur && cur.length + 1 + w.length > width) {
+      lines.push(cur);
+      cur = w;
+    } else cur = cur ? `${cur} ${w}` : w;
+  }
+  if (cur) lines.push(cur);
+  return lines;
 }
 
 /** The Vega-Lite spec of a sweep's plot. */
@@ -49,7 +75,7 @@ export function plotSpec(exp: Experiment, lines: readonly PointLine[]): TopLevel
   const refs: Reference[] = p.references ? p.references(lines) : [];
   const xScale = p.x.log ? { type: 'log' as const, base: p.x.bytes ? 2 : 10 } : { type: 'linear' as const };
   const yScale = p.y.log ? { type: 'log' as const } : { type: 'linear' as const, zero: p.y.zero ?? true };
-  const xAxis = { title: p.x.title, grid: true, values: ticks(xs), ...(p.x.bytes ? { labelExpr: BYTES_LABEL, labelAngle: -30 } : {}) };
+  const xAxis = { title: p.x.title, grid: true, values: ticks(xs, p.x.bytes === true), ...(p.x.bytes ? { labelExpr: BYTES_LABEL, labelAngle: -30 } : {}) };
   const x = { field: p.x.field, type: 'quantitative' as const, scale: xScale, axis: xAxis };
   const y = { field: p.y.field, type: 'quantitative' as const, scale: yScale, axis: { title: p.y.title, grid: true } };
   const layer: Record<string, unknown>[] = [
@@ -96,7 +122,7 @@ export function plotSpec(exp: Experiment, lines: readonly PointLine[]): TopLevel
   }
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: { text: p.title, ...(p.source ? { subtitle: p.source } : {}), anchor: 'start' },
+    title: { text: p.title, ...(p.source ? { subtitle: wrap(p.source) } : {}), anchor: 'start' },
     width: 560,
     height: 320,
     background: 'white',
