@@ -49,8 +49,11 @@ export interface ReadsOptions {
   mrs?: number;
   warm: number;
   reads: number;
-  /** A process on the responder's host, started when the measured window opens; it stops when `running()` turns false. */
-  cotenant?(tb: Testbed, ctx: Context, pd: Pd, running: () => boolean): Promise<Record<string, number>>;
+  /**
+   * A process on the responder's host, started before the READs: they start once it calls
+   * `ready()` (its steady state); it stops when `running()` turns false and returns its figures.
+   */
+  cotenant?(tb: Testbed, ctx: Context, running: () => boolean, ready: () => void): Promise<Record<string, number>>;
 }
 
 export interface ReadsResult {
@@ -123,19 +126,24 @@ export async function randomReads(o: ReadsOptions): Promise<ReadsResult> {
       const off = Math.floor(rnd() * (mr.length / o.readBytes)) * o.readBytes;
       q.postSend({ wrId: id, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr + (id % slots) * o.readBytes, length: o.readBytes, lkey: mr0.lkey }], remoteAddr: mr.iova + off, rkey: mr.rkey, signaled: true });
     };
+    let running = true;
+    let cotenant: Promise<Record<string, number>> | null = null;
+    if (o.cotenant) {
+      let go = (): void => {};
+      const ready = new Promise<void>((r) => { go = r; });
+      cotenant = tb.spawn(() => o.cotenant!(tb, c1, () => running, go));
+      await ready;
+    }
     let posted = 0;
     for (const q of qps) for (let k = 0; k < DEPTH; k++) post(q, posted++);
     let done = 0;
     let s0 = -1;
     let before: Counters = {};
-    let running = true;
-    let cotenant: Promise<Record<string, number>> | null = null;
     const total = o.warm + o.reads;
     while (done < total) {
       if (done >= o.warm && s0 < 0) {
         s0 = tb.now;
         before = counters(tb.stats(), SCOPES);
-        if (o.cotenant) cotenant = tb.spawn(() => o.cotenant!(tb, c1, pd1, () => running));
       }
       const wcs = await cq.wait(Math.max(1, Math.min(total - done, (QPS * DEPTH) >> 3)));
       for (const wc of wcs.concat(cq.poll(4096))) {
