@@ -136,14 +136,15 @@ export class MkeyPool {
   async enable(
     index: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
     zb: { zeroBased: boolean; fbo: number } = { zeroBased: false, fbo: 0 },
+    logPageSize = 12,
   ): Promise<number> {
     const qp = await this.umrQp();
-    return this.exclusive(() => this.enableNow(qp, index, pd, access, start, length, mtt, zb));
+    return this.exclusive(() => this.enableNow(qp, index, pd, access, start, length, mtt, zb, logPageSize));
   }
 
   private async enableNow(
     qp: Qp, index: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
-    zb: { zeroBased: boolean; fbo: number },
+    zb: { zeroBased: boolean; fbo: number }, logPageSize: number,
   ): Promise<number> {
     const tag = this.ctx.nextTag();
     const key = makeKey(index, tag);
@@ -155,7 +156,7 @@ export class MkeyPool {
       const ds = buildRegMrWqe(view, 0, {
         ...common, key,
         access: { localWrite: (access & 1) !== 0, remoteWrite: (access & 2) !== 0, remoteRead: (access & 4) !== 0, remoteAtomic: (access & 8) !== 0 },
-        iova: start, length, translations: { mode: 'MTT', pages: mtt.map((v) => v - (v % 4096)), logPageSize: 12 },
+        iova: start, length, translations: { mode: 'MTT', pages: mtt.map((v) => v - (v % 4096)), logPageSize },
         ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}),
         // a pooled mkey may come back from a user with atomic: always set (or clear) A
         clearAtomic: true,

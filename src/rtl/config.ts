@@ -132,7 +132,10 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   destroyInvalidates: 'entry', // timing.md shape 3: configurable; per-entry is what a careful design does (assumed)
   readWithInvalidate: false, // API.md: mlx5 rejects RDMA_READ_WITH_INV unless this is on
   hostMemBytes: 64 * 2 ** 30, // 64 GiB of host physical memory (assumed)
-  icmMkeyEntries: 2 ** 16, // mkey indices reachable (assumed; the index field is 24 bits)
+  // every index the 24-bit field names (log_max_mkey 24, spec/mlx5.md "Keys"), so the advertised
+  // maxMr (2^24 less the 2 reserved indices) is what the device holds; the table's pages are
+  // taken from host memory only as contexts are written (memory/icm.ts)
+  icmMkeyEntries: 2 ** 24,
   // No public figure for these on-chip tables: assumed, sized so that the initiator depth of 16
   // QPs x 16 READs fits and PCIe's 64 outstanding reads, not a table, limit a deep READ workload.
   sqWqeSlots: 512,

@@ -64,4 +64,23 @@ describe('scale', () => {
       await mr.dereg();
     });
   });
+
+  it('advertises as many MRs as the device holds: maxMr of them register, the next is ENOMEM', async () => {
+    const dflt = new Testbed();
+    await dflt.run(async () => expect((await dflt.openDevice(0)).deviceAttr.maxMr).toBe(2 ** 24 - 2));
+    const tb = new Testbed({ config: { icmMkeyEntries: 40 } });
+    await tb.run(async () => {
+      const ctx = await tb.openDevice(0);
+      const pd = await ctx.allocPd();
+      const max = ctx.deviceAttr.maxMr;
+      expect(max).toBe(38);
+      const size = 600 * 4096; // past the pool's buckets: one CREATE_MKEY each
+      const buf = tb.host(0).alloc(size * (max + 1));
+      const mrs: Mr[] = [];
+      for (let i = 0; i < max; i++) mrs.push(await pd.regMr(buf.addr + i * size, size, Access.LOCAL_WRITE));
+      expect(await outcome(pd.regMr(buf.addr + max * size, size, Access.LOCAL_WRITE))).toMatch(/^ENOMEM: .*NO_RESOURCES/);
+      await mrs[7].dereg();
+      mrs[7] = await pd.regMr(buf.addr + max * size, size, Access.LOCAL_WRITE);
+    });
+  });
 });

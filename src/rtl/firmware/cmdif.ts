@@ -24,7 +24,7 @@ import type { IcmWriter } from './icm_writer.ts';
 import { ICM_BYTE3, ICM_ALLOCATED, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
 import { CmdOpcode, MKEY_QPN_NONE, MkcAccessMode, PageFaultFlag, makeKey } from '../formats/constants.ts';
 import type { Klm } from '../formats/klm.ts';
-import { hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
+import { RESERVED_MKEY_INDICES, hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
 import { IndexAllocator } from './index_alloc.ts';
 import {
   CmdError,
@@ -74,7 +74,7 @@ export interface CmdifWiring extends UnclockedWireOptions<Nothing, CmdifDeps>, C
  * firmware's: its key 0x100 with tag 0 is the reserved invalid / terminate-scatter lkey
  * (spec/mlx5.md "Keys"), which a created mkey must never alias.
  */
-export const FIRST_MKEY_INDEX = 2;
+export const FIRST_MKEY_INDEX = RESERVED_MKEY_INDICES;
 /** The first QP number: 0 and 1 are the IB special QPs; mlx5 numbers user QPs well above (assumed 0x100). */
 export const FIRST_QPN = 0x100;
 /** The first PD and CQ number (0 is kept unused so a zeroed field never names a live object; assumed). */
@@ -171,8 +171,8 @@ export class Cmdif extends Module {
     this.status = this.signal('status', CmdStatusEnum.width, { enum: CmdStatusEnum });
     const g = this.caps.general.max;
     this.pds = new IndexAllocator(FIRST_PD, FIRST_PD + g.maxPd);
-    const mkeyLimit = Math.min(this.icm.mkeyEntries, g.maxMr);
-    this.mkeys = new IndexAllocator(FIRST_MKEY_INDEX, Math.max(FIRST_MKEY_INDEX, mkeyLimit));
+    // every index of the ICM table past the reserved ones (maxMr advertises exactly this many)
+    this.mkeys = new IndexAllocator(FIRST_MKEY_INDEX, Math.max(FIRST_MKEY_INDEX, this.icm.mkeyEntries));
     this.eqns = new IndexAllocator(FIRST_EQN, FIRST_EQN + g.maxEq);
     this.cqns = new IndexAllocator(FIRST_CQN, Math.min(2 ** 24, FIRST_CQN + g.maxCq)); // cqn is 24 bits
     this.qpns = new IndexAllocator(FIRST_QPN, FIRST_QPN + g.maxQp);

@@ -52,7 +52,7 @@ export class IcmNoMemory extends Error {
 
 /** Options of the ICM. */
 export interface IcmOptions {
-  /** mkey indices reachable, 1..2^24 (default 2^16; config.icmMkeyEntries). */
+  /** mkey indices reachable, 1..2^24 (default 2^16 here; config.icmMkeyEntries, 2^24 by default, in an adapter). */
   mkeyEntries?: number;
 }
 
