@@ -5,7 +5,7 @@
  * after a warm-up, and the responder's cache statistics over the measured window. A co-tenant
  * process on the responder's host may run beside it (dereg-storm).
  */
-import { Access, Testbed, type Context, type Cq, type HcaConfig, type Mr, type Pd, type Qp } from '../../src/index.ts';
+import { Access, Testbed, type Context, type HcaConfig, type Mr, type Pd, type Qp } from '../../src/index.ts';
 import { counters, delta, missRate, type Counters } from './stats.ts';
 
 export const PAGE_4K = 4096;
@@ -67,23 +67,13 @@ export interface ReadsResult {
 }
 
 /**
- * Registers the target MR of `bytes` over `pageSize` pages on the responder. 4 KiB: regMr.
- * 2 MiB: huge-page memory registered by fast registration with a 2 MiB page list (allocMr +
- * mapSg(.., 2 MiB) + REG_MR on the owner's QP), which writes one MTT entry per 2 MiB page.
+ * The target MR of `bytes` over `pageSize` pages on the responder, by regMr as a user registers
+ * it: over huge-page memory for 2 MiB pages, where regMr picks 2 MiB MTT entries (as mlx5's
+ * mlx5_umem_find_best_pgsz does).
  */
-async function targetMr(tb: Testbed, pd: Pd, qp: Qp, cq: Cq, bytes: number, pageSize: number): Promise<Mr> {
-  const access = Access.LOCAL_WRITE | Access.REMOTE_READ;
-  if (pageSize === PAGE_4K) {
-    const src = tb.host(1).alloc(bytes);
-    return pd.regMr(src.addr, bytes, access);
-  }
-  const src = tb.host(1).alloc(bytes, { hugePages: true, align: pageSize });
-  const mr = await pd.allocMr('MEM_REG', Math.ceil(bytes / pageSize));
-  mr.mapSg([{ addr: src.addr, length: bytes }], pageSize);
-  qp.postSend({ wrId: 0, opcode: 'REG_MR', mr, key: mr.rkey, access, signaled: true });
-  const [wc] = await cq.wait(1);
-  if (wc.status !== 'SUCCESS') throw new Error(`REG_MR of the 2 MiB-page MR: ${wc.status}`);
-  return mr;
+async function targetMr(tb: Testbed, pd: Pd, bytes: number, pageSize: number): Promise<Mr> {
+  const src = pageSize === PAGE_4K ? tb.host(1).alloc(bytes) : tb.host(1).alloc(bytes, { hugePages: true, align: pageSize });
+  return pd.regMr(src.addr, bytes, Access.LOCAL_WRITE | Access.REMOTE_READ);
 }
 
 export async function randomReads(o: ReadsOptions): Promise<ReadsResult> {
@@ -103,17 +93,15 @@ export async function randomReads(o: ReadsOptions): Promise<ReadsResult> {
     // the QPs first: their queue buffers need contiguous frames, which a large scattered
     // allocation may leave none of
     const qps: Qp[] = [];
-    const peers: Qp[] = [];
     for (let i = 0; i < QPS; i++) {
       const a = await pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 64 });
       const b = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
       await a.connect(b);
       qps.push(a);
-      peers.push(b);
     }
     const targets: Mr[] = [];
     if (o.mrs === undefined) {
-      targets.push(await targetMr(tb, pd1, peers[0], cq1, o.workingSet ?? PAGE_4K, o.pageSize ?? PAGE_4K));
+      targets.push(await targetMr(tb, pd1, o.workingSet ?? PAGE_4K, o.pageSize ?? PAGE_4K));
     } else {
       const src = tb.host(1).alloc(o.mrs * PAGE_4K);
       for (let i = 0; i < o.mrs; i++) targets.push(await pd1.regMr(src.addr + i * PAGE_4K, PAGE_4K, Access.LOCAL_WRITE | Access.REMOTE_READ));
