@@ -70,7 +70,8 @@ function wrap(text: string, width = 100): string[] {
 /** The Vega-Lite spec of a sweep's plot. */
 export function plotSpec(exp: Experiment, lines: readonly PointLine[]): TopLevelSpec {
   const p = exp.plot;
-  const data = rows(exp, lines);
+  // in grid order, however the lines came (a merge, a reader's own filter)
+  const data = rows(exp, [...lines].sort((a, b) => a.index - b.index));
   const xs = data.map((r) => r[p.x.field]).filter((v): v is number => typeof v === 'number');
   const refs: Reference[] = p.references ? p.references(lines) : [];
   const xScale = p.x.log ? { type: 'log' as const, base: p.x.bytes ? 2 : 10 } : { type: 'linear' as const };
