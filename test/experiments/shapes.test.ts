@@ -12,9 +12,9 @@ import { experiments } from '../../experiments/index.ts';
 import { findExperiment, runSweep, type SweepResult } from '../../src/cli/sweep/sweep.ts';
 import { tempDir } from '../support/tmp.ts';
 
-async function quick(name: string): Promise<SweepResult & { out: string }> {
+async function quick(name: string, jobs = 1): Promise<SweepResult & { out: string }> {
   const out = tempDir(`mlx5sim-${name}-`);
-  const r = await runSweep(findExperiment(name), { quick: true, sets: [], out, jobs: 1 });
+  const r = await runSweep(findExperiment(name), { quick: true, sets: [], out, jobs });
   expect(r.lines.length).toBe(r.meta.gridPoints);
   expect(readFileSync(join(out, 'points.jsonl'), 'utf8').trim().split('\n')).toHaveLength(r.lines.length);
   expect(readFileSync(join(out, 'plot.svg'), 'utf8')).toMatch(/^<svg [\s\S]*<\/svg>\n$/);
@@ -55,10 +55,13 @@ describe('the built-in experiments at --quick size hold their shapes', () => {
   });
 
   it("dereg-storm: the co-tenant lowers the victim only under 'all'", async () => {
-    const r = await quick('dereg-storm');
+    const r = await quick('dereg-storm', 2);
     expect(failed(r)).toEqual([]);
     expect(r.checks.map((c) => c.what)).toEqual(["'entry': the storm leaves the victim within 5%", "'all': the storm lowers the victim below 80%"]);
-    expect(fig(r, (p) => p.cotenant === true && p.destroyInvalidates === 'all', 'cotenantCycles')).toBeGreaterThan(5);
+    expect(fig(r, (p) => p.cotenant === true && p.destroyInvalidates === 'all', 'cotenantCycles')).toBeGreaterThanOrEqual(1);
+    // the flushes show as MTT misses of the victim, only under 'all'
+    expect(fig(r, (p) => p.cotenant === true && p.destroyInvalidates === 'all', 'mttMissRate')).toBeGreaterThan(0.1);
+    expect(fig(r, (p) => p.cotenant === true && p.destroyInvalidates === 'entry', 'mttMissRate')).toBe(0);
   });
 
   it('odp-latency: one fault per message, 220 us at 4 KB, ~350 us at 4 MB: strongly sublinear', async () => {
