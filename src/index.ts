@@ -20,6 +20,8 @@ export type { TraceOptions, Ps } from './sim/index.ts';
 export { PS, NS, US, MS } from './sim/index.ts';
 export type { Scenario, ScenarioOptions, ScenarioResult } from './scenario.ts';
 export { Checks } from './scenario.ts';
+export type { Experiment, AxisDef, GridBlock, Params, ParamValue, PointContext, PointFigures, PointLine, PlotDef, Reference, ShapeCheck } from './experiment.ts';
+export { formatBytes } from './experiment.ts';
 
 /** ib_access_flags bits (API.md "Constants and errors"). */
 export { IbAccess as Access } from './driver/types.ts';

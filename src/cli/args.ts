@@ -1,10 +1,21 @@
-/** Command-line parsing for `mlx5sim`: strict, with errors that name the bad argument. */
+/**
+ * Command-line parsing for `mlx5sim`: commander builds the subcommands and the generated
+ * `--help`; every value is checked here, strictly, with errors that name the bad argument
+ * (a `UsageError`: exit code 2 with the usage lines).
+ */
+import { Command, CommanderError, Option } from 'commander';
+import { availableParallelism } from 'node:os';
 
 export const USAGE = `usage: mlx5sim list
        mlx5sim run <scenario|file.ts> [--vcd waves/x.vcd | --no-vcd] [--no-gtkw] [--vcd-strings]
                    [--fst] [--scope GLOB]... [--depth N] [--from PS] [--to PS] [--seed N]
                    [--config cfg.json] [--stats text|json]
-       mlx5sim demo [--seed N]`;
+       mlx5sim demo [--seed N]
+       mlx5sim sweep <experiment> [--quick] [--set field=v1,v2]... [--pages 4k,2m] [--jobs N]
+                   [--shard i/n] [--out results/<experiment>] [--seed N]
+       mlx5sim sweep merge <dir>... [--out DIR]
+       mlx5sim plot <dir>
+       mlx5sim --help | <command> --help`;
 
 /** A usage error: exit code 2 with the usage line. */
 export class UsageError extends Error {}
@@ -26,7 +37,42 @@ export interface RunArgs {
   stats: 'text' | 'json' | null;
 }
 
-export type Args = { cmd: 'list' } | { cmd: 'demo'; seed: number } | RunArgs;
+/** `mlx5sim sweep <experiment>`: the grid's overrides as given (checked against the experiment by the sweep). */
+export interface SweepArgs {
+  cmd: 'sweep';
+  experiment: string;
+  quick: boolean;
+  /** `--set field=v1,v2`, in order: the field and its values as typed. */
+  sets: { field: string; values: string[] }[];
+  /** `--pages 4k,2m`: only the points with these page sizes (bytes). */
+  pages?: number[];
+  jobs: number;
+  /** `--shard i/n`: the points whose grid index is i modulo n (0 <= i < n). */
+  shard?: { i: number; n: number };
+  out?: string;
+  seed: number;
+}
+
+export interface MergeArgs {
+  cmd: 'merge';
+  dirs: string[];
+  out?: string;
+}
+
+export interface PlotArgs {
+  cmd: 'plot';
+  dir: string;
+}
+
+export type Args =
+  | { cmd: 'list' }
+  | { cmd: 'demo'; seed: number }
+  | RunArgs
+  | SweepArgs
+  | MergeArgs
+  | PlotArgs
+  /** --help or --version: printed; exit with this code. */
+  | { cmd: 'exit'; code: number };
 
 function intArg(flag: string, v: string | undefined, min = 0): number {
   if (v === undefined) throw new UsageError(`${flag} needs a value`);
@@ -36,55 +82,165 @@ function intArg(flag: string, v: string | undefined, min = 0): number {
   return n;
 }
 
-export function parseArgs(argv: readonly string[]): Args {
-  const [cmd, ...rest] = argv;
-  if (cmd === 'list') {
-    if (rest.length) throw new UsageError(`list takes no arguments, got '${rest[0]}'`);
-    return { cmd: 'list' };
+const SIZE_UNITS: Record<string, number> = { '': 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30, t: 2 ** 40 };
+
+/**
+ * A size as a user types it: `4096`, `4k`, `2m`, `2MiB`, `1G` (binary units: k = 1024). Null
+ * when `v` is not a size.
+ */
+export function parseSize(v: string): number | null {
+  const m = /^([0-9]+)(?:([kmgt])(?:i?b)?)?$/i.exec(v.trim());
+  if (!m) return null;
+  const n = Number(m[1]) * SIZE_UNITS[(m[2] ?? '').toLowerCase()];
+  return Number.isSafeInteger(n) ? n : null;
+}
+
+/** `--set field=v1,v2`: the field and its values, each non-empty. */
+function setArg(v: string, prev: SweepArgs['sets']): SweepArgs['sets'] {
+  const m = /^([A-Za-z][A-Za-z0-9_]*)=(.+)$/.exec(v);
+  if (!m) throw new UsageError(`--set ${v}: must be field=v1,v2,... (e.g. --set mttCacheLines=64,128)`);
+  const values = m[2].split(',');
+  if (values.some((x) => x.trim() === '')) throw new UsageError(`--set ${v}: an empty value in the list`);
+  return [...prev, { field: m[1], values: values.map((x) => x.trim()) }];
+}
+
+function pagesArg(v: string): number[] {
+  const out: number[] = [];
+  for (const p of v.split(',')) {
+    const n = parseSize(p);
+    if (n === null || (n !== 4096 && n !== 2 ** 21)) throw new UsageError(`--pages ${v}: page sizes are 4k and 2m, got '${p}'`);
+    if (!out.includes(n)) out.push(n);
   }
-  if (cmd === 'demo') {
-    let seed = 1;
-    for (let i = 0; i < rest.length; i++) {
-      if (rest[i] === '--seed') seed = intArg('--seed', rest[++i]);
-      else throw new UsageError(`demo: unknown argument '${rest[i]}'`);
-    }
-    return { cmd: 'demo', seed };
-  }
-  if (cmd !== 'run') throw new UsageError(cmd ? `unknown command '${cmd}'` : 'no command given');
-  const a: RunArgs = { cmd: 'run', target: '', vcd: undefined, gtkw: true, strings: false, fst: false, scopes: [], seed: 1, stats: null };
-  for (let i = 0; i < rest.length; i++) {
-    const f = rest[i];
-    const val = (): string => {
-      const v = rest[++i];
-      if (v === undefined) throw new UsageError(`${f} needs a value`);
+  return out;
+}
+
+function shardArg(v: string): { i: number; n: number } {
+  const m = /^([0-9]+)\/([0-9]+)$/.exec(v);
+  const i = m ? Number(m[1]) : NaN;
+  const n = m ? Number(m[2]) : NaN;
+  if (!m || !(n >= 1) || !(i < n)) throw new UsageError(`--shard ${v}: must be i/n with 0 <= i < n (e.g. --shard 0/4 .. 3/4)`);
+  return { i, n };
+}
+
+/** Commander's own messages ("error: unknown option '--x'") as one of ours. */
+function fromCommander(e: CommanderError): UsageError {
+  return new UsageError(e.message.replace(/^error: /, '').replace(/\.$/, ''));
+}
+
+/**
+ * Builds the command tree. Actions only record what was asked (`done`); the values are
+ * checked by the option parsers as commander meets them.
+ */
+function program(done: (a: Args) => void): Command {
+  const p = new Command('mlx5sim')
+    .description('A cycle-level simulator of the mlx5 (ConnectX) memory-translation pipeline, with VCD waveforms for GTKWave')
+    .usage('<command> [options]')
+    .addHelpText('after', '\nExit codes: 0 success, 1 a scenario\'s (or a sweep\'s) own checks failed, 2 bad usage.')
+    .exitOverride()
+    .configureOutput({ writeErr: () => {}, outputError: () => {} })
+    .showSuggestionAfterError(false);
+  const seedOpt = (): Option => new Option('--seed <n>', 'the seed every random choice derives from (default 1)').argParser((v) => intArg('--seed', v));
+
+  p.command('list')
+    .description('the built-in scenarios and experiments, one line each')
+    .action(() => done({ cmd: 'list' }));
+
+  p.command('run')
+    .description('run one scenario (built-in, or a .ts / .js file whose default export is a Scenario)')
+    .argument('[scenario]', 'a name from `mlx5sim list`, or a .ts / .js file')
+    .option('--vcd <file>', 'where to write the VCD (default waves/<name>/<name>.vcd)')
+    .option('--no-vcd', 'no waves at all')
+    .option('--no-gtkw', 'no GTKWave save file beside the VCD')
+    .option('--vcd-strings', 'enumerations as $var string (not readable by every tool)')
+    .option('--fst', "also convert the VCD to FST (GTKWave's vcd2fst) and point the .gtkw at it")
+    .addOption(new Option('--scope <glob>', 'trace only the matching scopes (repeatable), e.g. tb.hca0.atu*').argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]))
+    .addOption(new Option('--depth <n>', 'trace scopes down to this depth').argParser((v) => intArg('--depth', v, 1)))
+    .addOption(new Option('--from <ps>', 'trace from this time').argParser((v) => intArg('--from', v)))
+    .addOption(new Option('--to <ps>', 'trace until this time').argParser((v) => intArg('--to', v)))
+    .addOption(seedOpt())
+    .option('--config <file>', 'a JSON object of configuration fields (src/rtl/config.ts)')
+    .addOption(new Option('--stats <how>', 'print the statistics').argParser((v) => {
+      if (v !== 'text' && v !== 'json') throw new UsageError(`--stats must be 'text' or 'json', got '${v}'`);
       return v;
-    };
-    switch (f) {
-      case '--vcd': a.vcd = val(); break;
-      case '--no-vcd': a.vcd = null; break;
-      case '--no-gtkw': a.gtkw = false; break;
-      case '--vcd-strings': a.strings = true; break;
-      case '--fst': a.fst = true; break;
-      case '--scope': a.scopes.push(val()); break;
-      case '--depth': a.depth = intArg(f, rest[++i], 1); break;
-      case '--from': a.from = intArg(f, rest[++i]); break;
-      case '--to': a.to = intArg(f, rest[++i]); break;
-      case '--seed': a.seed = intArg(f, rest[++i]); break;
-      case '--config': a.config = val(); break;
-      case '--stats': {
-        const v = val();
-        if (v !== 'text' && v !== 'json') throw new UsageError(`--stats must be 'text' or 'json', got '${v}'`);
-        a.stats = v;
-        break;
-      }
-      default:
-        if (f.startsWith('-')) throw new UsageError(`unknown option '${f}'`);
-        if (a.target) throw new UsageError(`one scenario at a time: got '${a.target}' and '${f}'`);
-        a.target = f;
+    }))
+    .action((target: string | undefined, o: Record<string, unknown>) => {
+      if (!target) throw new UsageError('run needs a scenario name or a .ts file');
+      const a: RunArgs = {
+        cmd: 'run', target, vcd: o.vcd === false ? null : (o.vcd as string | undefined), gtkw: o.gtkw !== false,
+        strings: o.vcdStrings === true, fst: o.fst === true, scopes: (o.scope as string[] | undefined) ?? [],
+        seed: (o.seed as number | undefined) ?? 1, stats: (o.stats as 'text' | 'json' | undefined) ?? null,
+      };
+      if (o.depth !== undefined) a.depth = o.depth as number;
+      if (o.from !== undefined) a.from = o.from as number;
+      if (o.to !== undefined) a.to = o.to as number;
+      if (o.config !== undefined) a.config = o.config as string;
+      if (a.from !== undefined && a.to !== undefined && a.to < a.from) throw new UsageError(`--to ${a.to} is before --from ${a.from}`);
+      if (a.fst && a.vcd === null) throw new UsageError('--fst converts the run\'s VCD: it cannot go with --no-vcd');
+      done(a);
+    });
+
+  p.command('demo')
+    .description('run every scenario: waves into waves/, a summary table')
+    .addOption(seedOpt())
+    .action((o: { seed?: number }) => done({ cmd: 'demo', seed: o.seed ?? 1 }));
+
+  const merge = (dirs: string[], o: { out?: string }): void => {
+    if (dirs.length === 0) throw new UsageError('merge needs the output folders of the shards');
+    done({ cmd: 'merge', dirs, ...(o.out !== undefined ? { out: o.out } : {}) });
+  };
+  const sweep = p.command('sweep')
+    .description('run an experiment\'s grid of points on every core: one JSON line per point, meta.json and an SVG plot')
+    .argument('[experiment]', 'a name from `mlx5sim list` (experiments)')
+    .option('--quick', 'the small grid (what the tests run)')
+    .addOption(new Option('--set <field=v1,v2>', 'an axis of the grid: an experiment parameter or a configuration field (repeatable)').argParser(setArg).default([]))
+    .addOption(new Option('--pages <sizes>', 'only these page sizes: 4k, 2m').argParser(pagesArg))
+    .addOption(new Option('--jobs <n>', 'worker threads (default: the cores)').argParser((v) => intArg('--jobs', v, 1)))
+    .addOption(new Option('--shard <i/n>', 'run only the points whose index is i modulo n').argParser(shardArg))
+    .option('--out <dir>', 'where the points, meta.json and the plot go (default results/<experiment>)')
+    .addOption(seedOpt())
+    .action((experiment: string | undefined, o: Record<string, unknown>) => {
+      if (!experiment) throw new UsageError('sweep needs an experiment name (see mlx5sim list)');
+      const a: SweepArgs = {
+        cmd: 'sweep', experiment, quick: o.quick === true, sets: o.set as SweepArgs['sets'],
+        jobs: (o.jobs as number | undefined) ?? Math.max(1, availableParallelism()), seed: (o.seed as number | undefined) ?? 1,
+      };
+      if (o.pages !== undefined) a.pages = o.pages as number[];
+      if (o.shard !== undefined) a.shard = o.shard as SweepArgs['shard'];
+      if (o.out !== undefined) a.out = o.out as string;
+      done(a);
+    });
+  sweep.command('merge')
+    .description('join the outputs of shards (--shard i/n) into one sweep')
+    .argument('<dirs...>', 'the shards\' output folders')
+    .option('--out <dir>', 'where the joined sweep goes (default results/<experiment>)')
+    .action(merge);
+  p.command('merge')
+    .description('the same as `sweep merge`')
+    .argument('<dirs...>', 'the shards\' output folders')
+    .option('--out <dir>', 'where the joined sweep goes (default results/<experiment>)')
+    .action(merge);
+
+  p.command('plot')
+    .description('redraw a sweep\'s plot (<dir>/plot.svg) from its points')
+    .argument('<dir>', 'a sweep\'s output folder')
+    .action((dir: string) => done({ cmd: 'plot', dir }));
+  return p;
+}
+
+export function parseArgs(argv: readonly string[]): Args {
+  if (argv.length === 0) throw new UsageError('no command given');
+  let out: Args | null = null;
+  const p = program((a) => { out = a; });
+  try {
+    p.parse([...argv], { from: 'user' });
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      // --help, --version: printed by commander; anything else is a usage error
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.help' || e.code === 'commander.version') return { cmd: 'exit', code: 0 };
+      throw fromCommander(e);
     }
+    throw e;
   }
-  if (!a.target) throw new UsageError('run needs a scenario name or a .ts file');
-  if (a.from !== undefined && a.to !== undefined && a.to < a.from) throw new UsageError(`--to ${a.to} is before --from ${a.from}`);
-  if (a.fst && a.vcd === null) throw new UsageError('--fst converts the run\'s VCD: it cannot go with --no-vcd');
-  return a;
+  if (out === null) throw new UsageError('no command given');
+  return out;
 }

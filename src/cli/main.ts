@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
- * The `mlx5sim` command: list the scenarios, run one (built-in or a .ts file) with waves and
- * stats, or run them all (`demo`) with a summary table. Exit 0 on success, 1 when a scenario's
- * own checks fail, 2 on bad usage.
+ * The `mlx5sim` command: list the scenarios and experiments, run one scenario (built-in or a
+ * .ts file) with waves and stats, run them all (`demo`) with a summary table, sweep an
+ * experiment's grid (`sweep`, `sweep merge`, `plot`). Exit 0 on success, 1 when a scenario's
+ * (or a sweep's) own checks fail, 2 on bad usage.
  */
 import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -16,6 +17,8 @@ import type { Scenario, ScenarioResult } from '../scenario.ts';
 import { formatPs } from '../sim/time.ts';
 import { gtkwPath, type TraceOptions } from '../sim/index.ts';
 import { convertToFst, findVcd2fst } from '../sim/trace/fst.ts';
+import { experiments } from '../../experiments/index.ts';
+import { mergeCommand, plotCommand, sweepCommand } from './sweep/sweep.ts';
 
 const progress = (msg: string): void => {
   if (process.stderr.isTTY) process.stderr.write(msg + '\n');
@@ -119,11 +122,17 @@ function printStats(r: ScenarioResult, how: 'text' | 'json'): void {
 
 async function main(argv: string[]): Promise<number> {
   const a = parseArgs(argv);
+  if (a.cmd === 'exit') return a.code;
   if (a.cmd === 'list') {
-    const w = Math.max(...scenarios.map((s) => s.name.length));
+    const w = Math.max(...scenarios.map((s) => s.name.length), ...experiments.map((e) => e.name.length));
     for (const s of scenarios) console.log(`${s.name.padEnd(w)}  ${s.summary}`);
+    console.log(`\nexperiments (mlx5sim sweep <name> [--quick]):`);
+    for (const e of experiments) console.log(`${e.name.padEnd(w)}  ${e.summary}`);
     return 0;
   }
+  if (a.cmd === 'sweep') return sweepCommand(a);
+  if (a.cmd === 'merge') return mergeCommand(a);
+  if (a.cmd === 'plot') return plotCommand(a);
   if (a.cmd === 'demo') {
     const rows: string[][] = [['scenario', 'result', 'simulated time', 'waves']];
     let allOk = true;

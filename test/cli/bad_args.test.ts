@@ -35,6 +35,21 @@ const CASES: [string[], RegExp][] = [
   [['run', 'frwr', '--stats', 'xml'], /--stats must be 'text' or 'json'/],
   [['run', 'frwr', '--from', '5', '--to', '1'], /--to 1 is before --from 5/],
   [['frob'], /unknown command 'frob'/],
+  // sweeps, plots and merges (issue 10): refused before any point runs
+  [['sweep'], /sweep needs an experiment name/],
+  [['sweep', 'no-such'], /no experiment named 'no-such' \(known: mtt-cliff, /],
+  [['sweep', 'mtt-cliff', '--set', 'mttCacheLines'], /--set mttCacheLines: must be field=v1,v2/],
+  [['sweep', 'mtt-cliff', '--set', 'bogus=1'], /--set bogus: not a parameter of mtt-cliff/],
+  [['sweep', 'mtt-cliff', '--set', 'mttCacheLines=0'], /--set mttCacheLines=0: config\.mttCacheLines/],
+  [['sweep', 'mtt-cliff', '--set', 'pages=8k'], /--set pages: must be 4k or 2m/],
+  [['sweep', 'mtt-cliff', '--pages', '1g'], /--pages 1g: page sizes are 4k and 2m/],
+  [['sweep', 'indirection', '--pages', '4k'], /--pages: indirection has no page-size axis/],
+  [['sweep', 'mtt-cliff', '--jobs', '0'], /--jobs must be a decimal integer >= 1, got '0'/],
+  [['sweep', 'mtt-cliff', '--shard', '2/2'], /--shard 2\/2: must be i\/n with 0 <= i < n/],
+  [['sweep', 'mtt-cliff', '--out', '/proc/mlx5sim/x'], /--out \/proc\/mlx5sim\/x: cannot write there/],
+  [['plot', dir], /: not a sweep's folder \(no meta\.json\)/],
+  [['sweep', 'merge', dir], /: not a sweep's folder \(no meta\.json\)/],
+  [['merge'], /missing required argument 'dirs'/],
 ];
 
 describe('the CLI refuses bad arguments with exit code 2 and a line naming them', () => {
@@ -45,5 +60,6 @@ describe('the CLI refuses bad arguments with exit code 2 and a line naming them'
     const first = r.stderr.split('\n').find((l) => l.startsWith('mlx5sim: ')) ?? '';
     expect(first).toMatch(message);
     expect(existsSync(join(cwd, 'waves'))).toBe(false); // refused before the run wrote anything
+    expect(existsSync(join(cwd, 'results'))).toBe(false);
   });
 });

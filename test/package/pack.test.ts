@@ -1,9 +1,10 @@
 /**
  * The package as a user gets it: `npm pack` (whose `prepare` builds dist/), the tarball installed
  * into a plain JavaScript project with no network, then a verbs script importing 'mlx5sim' and
- * `npx mlx5sim list` run there with plain Node: no tsx, no TypeScript loader. Offline works
- * because the package has no runtime dependencies: npm installs the local tarball from a fresh,
- * empty cache with `--offline`.
+ * `npx mlx5sim list` and a quick sweep (worker threads running dist/'s JavaScript) run there with
+ * plain Node: no tsx, no TypeScript loader. Offline works because the runtime dependencies
+ * (commander, piscina, vega, vega-lite) travel inside the tarball (bundleDependencies): npm
+ * installs it from a fresh, empty cache with `--offline`, fetching nothing.
  */
 import { describe, expect, it } from 'vitest';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -65,16 +66,19 @@ describe('npm package', () => {
     ) as { filename: string; files: { path: string }[] }[];
     const files = packed[0].files.map((f) => f.path);
     expect(files).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json', 'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/cli/main.js']));
-    expect(files.filter((f) => !f.startsWith('dist/') && !['LICENSE', 'README.md', 'package.json'].includes(f))).toEqual([]);
-    expect(files.filter((f) => /\.ts$/.test(f) && !f.endsWith('.d.ts'))).toEqual([]);
+    // besides dist/, only the bundled runtime dependencies
+    expect(files.filter((f) => !f.startsWith('dist/') && !f.startsWith('node_modules/') && !['LICENSE', 'README.md', 'package.json'].includes(f))).toEqual([]);
+    expect(files.filter((f) => !f.startsWith('node_modules/') && /\.ts$/.test(f) && !f.endsWith('.d.ts'))).toEqual([]);
+    expect(files.some((f) => f.startsWith('node_modules/tsx/') || f.startsWith('node_modules/vitest/'))).toBe(false);
     expect(files.some((f) => f.startsWith('dist/test/'))).toBe(false);
 
     const app = join(tmp, 'app');
     mkdirSync(join(app, 'waves'), { recursive: true });
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
     execFileSync('npm', ['install', join(tmp, packed[0].filename), '--offline', '--no-audit', '--no-fund', '--cache', join(tmp, 'cache')], { cwd: app, env, stdio: 'ignore' });
-    const pkg = JSON.parse(readFileSync(join(app, 'node_modules/mlx5sim/package.json'), 'utf8')) as Record<string, unknown>;
-    expect(pkg.dependencies).toBeUndefined(); // nothing to fetch: installable offline
+    const pkg = JSON.parse(readFileSync(join(app, 'node_modules/mlx5sim/package.json'), 'utf8')) as Record<string, Record<string, string>>;
+    expect(Object.keys(pkg.dependencies).sort()).toEqual(['commander', 'piscina', 'vega', 'vega-lite']);
+    for (const d of Object.keys(pkg.dependencies)) expect(existsSync(join(app, 'node_modules/mlx5sim/node_modules', d, 'package.json'))).toBe(true);
     expect(existsSync(join(app, 'node_modules/tsx'))).toBe(false);
     // TSDoc travels with the declarations
     expect(readFileSync(join(app, 'node_modules/mlx5sim/dist/src/driver/testbed.d.ts'), 'utf8')).toMatch(/\/\*\*[\s\S]*export declare class Testbed/);
@@ -86,6 +90,16 @@ describe('npm package', () => {
 
     const list = execFileSync('npx', ['--offline', 'mlx5sim', 'list'], { cwd: app, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
     expect(list).toMatch(/^frwr\s+fast registration/m);
+    expect(list).toMatch(/^mtt-cliff\s+random 64 B READs/m);
+    // a quick sweep on two worker threads, from the compiled experiments
+    const sweep = spawnSync('npx', ['--offline', 'mlx5sim', 'sweep', 'mtt-cliff', '--quick', '--jobs', '2'], { cwd: app, env, encoding: 'utf8' });
+    expect(sweep.stderr).not.toMatch(/Error/);
+    expect(sweep.status).toBe(0);
+    expect(sweep.stdout).toMatch(/^mtt-cliff: 6 points in [0-9.]+ s with 2 jobs/m);
+    expect(readFileSync(join(app, 'results/mtt-cliff/points.jsonl'), 'utf8').trim().split('\n')).toHaveLength(6);
+    expect(readFileSync(join(app, 'results/mtt-cliff/plot.svg'), 'utf8')).toMatch(/^<svg /);
+    const meta = JSON.parse(readFileSync(join(app, 'results/mtt-cliff/meta.json'), 'utf8')) as { gitCommit: unknown; version: string };
+    expect(meta).toMatchObject({ gitCommit: null, version: '0.1.0' }); // an installed copy is no checkout
     // a TypeScript scenario without tsx installed: a clear usage error, exit 2
     writeFileSync(join(app, 'mine.ts'), 'export default {};\n');
     const ts = spawnSync('npx', ['--offline', 'mlx5sim', 'run', 'mine.ts', '--no-vcd'], { cwd: app, env, encoding: 'utf8' });

@@ -1,0 +1,98 @@
+/**
+ * Issue 10 item 6: every built-in experiment at --quick size, in-process, and the shape of
+ * spec/timing.md it reproduces: the cliff at the configured reach, 2 MiB pages moving it 512x,
+ * the storm lowering the victim only under 'all', ODP fault latency sublinear, prefetch taking
+ * the first-touch fault away, each KLM level adding its dependent reads. Each run also writes
+ * its points, meta.json and SVG.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { experiments } from '../../experiments/index.ts';
+import { findExperiment, runSweep, type SweepResult } from '../../src/cli/sweep/sweep.ts';
+import { tempDir } from '../support/tmp.ts';
+
+async function quick(name: string, jobs = 1): Promise<SweepResult & { out: string }> {
+  const out = tempDir(`mlx5sim-${name}-`);
+  const r = await runSweep(findExperiment(name), { quick: true, sets: [], out, jobs });
+  expect(r.lines.length).toBe(r.meta.gridPoints);
+  expect(readFileSync(join(out, 'points.jsonl'), 'utf8').trim().split('\n')).toHaveLength(r.lines.length);
+  expect(readFileSync(join(out, 'plot.svg'), 'utf8')).toMatch(/^<svg [\s\S]*<\/svg>\n$/);
+  expect(existsSync(join(out, 'meta.json'))).toBe(true);
+  return { ...r, out };
+}
+
+const failed = (r: SweepResult): string[] => r.checks.filter((c) => !c.ok).map((c) => `${c.what}: ${c.detail ?? ''}`);
+const fig = (r: SweepResult, f: (p: Record<string, unknown>) => boolean, k: string): number => {
+  const p = r.lines.find((l) => f(l.params));
+  expect(p, `a point for ${k}`).toBeDefined();
+  return p!.figures[k];
+};
+
+describe('the built-in experiments at --quick size hold their shapes', () => {
+  it('there is one experiment per shape of spec/timing.md, each with a quick grid smaller than its full one', () => {
+    expect(experiments.map((e) => e.name)).toEqual(['mtt-cliff', 'mr-count', 'dereg-storm', 'odp-latency', 'odp-prefetch', 'sge-vs-klm', 'indirection']);
+    for (const e of experiments) expect(e.shape).toMatch(/^spec\/timing\.md shape [1-7]:/);
+  });
+
+  it('mtt-cliff: flat to the MTT cache reach, a cliff past it, 512x further out with 2 MiB pages', async () => {
+    const r = await quick('mtt-cliff');
+    expect(failed(r)).toEqual([]);
+    expect(r.checks.map((c) => c.what)).toContain('with 2 MiB pages the cliff is 512x further out');
+    // the reach is the configured one (64 lines x 8 x page), drawn on the plot
+    expect(fig(r, (p) => p.pages === 4096, 'mttReach')).toBe(64 * 8 * 4096);
+    expect(fig(r, (p) => p.pages === 2 ** 21, 'mttReach')).toBe(64 * 8 * 2 ** 21);
+    expect(readFileSync(join(r.out, 'plot.svg'), 'utf8')).toContain('reach 2 MiB (4 KiB pages)');
+    // past the reach the MTT misses explain the drop
+    expect(fig(r, (p) => p.pages === 4096 && p.workingSet === 8 * 2 ** 20, 'mttMissRate')).toBeGreaterThan(0.5);
+  });
+
+  it('mr-count: flat up to the mkey cache entries, below 70% past twice them', async () => {
+    const r = await quick('mr-count');
+    expect(failed(r)).toEqual([]);
+    expect(r.checks).toHaveLength(2);
+    expect(fig(r, (p) => p.mrs === 256, 'mkeyMissRate')).toBeGreaterThan(0.5);
+  });
+
+  it("dereg-storm: the co-tenant lowers the victim only under 'all'", async () => {
+    const r = await quick('dereg-storm', 2);
+    expect(failed(r)).toEqual([]);
+    expect(r.checks.map((c) => c.what)).toEqual(["'entry': the storm leaves the victim within 5%", "'all': the storm lowers the victim below 80%"]);
+    expect(fig(r, (p) => p.cotenant === true && p.destroyInvalidates === 'all', 'cotenantCycles')).toBeGreaterThanOrEqual(1);
+    // the flushes show as MTT misses of the victim, only under 'all'
+    expect(fig(r, (p) => p.cotenant === true && p.destroyInvalidates === 'all', 'mttMissRate')).toBeGreaterThan(0.1);
+    expect(fig(r, (p) => p.cotenant === true && p.destroyInvalidates === 'entry', 'mttMissRate')).toBe(0);
+  });
+
+  it('odp-latency: one fault per message, 220 us at 4 KB, ~350 us at 4 MB: strongly sublinear', async () => {
+    const r = await quick('odp-latency');
+    expect(failed(r)).toEqual([]);
+    expect(r.checks.some((c) => c.what.startsWith('strongly sublinear'))).toBe(true);
+  });
+
+  it('odp-prefetch: with prefetch no fault on the first touch', async () => {
+    const r = await quick('odp-prefetch');
+    expect(failed(r)).toEqual([]);
+    expect(fig(r, (p) => p.prefetch === true && p.size === 4096, 'pagePrefetch')).toBeGreaterThan(0);
+  });
+
+  it('sge-vs-klm: past the SGE limit the scatter list splits; the KLM path does not win here (documented)', async () => {
+    const r = await quick('sge-vs-klm');
+    const split = r.checks.filter((c) => c.what.includes('READ(s) per I/O'));
+    expect(split.length).toBe(2);
+    expect(split.every((c) => c.ok)).toBe(true);
+    // the published x1.2 for the UMR path is not reproduced: both paths run near the 100 Gb/s
+    // link's rate (README "Experiments")
+    const klm = fig(r, (p) => p.method === 'klm' && p.pages === 64, 'gbps');
+    const sge = fig(r, (p) => p.method === 'sge' && p.pages === 64, 'gbps');
+    expect(klm / sge).toBeGreaterThan(0.85);
+    expect(klm / sge).toBeLessThan(1.05);
+    expect(fig(r, (p) => p.method === 'sge' && p.pages === 64, 'wrsPerIo')).toBe(3);
+  });
+
+  it('indirection: each KLM level adds two dependent host reads cold', async () => {
+    const r = await quick('indirection');
+    expect(failed(r)).toEqual([]);
+    expect(r.lines.map((l) => l.figures.hostReads)).toEqual([2, 4, 6, 8, 10]);
+  });
+});
