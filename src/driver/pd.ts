@@ -89,7 +89,7 @@ export class Pd {
       return this.track(new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket }));
     }
     const tag = this.ctx.nextTag();
-    const r = await this.ctx.cmd(
+    const create = (): ReturnType<typeof this.ctx.hca.cmdif.exec<'CREATE_MKEY'>> => this.ctx.cmd(
       this.ctx.hca.cmdif.exec({
         op: 'CREATE_MKEY', tag, free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,
         pd: this.pdn, start, length, logPageSize, pgAccess: odp, mtt,
@@ -97,6 +97,14 @@ export class Pd {
       }),
       'regMr',
     );
+    let r;
+    try {
+      r = await create();
+    } catch (e) {
+      // no mkey (or ICM page) left: the pool's free mkeys go back to the firmware, then once more
+      if (!(e instanceof VerbsError && e.errno === 'ENOMEM') || (await this.ctx.pool.reclaim()) === 0) throw e;
+      r = await create();
+    }
     const mr = this.track(new Mr(this, r.mkey, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0 }));
     if (odp) {
       // nothing pinned, every MTT entry not present: the fault handler maps pages on first touch,

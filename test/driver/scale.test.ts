@@ -83,4 +83,24 @@ describe('scale', () => {
       mrs[7] = await pd.regMr(buf.addr + max * size, size, Access.LOCAL_WRITE);
     });
   });
+
+  it('a wait nothing in flight can end stalls at once, naming what it waits for and what is pending', async () => {
+    const tb = new Testbed();
+    let idleAt = 0;
+    const err = await tb
+      .run(async () => {
+        const { pd, qp, cq } = await loopback(tb);
+        const buf = tb.host(0).alloc(8192);
+        const mr = await pd.regMr(buf.addr, 8192, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+        qp.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: buf.addr, length: 64, lkey: mr.lkey }], remoteAddr: buf.addr + 4096, rkey: mr.rkey, signaled: true });
+        await cq.wait(1); // its ACK timer stays armed, ~67 ms out
+        await tb.quiesce();
+        idleAt = tb.now;
+        await cq.wait(1); // nothing will ever complete
+      })
+      .then(() => null, (e: unknown) => e as Error);
+    expect(err?.message).toMatch(/^simulation stalled at \d+ ps: the main process waits \(cq\.wait: 1 completion\(s\) on CQ 0x1 of adapter 0, 0 polled so far\), but nothing is in flight/);
+    expect(err?.message).toMatch(/only timers of idle modules are pending \(tb\.hca0\.requester at \d+ ps/);
+    expect(tb.now - idleAt).toBeLessThan(1e6); // within a microsecond, not after the 67 ms ACK timer
+  });
 });
