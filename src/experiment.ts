@@ -64,10 +64,26 @@ export type Reference =
   /** a published point */
   | { kind: 'point'; x: number; y: number; label: string };
 
-/** How the points are drawn: one line per series over x. Fields name params or figures. */
+/**
+ * How the points are drawn: one line per series over x, or grouped bars (`mark: 'bar'`). Fields
+ * name params or figures.
+ */
 export interface PlotDef {
   title: string;
-  x: { field: string; title: string; log?: boolean; bytes?: boolean };
+  /**
+   * 'line' (the default): a line per series over a quantitative x. 'bar': grouped bars, a group
+   * per value of x (nominal, in grid order), a bar per series in each group, each bar labelled
+   * with its y; only 'y' references are drawn (a comparison of a few cases, not a curve).
+   */
+  mark?: 'line' | 'bar';
+  x: {
+    field: string;
+    title: string;
+    log?: boolean;
+    bytes?: boolean;
+    /** For bars: a point's group on the x axis (default: its `field`'s value as text). */
+    label?(point: PointLine): string;
+  };
   y: { field: string; title: string; log?: boolean; zero?: boolean };
   /** The parameters whose values tell the lines apart (default: none, one line). */
   series?: readonly string[];

@@ -100,6 +100,25 @@ describe('running a sweep', () => {
     expect(a).toContain('direct: ~1.1 us');
     expect(a).not.toMatch(/20[0-9]{2}-[0-9]{2}-[0-9]{2}/); // no dates
   });
+
+  it("draws grouped bars for mark 'bar': a nominal group per x label in grid order, a bar per series, the y references", async () => {
+    const storm = findExperiment('dereg-storm');
+    const point = (index: number, policy: string, pages: number | null, rate: number): PointLine => ({
+      experiment: storm.name, index, seed: 1, wallSeconds: 0, stats: {},
+      params: { destroyInvalidates: policy, victimBytes: 2 ** 20, reads: 10, cotenant: pages !== null, ...(pages === null ? {} : { cotenantPages: pages }) },
+      figures: { mReadsPerSec: rate },
+    });
+    const lines = [point(0, 'entry', null, 50), point(1, 'all', null, 50), point(2, 'entry', 1, 49), point(3, 'all', 1, 10), point(4, 'entry', 600, 50), point(5, 'all', 600, 37)];
+    const spec = plotSpec(storm, lines) as unknown as { layer: { mark: { type: string }; encoding: Record<string, { type?: string; sort?: string[] }> }[] };
+    expect(spec.layer.map((l) => l.mark.type)).toEqual(['bar', 'text', 'rule', 'text']);
+    expect(spec.layer[0].encoding.x.type).toBe('nominal');
+    expect(spec.layer[0].encoding.x.sort).toEqual(['no co-tenant', '1-page MRs (pool, UMR)', '600-page MRs (firmware)']);
+    expect(spec.layer[0].encoding.xOffset.sort).toEqual(['destroyInvalidates entry', 'destroyInvalidates all']);
+    const a = await renderSvg(spec as never);
+    expect(await renderSvg(plotSpec(storm, [...lines].reverse()))).toBe(a);
+    expect(a).toContain('600-page MRs (firmware)');
+    expect(a).toContain('Husky: x0.497');
+  });
 });
 
 describe('the progress bar', () => {

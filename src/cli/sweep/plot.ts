@@ -1,6 +1,6 @@
 /**
  * A sweep's plot: a Vega-Lite spec built from the experiment's PlotDef and its points (one line
- * per series), with the published reference figures drawn on it, rendered to SVG in Node by
+ * per series, or grouped bars), with the published reference figures drawn on it, rendered to SVG in Node by
  * Vega's headless View (renderer 'none', no browser, no canvas). The same points give the same
  * bytes: nothing in the spec or the SVG depends on time or place.
  */
@@ -28,11 +28,58 @@ function formatParam(exp: Experiment, k: string, v: ParamValue): string {
 function rows(exp: Experiment, lines: readonly PointLine[]): Record<string, ParamValue>[] {
   // the series parameters some point has (a configuration axis may be absent from the grid)
   const series = (exp.plot.series ?? []).filter((k) => lines.some((l) => k in l.params));
+  const x = exp.plot.x;
   return lines.map((l) => ({
     ...l.params,
     ...l.figures,
     series: series.length ? series.filter((k) => k in l.params).map((k) => formatParam(exp, k, l.params[k])).join(', ') : exp.name,
+    // a bar's group on the nominal x axis
+    ...(exp.plot.mark === 'bar' ? { group: x.label ? x.label(l) : String(l.params[x.field] ?? l.figures[x.field]) } : {}),
   }));
+}
+
+/** The distinct values of a column, in first-seen (grid) order: the order of bars and colours. */
+function distinct(data: readonly Record<string, ParamValue>[], k: string): string[] {
+  return [...new Set(data.map((r) => String(r[k])))];
+}
+
+/**
+ * Grouped bars: a group per x value, a bar per series, each labelled with its y; the 'y'
+ * references as dashed rules across the plot.
+ */
+function barLayers(exp: Experiment, data: Record<string, ParamValue>[], refs: readonly Reference[]): Record<string, unknown>[] {
+  const p = exp.plot;
+  const groups = distinct(data, 'group');
+  const series = distinct(data, 'series');
+  const x = { field: 'group', type: 'nominal' as const, sort: groups, axis: { title: p.x.title, labelAngle: 0, labelLimit: 220 } };
+  const xOffset = { field: 'series', type: 'nominal' as const, sort: series };
+  const yScale = p.y.log ? { type: 'log' as const } : { type: 'linear' as const, zero: p.y.zero ?? true };
+  const y = { field: p.y.field, type: 'quantitative' as const, scale: yScale, axis: { title: p.y.title, grid: true } };
+  const layer: Record<string, unknown>[] = [
+    {
+      data: { values: data },
+      mark: { type: 'bar' },
+      encoding: {
+        x, xOffset, y,
+        color: { field: 'series', type: 'nominal', sort: series, title: null, legend: { orient: 'bottom', direction: 'vertical', labelLimit: 400 } },
+      },
+    },
+    {
+      data: { values: data },
+      mark: { type: 'text', baseline: 'bottom', dy: -2, fontSize: 10, color: '#222' },
+      encoding: { x, xOffset, y, text: { field: p.y.field, type: 'quantitative', format: '.3~g' } },
+    },
+  ];
+  const vy = refs.filter((r) => r.kind === 'y');
+  if (vy.length) {
+    layer.push({ data: { values: vy }, mark: { type: 'rule', color: '#444', strokeDash: [5, 4], strokeWidth: 1.2 }, encoding: { y: { field: 'y', type: 'quantitative' } } });
+    layer.push({
+      data: { values: vy },
+      mark: { type: 'text', align: 'right', baseline: 'bottom', dy: -2, x: 'width', fontSize: 10, color: '#222' },
+      encoding: { y: { field: 'y', type: 'quantitative' }, text: { field: 'label' } },
+    });
+  }
+  return layer;
 }
 
 /**
@@ -74,6 +121,7 @@ export function plotSpec(exp: Experiment, lines: readonly PointLine[]): TopLevel
   const data = rows(exp, [...lines].sort((a, b) => a.index - b.index));
   const xs = data.map((r) => r[p.x.field]).filter((v): v is number => typeof v === 'number');
   const refs: Reference[] = p.references ? p.references(lines) : [];
+  if (p.mark === 'bar') return frame(p, barLayers(exp, data, refs));
   const xScale = p.x.log ? { type: 'log' as const, base: p.x.bytes ? 2 : 10 } : { type: 'linear' as const };
   const yScale = p.y.log ? { type: 'log' as const } : { type: 'linear' as const, zero: p.y.zero ?? true };
   const xAxis = { title: p.x.title, grid: true, values: ticks(xs, p.x.bytes === true), ...(p.x.bytes ? { labelExpr: BYTES_LABEL, labelAngle: -30 } : {}) };
@@ -121,6 +169,11 @@ export function plotSpec(exp: Experiment, lines: readonly PointLine[]): TopLevel
       encoding: { x: { field: 'x', type: 'quantitative' }, y: { field: 'y', type: 'quantitative' }, text: { field: 'label' } },
     });
   }
+  return frame(p, layer);
+}
+
+/** The spec around the layers: title, the published source as subtitle, size, fonts. */
+function frame(p: Experiment['plot'], layer: Record<string, unknown>[]): TopLevelSpec {
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: { text: p.title, ...(p.source ? { subtitle: wrap(p.source) } : {}), anchor: 'start' },
