@@ -89,16 +89,18 @@ describe('the built-in experiments at --quick size hold their shapes', () => {
 
   it('sge-vs-klm: past the SGE limit the scatter list splits; the KLM path does not win here (documented)', async () => {
     const r = await quick('sge-vs-klm');
+    expect(failed(r)).toEqual([]);
     const split = r.checks.filter((c) => c.what.includes('READ(s) per I/O'));
     expect(split.length).toBe(2);
-    expect(split.every((c) => c.ok)).toBe(true);
     // the published x1.2 for the UMR path is not reproduced: both paths run near the 100 Gb/s
-    // link's rate (README "Experiments")
+    // link's rate (README "Experiments"), and the check says so
+    expect(r.checks.filter((c) => c.what.includes('within 5%')).length).toBe(1);
     const klm = fig(r, (p) => p.method === 'klm' && p.pages === 64, 'gbps');
     const sge = fig(r, (p) => p.method === 'sge' && p.pages === 64, 'gbps');
-    expect(klm / sge).toBeGreaterThan(0.85);
+    expect(klm / sge).toBeGreaterThan(0.95);
     expect(klm / sge).toBeLessThan(1.05);
     expect(fig(r, (p) => p.method === 'sge' && p.pages === 64, 'wrsPerIo')).toBe(3);
+    expect(readFileSync(join(r.out, 'plot.svg'), 'utf8')).toContain('Not reproduced');
   });
 
   it('indirection: each KLM level adds two dependent host reads cold', async () => {
