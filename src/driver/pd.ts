@@ -219,6 +219,11 @@ export class Pd {
     return o;
   }
 
+  /** @internal An MR, window or QP of this PD is gone: the PD no longer holds it (usecnt--). */
+  untrack(o: { readonly destroyed: boolean }): void {
+    this.users.delete(o);
+  }
+
   /**
    * ibv_dealloc_pd: EBUSY while a live MR, memory window or QP belongs to the PD (the kernel's
    * usecnt rule: uverbs_free_pd -> ib_destroy_usecnt, include/rdma/ib_verbs.h, returns -EBUSY

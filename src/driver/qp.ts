@@ -18,6 +18,7 @@ import { decodeDataSeg, encodeDataSeg } from '../rtl/formats/data_seg.ts';
 import { rqStride } from '../rtl/transport/responder.ts';
 import type { Mtu } from '../rtl/config.ts';
 import type { QpState } from '../rtl/firmware/cmd_types.ts';
+import type { DmaBuf } from './dma_pool.ts';
 
 /** ibv_qp_init_attr (RC). */
 export interface QpInitAttr {
@@ -83,17 +84,18 @@ export class Qp {
     readonly pd: Pd,
     readonly qpNum: number,
     readonly attr: Required<Omit<QpInitAttr, 'sendCq' | 'recvCq'>> & Pick<QpInitAttr, 'sendCq' | 'recvCq'>,
-    sqVa: number,
+    /** The queues' buffer: the receive queue, then the send queue at `sqOffset`. */
+    private readonly buf: DmaBuf,
+    sqOffset: number,
     sqWqebbs: number,
-    rqVa: number,
     private readonly rqSize: number,
   ) {
-    this.sq = { addr: sqVa, wqeCnt: sqWqebbs, stride: 64 };
+    this.sq = { addr: buf.addr + sqOffset, wqeCnt: sqWqebbs, stride: 64 };
     this.sendWrId = new Array<number | bigint>(sqWqebbs).fill(0);
     this.sendOp = new Array<WcOpcode | undefined>(sqWqebbs).fill(undefined);
     this.sendSeq = new Array<number>(sqWqebbs).fill(0);
     this.sendEnd = new Array<number>(sqWqebbs).fill(0);
-    this.rqBufVa = rqVa;
+    this.rqBufVa = buf.addr;
     this.rqStride = rqStride(attr.maxRecvSge);
     attr.sendCq.qps.set(qpNum, this);
     attr.recvCq.qps.set(qpNum, this);
@@ -113,18 +115,27 @@ export class Qp {
       throw new VerbsError('EINVAL', `createQp: maxSendWr ${attr.maxSendWr} needs a ring of ${sqWqebbs} WQEBBs (4 per request), more than the device's ${dev.maxQpWr}`);
     }
     const rqSize = pow2(attr.maxRecvWr);
-    const host = ctx.hca.host;
-    const sqBuf = host.alloc(Math.max(4096, sqWqebbs * 64), { hugePages: sqWqebbs * 64 > 4096 });
     const stride = rqStride(attr.maxRecvSge);
-    const rqBuf = host.alloc(Math.max(4096, rqSize * stride), { hugePages: rqSize * stride > 4096 });
-    const { qpn } = await ctx.cmd(
-      ctx.hca.cmdif.exec({
-        op: 'CREATE_QP', pd: pd.pdn, sendCqn: a.sendCq.cqn, recvCqn: a.recvCq.cqn, sqSize: sqWqebbs, rqSize,
-        maxSendSge: attr.maxSendSge, maxRecvSge: attr.maxRecvSge, sqBufAddr: host.dmaAddress(sqBuf.addr), rqBufAddr: host.dmaAddress(rqBuf.addr),
-      }),
-      'createQp',
-    );
-    const qp = new Qp(pd, qpn, attr, sqBuf.addr, sqWqebbs, rqBuf.addr, rqSize);
+    // one buffer, the receive queue first and the send queue after it (mlx5 qp.c), over
+    // scattered 4 KiB pages the device reaches through the command's page list (pas)
+    const rqBytes = rqSize * stride;
+    const buf = ctx.dma.alloc(rqBytes + sqWqebbs * 64);
+    let qpn: number;
+    try {
+      ({ qpn } = await ctx.cmd(
+        ctx.hca.cmdif.exec({
+          op: 'CREATE_QP', pd: pd.pdn, sendCqn: a.sendCq.cqn, recvCqn: a.recvCq.cqn, sqSize: sqWqebbs, rqSize,
+          maxSendSge: attr.maxSendSge, maxRecvSge: attr.maxRecvSge, pas: buf.pas, logPageSize: 0,
+          // a kernel consumer's QP: fast registration enabled (mlx5_ib create_kernel_qp sets qpc.fre)
+          fre: true,
+        }),
+        'createQp',
+      ));
+    } catch (e) {
+      ctx.dma.release(buf);
+      throw e;
+    }
+    const qp = new Qp(pd, qpn, attr, buf, rqBytes, sqWqebbs, rqSize);
     ctx.qps.set(qpn, qp);
     return qp;
   }
@@ -344,7 +355,16 @@ export class Qp {
     this.attr.sendCq.qps.delete(this.qpNum);
     this.attr.recvCq.qps.delete(this.qpNum);
     const ctx = this.pd.ctx;
+    this.pd.untrack(this);
     await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_QP', qpn: this.qpNum }), 'destroy');
+    // the device forgot the QP: its rings and UMR descriptor lists serve later QPs
+    ctx.dma.release(this.buf);
+    for (const d of this.descLent) ctx.descFree.push({ addr: d.addr, cap: d.cap });
+    for (const d of this.descFree) ctx.descFree.push(d);
+    this.descLent.length = 0;
+    this.descFree.length = 0;
+    this.sendWrId.fill(0);
+    this.recvRecs.clear();
   }
 
   private postOne(w: SendWr, fromBindVerb = false): void {
@@ -569,7 +589,16 @@ export class Qp {
       if (this.descFree[i].cap >= list.length && (at < 0 || this.descFree[i].cap < this.descFree[at].cap)) at = i;
     }
     let buf: { addr: number; cap: number };
+    const shared = this.pd.ctx.descFree;
+    let sat = -1;
+    if (at < 0) {
+      // lists of destroyed QPs of the context, before new memory
+      for (let i = 0; i < shared.length; i++) {
+        if (shared[i].cap >= list.length && (sat < 0 || shared[i].cap < shared[sat].cap)) sat = i;
+      }
+    }
     if (at >= 0) buf = this.descFree.splice(at, 1)[0];
+    else if (sat >= 0) buf = shared.splice(sat, 1)[0];
     else {
       const cap = Math.max(4096, list.length);
       // one 4 KiB page, or 2 MiB pages, is physically contiguous (a list is at most 1 MiB)

@@ -43,6 +43,8 @@ import {
   type QpState,
 } from './cmd_types.ts';
 import { hex } from '../formats/field.ts';
+import { ADAPTER_PAGE_SHIFT, MAX_LOG_PAGE_SIZE, pasPagesFor, type QueuePages } from '../memory/pas.ts';
+import { rqStride } from '../formats/rq_wqe.ts';
 
 export * from './cmd_types.ts';
 
@@ -505,9 +507,10 @@ export class Cmdif extends Module {
     if (!this.eqs.has(eqn)) this.fail('BAD_RESOURCE', 'eq_not_found', `eqn ${hex(eqn)} does not exist`);
     const bufAddr = this.uint('buf_addr', c.bufAddr ?? 0, 64);
     const dbrAddr = this.uint('dbr_addr', c.dbrAddr ?? 0, 64);
+    const pages = this.pagesOf(c.pas, c.logPageSize, size * 64, bufAddr);
     const cqn = this.cqns.alloc();
     if (cqn < 0) this.fail('NO_RESOURCES', 'cq_exhausted', 'no free CQ number');
-    this.cqs.set(cqn, Object.freeze({ cqn, size, eqn, bufAddr, dbrAddr }));
+    this.cqs.set(cqn, Object.freeze({ cqn, size, eqn, bufAddr, dbrAddr, pages }));
     return { cqn };
   }
 
@@ -545,6 +548,28 @@ export class Cmdif extends Module {
     return cqn;
   }
 
+  /**
+   * A queue's page list (create_cq_in / create_qp_in pas, memory/pas.ts): pages of
+   * 4 KiB << log_page_size, each page-aligned and below 2^53, enough of them for `bytes`.
+   * Without a list the queue is the contiguous buffer at `base`.
+   */
+  private pagesOf(pas: unknown, logPageSize: unknown, bytes: number, base: number): QueuePages {
+    const log = this.uint('log_page_size', logPageSize ?? 0, 5);
+    if (log > MAX_LOG_PAGE_SIZE - ADAPTER_PAGE_SHIFT) this.fail('BAD_PARAM', 'log_page_size', `log_page_size ${log} gives pages past 2^${MAX_LOG_PAGE_SIZE}`);
+    const pageBytes = 2 ** (ADAPTER_PAGE_SHIFT + log);
+    if (pas === undefined) return Object.freeze({ pas: [], pageBytes, base });
+    if (!Array.isArray(pas)) return this.fail('BAD_PARAM', 'pas', 'pas is not a list of page addresses');
+    const need = pasPagesFor(bytes, pageBytes);
+    if (pas.length < need) this.fail('BAD_PARAM', 'pas_short', `pas has ${pas.length} pages of ${pageBytes} B; the queue's ${bytes} B need ${need}`);
+    const list: number[] = [];
+    for (let i = 0; i < need; i++) {
+      const pa = this.uint(`pas[${i}]`, pas[i], 64);
+      if (pa % pageBytes !== 0) this.fail('BAD_PARAM', 'pas_align', `pas[${i}] ${hex(pa)} is not aligned to the ${pageBytes} B page`);
+      list.push(pa);
+    }
+    return Object.freeze({ pas: Object.freeze(list), pageBytes, base: 0 });
+  }
+
   private createQp(c: CmdInputs['CREATE_QP']): CmdOutputs['CREATE_QP'] {
     const g = this.caps.general.cur;
     const transport = c.transport ?? 'RC';
@@ -564,6 +589,19 @@ export class Cmdif extends Module {
     const sqBufAddr = this.uint('sq_buf_addr', c.sqBufAddr ?? 0, 64);
     const rqBufAddr = this.uint('rq_buf_addr', c.rqBufAddr ?? 0, 64);
     const dbrAddr = this.uint('dbr_addr', c.dbrAddr ?? 0, 64);
+    if (c.fre !== undefined && typeof c.fre !== 'boolean') this.fail('BAD_PARAM', 'fre', `fre ${String(c.fre)} is not a bit`);
+    // one buffer, the receive queue first and the send queue after it (mlx5 qp.c sq.offset)
+    const rqBytes = rqSize * rqStride(maxRecvSge);
+    let rqPages: QueuePages;
+    let sqPages: QueuePages;
+    let sqOffset = 0;
+    if (c.pas !== undefined) {
+      rqPages = sqPages = this.pagesOf(c.pas, c.logPageSize, rqBytes + sqSize * 64, 0);
+      sqOffset = rqBytes;
+    } else {
+      rqPages = this.pagesOf(undefined, c.logPageSize, 0, rqBufAddr);
+      sqPages = this.pagesOf(undefined, c.logPageSize, 0, sqBufAddr);
+    }
     const qpn = this.qpns.alloc();
     if (qpn < 0) this.fail('NO_RESOURCES', 'qp_exhausted', `all ${g.maxQp} QPs exist`);
     const cfg = this.cfg;
@@ -580,6 +618,10 @@ export class Cmdif extends Module {
       sqBufAddr,
       rqBufAddr,
       dbrAddr,
+      rqPages,
+      sqPages,
+      sqOffset,
+      fre: c.fre ?? false,
       state: 'RESET',
       accessFlags: 0,
       port: 1,

@@ -363,7 +363,7 @@ describe('cmdif queues and QPs', () => {
       const { qpn } = await cmdif.exec({ op: 'CREATE_QP', pd, sendCqn: cqn, recvCqn: cqn, sqSize: 64, rqSize: 64, maxSendSge: 4, maxRecvSge: 4 });
       expect([eqn, cqn, qpn]).toEqual([0, 1, 0x100]);
       expect(cmdif.getEq(eqn)).toEqual({ eqn: 0, size: 64, bufAddr: 0x1000, eventMask: 1 << 0x0c });
-      expect(cmdif.getCq(cqn)).toEqual({ cqn: 1, size: 256, eqn: 0, bufAddr: 0, dbrAddr: 0 });
+      expect(cmdif.getCq(cqn)).toEqual({ cqn: 1, size: 256, eqn: 0, bufAddr: 0, dbrAddr: 0, pages: { pas: [], pageBytes: 4096, base: 0 } });
       expect(cmdif.getQp(qpn)).toMatchObject({ qpn: 0x100, transport: 'RC', pd, sendCqn: cqn, sqSize: 64, state: 'RESET' });
       const second = await cmdif.exec({ op: 'CREATE_QP', pd, sendCqn: cqn, recvCqn: cqn, sqSize: 1, rqSize: 0 });
       expect(second.qpn).toBe(0x101);
