@@ -7,6 +7,7 @@ import { benchAtu } from './atu.ts';
 import { benchVerbs } from './verbs.ts';
 import { benchProperty } from './property.ts';
 import { benchCliffs } from './cliffs.ts';
+import { benchChurn } from './churn.ts';
 
 const benches: Record<string, () => void | Promise<void>> = {
   kernel: benchKernel,
@@ -14,6 +15,7 @@ const benches: Record<string, () => void | Promise<void>> = {
   verbs: benchVerbs,
   property: benchProperty,
   cliffs: benchCliffs,
+  churn: benchChurn,
 };
 
 const names = process.argv.slice(2);

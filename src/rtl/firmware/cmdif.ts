@@ -216,6 +216,11 @@ export class Cmdif extends Module {
     return op === 'CREATE_MKEY' ? this.cfg.fwCreateMkeyPs : this.cfg.fwCommandPs;
   }
 
+  /** Objects the firmware holds now (what a churn test keeps bounded). */
+  resourcesInUse(): { pds: number; mkeys: number; eqs: number; cqs: number; qps: number } {
+    return { pds: this.pds.size, mkeys: this.mkeys.size, eqs: this.eqs.size, cqs: this.cqs.size, qps: this.qps.size };
+  }
+
   /** True when `pd` was allocated by ALLOC_PD. */
   hasPd(pd: number): boolean {
     return this.pds.has(pd);
