@@ -28,6 +28,14 @@ export interface QpInitAttr {
   maxRecvWr?: number;
   maxSendSge?: number;
   maxRecvSge?: number;
+  /**
+   * A QP of a user process (ibv_create_qp through uverbs) instead of a kernel consumer's
+   * (ib_create_qp, the default): mlx5_ib creates it without qpc.fre (fast registration
+   * enabled), so it may not register memory by work request: postSend REG_MR is EINVAL, and a
+   * REG_MR WQE written into its ring completes LOC_QP_OP_ERR (README "UMR privilege").
+   * LOCAL_INV and memory-window binds work as on any QP.
+   */
+  userSpace?: boolean;
 }
 
 const GiB2 = 2 ** 31;
@@ -83,7 +91,7 @@ export class Qp {
   private constructor(
     readonly pd: Pd,
     readonly qpNum: number,
-    readonly attr: Required<Omit<QpInitAttr, 'sendCq' | 'recvCq'>> & Pick<QpInitAttr, 'sendCq' | 'recvCq'>,
+    readonly attr: Required<Omit<QpInitAttr, 'sendCq' | 'recvCq' | 'userSpace'>> & Pick<QpInitAttr, 'sendCq' | 'recvCq'> & { userSpace: boolean },
     /** The queues' buffer: the receive queue, then the send queue at `sqOffset`. */
     private readonly buf: DmaBuf,
     sqOffset: number,
@@ -105,7 +113,11 @@ export class Qp {
   static async create(pd: Pd, a: QpInitAttr): Promise<Qp> {
     const ctx = pd.ctx;
     const dev = await ctx.queryDevice();
-    const attr = { maxSendWr: a.maxSendWr ?? 64, maxRecvWr: a.maxRecvWr ?? 64, maxSendSge: a.maxSendSge ?? 4, maxRecvSge: a.maxRecvSge ?? 4, sendCq: a.sendCq, recvCq: a.recvCq };
+    if (a.userSpace !== undefined && typeof a.userSpace !== 'boolean') throw new VerbsError('EINVAL', `createQp: userSpace must be a boolean, got ${String(a.userSpace)}`);
+    const attr = {
+      maxSendWr: a.maxSendWr ?? 64, maxRecvWr: a.maxRecvWr ?? 64, maxSendSge: a.maxSendSge ?? 4, maxRecvSge: a.maxRecvSge ?? 4,
+      sendCq: a.sendCq, recvCq: a.recvCq, userSpace: a.userSpace ?? false,
+    };
     for (const [k, v, max] of [['maxSendWr', attr.maxSendWr, dev.maxQpWr], ['maxRecvWr', attr.maxRecvWr, dev.maxQpWr], ['maxSendSge', attr.maxSendSge, dev.maxSge], ['maxRecvSge', attr.maxRecvSge, dev.maxSge]] as const) {
       if (!(Number.isInteger(v) && v >= 1 && v <= max)) throw new VerbsError('EINVAL', `createQp: ${k} must be in 1..${max}, got ${v}`);
     }
@@ -126,8 +138,9 @@ export class Qp {
         ctx.hca.cmdif.exec({
           op: 'CREATE_QP', pd: pd.pdn, sendCqn: a.sendCq.cqn, recvCqn: a.recvCq.cqn, sqSize: sqWqebbs, rqSize,
           maxSendSge: attr.maxSendSge, maxRecvSge: attr.maxRecvSge, pas: buf.pas, logPageSize: 0,
-          // a kernel consumer's QP: fast registration enabled (mlx5_ib create_kernel_qp sets qpc.fre)
-          fre: true,
+          // a kernel consumer's QP: fast registration enabled (mlx5_ib create_kernel_qp sets
+          // qpc.fre); a user process's QP is created without it (create_user_qp)
+          fre: !attr.userSpace,
         }),
         'createQp',
       ));
@@ -511,6 +524,7 @@ export class Qp {
     mr.checkAlive('postSend REG_MR');
     this.sameDevice(mr.pd.ctx, 'postSend REG_MR: the MR');
     if (mr.type === 'USER') throw new VerbsError('EINVAL', 'postSend: REG_MR needs a fast-registration MR (allocMr)');
+    if (this.attr.userSpace) throw new VerbsError('EINVAL', 'postSend: REG_MR needs a kernel QP (qpc.fre); a user-space QP may not register memory by work request');
     const key = (w.key ?? mr.lkey) >>> 0;
     if (key >>> 8 !== mr.index) throw new VerbsError('EINVAL', `postSend: REG_MR key 0x${key.toString(16)} does not name the MR's index 0x${mr.index.toString(16)}`);
     const access = w.access ?? 0;

@@ -691,7 +691,7 @@ export class Responder extends Module implements FaultClient {
       if (!u.req.canPush()) return true; // the engine's queue is full: try again next edge
       const qp = c.qp!;
       encodeLocalInvWqe(c.invWqe, key, qp.qpn, c.rq!.ci & 0xffff);
-      u.req.push({ tag: qp.qpn, qpn: qp.qpn, pd: qp.pd, wqe: c.invWqe });
+      u.req.push({ tag: qp.qpn, qpn: qp.qpn, pd: qp.pd, fre: true, wqe: c.invWqe });
       this.rinvWaiting.push(c);
       c.invIssued = true;
       c.invStarted = this.sim.now;

@@ -409,7 +409,7 @@ export class Sq extends Module {
           break;
         }
         encodeLocalInvWqe(s.invWqe, s.invKey, qp.qpn, s.wqeIndex);
-        this.umr!.req.push({ tag: s.idx, qpn: qp.qpn, pd: qp.pd, wqe: s.invWqe });
+        this.umr!.req.push({ tag: s.idx, qpn: qp.qpn, pd: qp.pd, fre: true, wqe: s.invWqe });
         s.state = S_INV_WAIT;
         act = Math.max(act, INVALIDATE);
         continue;
@@ -542,7 +542,7 @@ export class Sq extends Module {
           this.sEngineStalls.inc();
           return -1;
         }
-        this.umr.req.push({ tag: s.idx, qpn: qp.qpn, pd: qp.pd, wqe: s.bytes.subarray(0, w.ctrl.ds * 16) });
+        this.umr.req.push({ tag: s.idx, qpn: qp.qpn, pd: qp.pd, fre: qp.fre, wqe: s.bytes.subarray(0, w.ctrl.ds * 16) });
         break;
       default:
         if (!this.requester.req.canPush()) {
