@@ -25,7 +25,7 @@ import { ICM_BYTE3, ICM_ALLOCATED, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory
 import { CmdOpcode, MKEY_QPN_NONE, MkcAccessMode, PageFaultFlag, makeKey } from '../formats/constants.ts';
 import type { Klm } from '../formats/klm.ts';
 import { hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
-import { IndexAllocator } from './index_alloc.ts';
+import { IndexAllocator, RoundRobinAllocator } from './index_alloc.ts';
 import {
   CmdError,
   CmdOpcodeEnum,
@@ -141,7 +141,7 @@ export class Cmdif extends Module {
   private readonly mkeys: IndexAllocator;
   private readonly eqns: IndexAllocator;
   private readonly cqns: IndexAllocator;
-  private readonly qpns: IndexAllocator;
+  private readonly qpns: RoundRobinAllocator;
   private readonly eqs = new Map<number, EqContext>();
   private readonly cqs = new Map<number, CqContext>();
   private readonly qps = new Map<number, Mutable<QpContext>>();
@@ -177,7 +177,7 @@ export class Cmdif extends Module {
     this.mkeys = new IndexAllocator(FIRST_MKEY_INDEX, Math.max(FIRST_MKEY_INDEX, mkeyLimit));
     this.eqns = new IndexAllocator(FIRST_EQN, FIRST_EQN + g.maxEq);
     this.cqns = new IndexAllocator(FIRST_CQN, Math.min(2 ** 24, FIRST_CQN + g.maxCq)); // cqn is 24 bits
-    this.qpns = new IndexAllocator(FIRST_QPN, FIRST_QPN + g.maxQp);
+    this.qpns = new RoundRobinAllocator(FIRST_QPN, FIRST_QPN + g.maxQp);
     for (const name of Object.keys(CmdOpcode)) this.perOp.set(name, this.stats.counter(`cmd_${name}`));
     this.sErrors = this.stats.counter('errors');
     this.sLatency = this.stats.histogram('latency_ps');
@@ -542,8 +542,9 @@ export class Cmdif extends Module {
   private destroyQp(c: CmdInputs['DESTROY_QP']): CmdOutputs['DESTROY_QP'] {
     const qp = this.qpOf(c.qpn);
     this.qps.delete(qp.qpn);
-    // the number is not handed out again (a modelling choice): a type-2 window still bound to
-    // this QP must never match a later QP, as the reference model compares QP objects
+    // the number comes back only after every other QP number had its turn (RoundRobinAllocator):
+    // a type-2 window still bound to this QP must not match a new QP soon, as the reference
+    // model compares QP objects
     for (const l of this.destroyListeners) l('QP', qp.qpn);
   }
 
@@ -607,7 +608,7 @@ export class Cmdif extends Module {
       rqPages = this.pagesOf(undefined, c.logPageSize, 0, rqBufAddr);
       sqPages = this.pagesOf(undefined, c.logPageSize, 0, sqBufAddr);
     }
-    const qpn = this.qpns.alloc();
+    const qpn = this.qpns.alloc((n) => this.qps.has(n));
     if (qpn < 0) this.fail('NO_RESOURCES', 'qp_exhausted', `all ${g.maxQp} QPs exist`);
     const cfg = this.cfg;
     this.qps.set(qpn, {

@@ -384,7 +384,7 @@ describe('cmdif queues and QPs', () => {
     });
   });
 
-  it('DESTROY_QP (0x501), DESTROY_CQ (0x401), DEALLOC_PD (0x801): a CQ or PD a QP names is RESOURCE_BUSY; destroyed objects are forgotten; PD and CQ numbers are reused, QP numbers never', async () => {
+  it('DESTROY_QP (0x501), DESTROY_CQ (0x401), DEALLOC_PD (0x801): a CQ or PD a QP names is RESOURCE_BUSY; destroyed objects are forgotten; PD and CQ numbers are reused at once, QP numbers after the whole range', async () => {
     const { sim, cmdif } = bench();
     await sim.run(async () => {
       const { eqn, cqn, pd, qpn } = await qpOnNewObjects(cmdif);
@@ -411,7 +411,7 @@ describe('cmdif queues and QPs', () => {
       const cq2 = await cmdif.exec({ op: 'CREATE_CQ', size: 64, eqn });
       const qp2 = await cmdif.exec({ op: 'CREATE_QP', pd: again.pd, sendCqn: cq2.cqn, recvCqn: cq2.cqn, sqSize: 64, rqSize: 64 });
       expect([again.pd, cq2.cqn]).toEqual([pd, cqn]);
-      expect(qp2.qpn).toBe(qpn + 1); // a window still bound to the old QP can never match the new one
+      expect(qp2.qpn).toBe(qpn + 1); // a window still bound to the old QP does not match the new one (numbers come round again only after the whole range)
     });
     // failed commands count too
     expect(sim.stats()['tb.hca0.cmdif']).toMatchObject({ cmd_DESTROY_QP: 2, cmd_DESTROY_CQ: 2, cmd_DEALLOC_PD: 3 });
