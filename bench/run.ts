@@ -8,6 +8,7 @@ import { benchVerbs } from './verbs.ts';
 import { benchProperty } from './property.ts';
 import { benchCliffs } from './cliffs.ts';
 import { benchChurn } from './churn.ts';
+import { benchFuzz } from './fuzz.ts';
 
 const benches: Record<string, () => void | Promise<void>> = {
   kernel: benchKernel,
@@ -16,6 +17,7 @@ const benches: Record<string, () => void | Promise<void>> = {
   property: benchProperty,
   cliffs: benchCliffs,
   churn: benchChurn,
+  fuzz: benchFuzz,
 };
 
 const names = process.argv.slice(2);

@@ -7,7 +7,7 @@ import type { Cq } from './cq.ts';
 import type { Mw } from './mw.ts';
 import type { BindInfo, RecvWr, SendWr, WcOpcode } from './types.ts';
 import { IbAccess } from './types.ts';
-import { VerbsError, checkObject, checkU32, checkU53 } from './verbs_error.ts';
+import { VerbsError, checkObject, checkOperand64, checkU32, checkU53 } from './verbs_error.ts';
 import { checkAccess } from './pd.ts';
 import {
   buildAtomicWqe, buildBindMwWqe, buildLocalInvWqe, buildRdmaWqe, buildRegMrWqe, buildSendWqe, wqeBasicBlocks,
@@ -408,8 +408,8 @@ export class Qp {
     }
     if (w.remoteAddr !== undefined) checkU53('postSend: remoteAddr', w.remoteAddr);
     if (w.rkey !== undefined) checkU32('postSend: rkey', w.rkey);
-    if (w.compareAdd !== undefined) checkU53('postSend: compareAdd', w.compareAdd);
-    if (w.swap !== undefined) checkU53('postSend: swap', w.swap);
+    const compareAdd = w.compareAdd === undefined ? 0n : checkOperand64('postSend: compareAdd', w.compareAdd);
+    const swap = w.swap === undefined ? 0n : checkOperand64('postSend: swap', w.swap);
     if (w.immData !== undefined) checkU32('postSend: immData', w.immData);
     const data = w.inline ? { inlineData: this.inlineBytes(sg) } : { sgList: sg };
     let ds: number;
@@ -454,8 +454,8 @@ export class Qp {
         if (total !== 8) throw new VerbsError('EINVAL', `postSend: an atomic's local SGL must total 8 bytes, got ${total}`);
         const p = { ...common, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0, sgList: sg };
         ds = w.opcode === 'ATOMIC_CMP_AND_SWP'
-          ? buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_CS, compare: w.compareAdd ?? 0, swap: w.swap ?? 0 })
-          : buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_FA, add: w.compareAdd ?? 0 });
+          ? buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_CS, compare: compareAdd, swap })
+          : buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_FA, add: compareAdd });
         break;
       }
       case 'LOCAL_INV':

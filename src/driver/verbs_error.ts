@@ -35,3 +35,19 @@ export function checkU32(what: string, v: unknown): number {
 export function checkObject(what: string, v: unknown): void {
   if (v === null || typeof v !== 'object') throw new VerbsError('EINVAL', `${what} must be an object, got ${v === null ? 'null' : typeof v}`);
 }
+
+/**
+ * A 64-bit atomic operand: a safe integer (negative in two's complement, so -1 is 2^64 - 1) or a
+ * bigint in -2^63 .. 2^64 - 1; anything else (NaN, 1.5, a number past 2^53 that lost its low
+ * bits) is EINVAL naming it. Returns the value modulo 2^64.
+ */
+export function checkOperand64(what: string, v: unknown): bigint {
+  if (typeof v === 'bigint') {
+    if (v < -(2n ** 63n) || v >= 2n ** 64n) throw new VerbsError('EINVAL', `${what} must fit 64 bits, got ${v}`);
+    return BigInt.asUintN(64, v);
+  }
+  if (typeof v !== 'number' || !Number.isSafeInteger(v)) {
+    throw new VerbsError('EINVAL', `${what} must be a safe integer (negative: two's complement) or a bigint below 2^64, got ${String(v)}`);
+  }
+  return BigInt.asUintN(64, BigInt(v));
+}

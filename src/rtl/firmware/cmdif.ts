@@ -236,6 +236,11 @@ export class Cmdif extends Module {
     return [...this.eqs.values()].sort((a, b) => a.eqn - b.eqn);
   }
 
+  /** Every CQ, in increasing cqn order. */
+  cqList(): readonly Readonly<CqContext>[] {
+    return [...this.cqs.values()].sort((a, b) => a.cqn - b.cqn);
+  }
+
   /** The CQ `cqn`, or undefined. */
   getCq(cqn: number): Readonly<CqContext> | undefined {
     return this.cqs.get(cqn);
