@@ -109,6 +109,11 @@ interface Posted {
   reject: (e: unknown) => void;
 }
 
+/** The command's name, whatever software posted (a mailbox may hold anything). */
+function opName(cmd: unknown): string {
+  return cmd !== null && typeof cmd === 'object' ? String((cmd as { op?: unknown }).op) : '';
+}
+
 function opcodeOf(op: string): number {
   return Object.hasOwn(CmdOpcode, op) ? CmdOpcode[op as keyof typeof CmdOpcode] : 0;
 }
@@ -200,7 +205,7 @@ export class Cmdif extends Module {
    * Call it from a process (inside `sim.run`).
    */
   exec<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
-    this.sim.checkInProcess(`${this.path}.exec(${String(cmd.op)})`);
+    this.sim.checkInProcess(`${this.path}.exec(${opName(cmd)})`);
     return new Promise<CmdOutputs[K]>((resolve, reject) => {
       this.queue.push({ cmd: cmd as unknown as Cmd, posted: this.sim.now, resolve: resolve as (v: unknown) => void, reject });
       this.queued.setNow(Math.min(this.queue.length, QUEUED_MAX));
@@ -256,7 +261,7 @@ export class Cmdif extends Module {
     while (this.queue.length > 0) {
       const p = this.queue.shift() as Posted;
       this.queued.setNow(Math.min(this.queue.length, QUEUED_MAX));
-      const op = String(p.cmd.op);
+      const op = opName(p.cmd);
       this.state.setNow(CMDIF.EXEC);
       this.opcode.setNow(opcodeOf(op));
       this.busy.setNow(1);
@@ -288,7 +293,10 @@ export class Cmdif extends Module {
 
   /** A command's effect, at the end of its latency. */
   private execute(cmd: Cmd): unknown {
-    this.curOp = String(cmd.op);
+    this.curOp = opName(cmd);
+    this.curOpMod = 0;
+    // a mailbox that holds no command (software posted garbage): the firmware reads no opcode
+    if (cmd === null || typeof cmd !== 'object') return this.fail('BAD_OP', 'opcode', `no command in the mailbox (${typeof cmd})`);
     this.curOpMod = cmd.op === 'QUERY_HCA_CAP' && Number.isInteger(cmd.opMod) ? cmd.opMod & 0xffff : 0;
     switch (cmd.op) {
       case 'QUERY_HCA_CAP':
@@ -341,6 +349,20 @@ export class Cmdif extends Module {
     if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= 2 ** Math.min(bits, 53)) {
       this.fail('BAD_PARAM', `${name}_range`, `${name} ${String(v)} is not an unsigned integer of ${bits} bits`);
     }
+    return v;
+  }
+
+  /** A one-bit field (a boolean), `dflt` when absent, else BAD_PARAM. */
+  private bit(name: string, v: unknown, dflt: boolean): boolean {
+    if (v === undefined) return dflt;
+    if (typeof v !== 'boolean') this.fail('BAD_PARAM', `${name}_bit`, `${name} ${String(v)} is not a bit`);
+    return v;
+  }
+
+  /** A list field (translation entries), else BAD_PARAM. */
+  private list(name: string, v: unknown): readonly unknown[] | undefined {
+    if (v === undefined) return undefined;
+    if (!Array.isArray(v)) this.fail('BAD_PARAM', `${name}_list`, `${name} is not a list`);
     return v;
   }
 
@@ -414,12 +436,21 @@ export class Cmdif extends Module {
     if (mode === MkcAccessMode.KSM && (c.mtt !== undefined || c.klm !== undefined)) this.fail('BAD_PARAM', 'translations_mode', 'a KSM mkey starts with every entry null (write them by UMR)');
     if (c.mtt !== undefined && mode !== MkcAccessMode.MTT) this.fail('BAD_PARAM', 'translations_mode', 'an MTT list needs access mode MTT');
     if (c.klm !== undefined && mode !== MkcAccessMode.KLMS) this.fail('BAD_PARAM', 'translations_mode', 'a KLM list needs access mode KLMS');
-    const mtt = c.mtt?.map((e, i) => this.uint(`mtt[${i}]`, e, 64));
-    const klm: Klm[] | undefined = c.klm?.map((k, i) => ({
-      bcount: this.uint(`klm[${i}].bcount`, k.bcount, 32),
-      key: this.uint(`klm[${i}].key`, k.key, 32),
-      va: this.uint(`klm[${i}].va`, k.va, 64),
-    }));
+    const mtt = this.list('mtt', c.mtt)?.map((e, i) => this.uint(`mtt[${i}]`, e, 64));
+    const klm: Klm[] | undefined = this.list('klm', c.klm)?.map((k, i) => {
+      if (k === null || typeof k !== 'object') return this.fail('BAD_PARAM', 'klm_entry', `klm[${i}] is not an entry`);
+      const e = k as Partial<Klm>;
+      return { bcount: this.uint(`klm[${i}].bcount`, e.bcount, 32), key: this.uint(`klm[${i}].key`, e.key, 32), va: this.uint(`klm[${i}].va`, e.va, 64) };
+    });
+    const free = this.bit('free', c.free, false);
+    const umrEn = this.bit('umr_en', c.umrEn, false);
+    const remoteInval = this.bit('en_rinval', c.remoteInval, false);
+    const len64 = this.bit('length64', c.len64, false);
+    const pgAccess = this.bit('pg_access', c.pgAccess, false);
+    const mwBind = this.bit('mw_bind', c.mwBind, false);
+    const zeroBased = this.bit('zero_based', c.zeroBased, false);
+    const kind = this.uint('kind', c.kind ?? 0, 2);
+    const fbo = this.uint('fbo', c.fbo ?? 0, 32);
     const xltCapacity = this.uint('xlt_capacity', c.xltCapacity ?? 0, 32);
     if (mode === MkcAccessMode.KLMS && Math.max(klm?.length ?? 0, xltCapacity) > g.maxFastRegPageListLen) {
       this.fail(
@@ -434,25 +465,25 @@ export class Cmdif extends Module {
     this.writer.createMkey({
       index,
       tag,
-      free: c.free ?? false,
+      free,
       accessMode: mode,
       access,
-      umrEn: c.umrEn ?? false,
-      remoteInval: c.remoteInval ?? false,
+      umrEn,
+      remoteInval,
       pd,
       qpn,
       start,
       length,
-      len64: c.len64 ?? false,
+      len64,
       logPageSize,
-      pgAccess: c.pgAccess ?? false,
+      pgAccess,
       mtt,
       klm,
       xltCapacity,
-      mwBind: c.mwBind ?? false,
-      kind: c.kind ?? 0,
-      zeroBased: c.zeroBased ?? false,
-      fbo: this.uint('fbo', c.fbo ?? 0, 32),
+      mwBind,
+      kind,
+      zeroBased,
+      fbo,
     });
     return { mkey: makeKey(index, tag), index };
   }
@@ -600,7 +631,7 @@ export class Cmdif extends Module {
     const sqBufAddr = this.uint('sq_buf_addr', c.sqBufAddr ?? 0, 64);
     const rqBufAddr = this.uint('rq_buf_addr', c.rqBufAddr ?? 0, 64);
     const dbrAddr = this.uint('dbr_addr', c.dbrAddr ?? 0, 64);
-    if (c.fre !== undefined && typeof c.fre !== 'boolean') this.fail('BAD_PARAM', 'fre', `fre ${String(c.fre)} is not a bit`);
+    const fre = this.bit('fre', c.fre, false);
     // one buffer, the receive queue first and the send queue after it (mlx5 qp.c sq.offset)
     const rqBytes = rqSize * rqStride(maxRecvSge);
     let rqPages: QueuePages;
@@ -632,7 +663,7 @@ export class Cmdif extends Module {
       rqPages,
       sqPages,
       sqOffset,
-      fre: c.fre ?? false,
+      fre,
       state: 'RESET',
       accessFlags: 0,
       port: 1,
