@@ -6,7 +6,7 @@ import type { Testbed } from './testbed.ts';
 import type { Hca } from '../rtl/hca.ts';
 import { HcaCapOpMod } from '../rtl/formats/constants.ts';
 import { deviceAttrOf, type DeviceAttr, type HcaGeneralCaps, type HcaOdpCaps } from '../rtl/firmware/hca_caps.ts';
-import { VerbsError } from './verbs_error.ts';
+import { VerbsError, checkObject, checkU32, checkU53 } from './verbs_error.ts';
 import { Pd } from './pd.ts';
 import { Cq } from './cq.ts';
 import { CmdError } from '../rtl/firmware/cmd_types.ts';
@@ -110,6 +110,8 @@ export class Context {
 
   /** ibv_get_async_event: the next asynchronous event (QP and CQ errors), waiting for one. */
   async getAsyncEvent(opts: { timeout?: number } = {}): Promise<AsyncEvent> {
+    checkObject('getAsyncEvent: options', opts);
+    if (opts.timeout !== undefined) checkU53('getAsyncEvent: timeout', opts.timeout);
     await this.eventQueue();
     return this.asyncEvents.take('getAsyncEvent', opts.timeout);
   }
@@ -192,6 +194,7 @@ export class Context {
 
   /** The 64-byte mkey context of `key` (QUERY_MKEY), for inspection. */
   async queryMkey(key: number): Promise<Uint8Array> {
+    checkU32('queryMkey: key', key);
     const r = await this.cmd(this.hca.cmdif.exec({ op: 'QUERY_MKEY', index: key >>> 8 }), 'queryMkey');
     return r.context;
   }

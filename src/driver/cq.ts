@@ -127,6 +127,7 @@ export class Cq {
   /** ibv_poll_cq: up to `n` completions that are there now (no simulated time passes). */
   poll(n = 16): WorkCompletion[] {
     this.checkAlive('poll');
+    if (!(Number.isSafeInteger(n) && n >= 0)) throw new VerbsError('EINVAL', `poll: n must be a non-negative integer, got ${String(n)}`);
     const out: WorkCompletion[] = [];
     const ci0 = this.ci;
     const host = this.ctx.hca.host;

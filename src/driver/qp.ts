@@ -4,11 +4,12 @@
  */
 import type { Pd } from './pd.ts';
 import type { Cq } from './cq.ts';
-import type { Mw } from './mw.ts';
 import type { BindInfo, RecvWr, SendWr, WcOpcode } from './types.ts';
 import { IbAccess } from './types.ts';
-import { VerbsError, checkObject, checkOperand64, checkU32, checkU53 } from './verbs_error.ts';
-import { checkAccess } from './pd.ts';
+import { VerbsError, checkBool, checkObject, checkOperand64, checkU32, checkU53, checkWrId } from './verbs_error.ts';
+import { Mr } from './mr.ts';
+import { Mw } from './mw.ts';
+import { checkAccess, checkAccessBits } from './pd.ts';
 import {
   buildAtomicWqe, buildBindMwWqe, buildLocalInvWqe, buildRdmaWqe, buildRegMrWqe, buildSendWqe, wqeBasicBlocks,
   type MrAccess, type Sge as WqeSge, encodeXltList,
@@ -114,12 +115,14 @@ export class Qp {
     const ctx = pd.ctx;
     const dev = await ctx.queryDevice();
     if (a.userSpace !== undefined && typeof a.userSpace !== 'boolean') throw new VerbsError('EINVAL', `createQp: userSpace must be a boolean, got ${String(a.userSpace)}`);
+    // absent means the default; anything else (null included) is checked, never coerced
+    const or = (v: number | undefined, d: number): number => (v === undefined ? d : v);
     const attr = {
-      maxSendWr: a.maxSendWr ?? 64, maxRecvWr: a.maxRecvWr ?? 64, maxSendSge: a.maxSendSge ?? 4, maxRecvSge: a.maxRecvSge ?? 4,
+      maxSendWr: or(a.maxSendWr, 64), maxRecvWr: or(a.maxRecvWr, 64), maxSendSge: or(a.maxSendSge, 4), maxRecvSge: or(a.maxRecvSge, 4),
       sendCq: a.sendCq, recvCq: a.recvCq, userSpace: a.userSpace ?? false,
     };
     for (const [k, v, max] of [['maxSendWr', attr.maxSendWr, dev.maxQpWr], ['maxRecvWr', attr.maxRecvWr, dev.maxQpWr], ['maxSendSge', attr.maxSendSge, dev.maxSge], ['maxRecvSge', attr.maxRecvSge, dev.maxSge]] as const) {
-      if (!(Number.isInteger(v) && v >= 1 && v <= max)) throw new VerbsError('EINVAL', `createQp: ${k} must be in 1..${max}, got ${v}`);
+      if (!(Number.isInteger(v) && v >= 1 && v <= max)) throw new VerbsError('EINVAL', `createQp: ${k} must be in 1..${max}, got ${String(v)}`);
     }
     // a WQE takes at most 4 WQEBBs here (a UMR with inline KLMs or 4 SGEs); room for maxSendWr of them
     const sqWqebbs = pow2(attr.maxSendWr * 4);
@@ -208,8 +211,9 @@ export class Qp {
     if (this.swState !== 'RESET' || peer.swState !== 'RESET') {
       throw new VerbsError('EINVAL', `connect: both QPs must be in RESET (this one is ${this.swState}, the peer ${peer.swState})`);
     }
-    const mtu = opts.mtu ?? this.pd.ctx.hca.cfg.mtu;
-    const maxRdAtomic = opts.maxRdAtomic ?? 16;
+    const mtu = opts.mtu === undefined ? this.pd.ctx.hca.cfg.mtu : opts.mtu;
+    if (!([256, 512, 1024, 2048, 4096] as unknown[]).includes(mtu)) throw new VerbsError('EINVAL', `connect: mtu ${String(mtu)} is not an IB MTU (256, 512, 1024, 2048, 4096)`);
+    const maxRdAtomic = opts.maxRdAtomic === undefined ? 16 : opts.maxRdAtomic;
     if (!Number.isSafeInteger(maxRdAtomic) || maxRdAtomic < 1 || maxRdAtomic > 128 || (maxRdAtomic & (maxRdAtomic - 1)) !== 0) {
       throw new VerbsError('EINVAL', `connect: maxRdAtomic ${String(maxRdAtomic)} must be a power of two in 1..128 (log_sra_max is 3 bits)`);
     }
@@ -265,11 +269,17 @@ export class Qp {
   bindMw(mw: Mw, bind: BindInfo, opts: { wrId?: number | bigint; signaled?: boolean } = {}): number {
     this.pd.ctx.tb.workPosted();
     this.checkAlive('bindMw');
+    if (!(mw instanceof Mw)) throw new VerbsError('EINVAL', `bindMw: the window must be a memory window (pd.allocMw), got ${mw === null ? 'null' : typeof mw}`);
+    checkObject('bindMw: options', opts);
+    if (opts.wrId !== undefined) checkWrId('bindMw: wrId', opts.wrId);
+    checkBool('bindMw: signaled', opts.signaled);
     mw.checkAlive('bindMw');
     this.sameDevice(mw.pd.ctx, 'bindMw: the window');
     checkObject('bindMw: bind', bind);
     checkU53('bindMw: addr', bind.addr);
     checkU53('bindMw: length', bind.length);
+    if (bind.mr !== null && !(bind.mr instanceof Mr)) throw new VerbsError('EINVAL', `bindMw: mr must be an MR or null, got ${typeof bind.mr}`);
+    checkAccessBits(bind.access, 'bindMw');
     if (bind.mr) this.sameDevice(bind.mr.pd.ctx, 'bindMw: the MR');
     if (mw.type !== 1) throw new VerbsError('EINVAL', 'bindMw: the verb binds type-1 windows; post BIND_MW for type 2');
     if (bind.mr === null && bind.length !== 0) throw new VerbsError('EINVAL', 'bindMw: no MR but length != 0');
@@ -292,6 +302,7 @@ export class Qp {
     for (const w of list) {
       this.checkAlive('postRecv');
       checkObject('postRecv: the work request', w);
+      checkWrId('postRecv: wrId', w.wrId);
       if (!Array.isArray(w.sgList)) throw new VerbsError('EINVAL', 'postRecv: sgList must be an array');
       w.sgList.forEach((s, i) => {
         checkObject(`postRecv: SGE ${i}`, s);
@@ -384,7 +395,6 @@ export class Qp {
     this.checkAlive('postSend');
     checkObject('postSend: the work request', w);
     this.pd.ctx.tb.sim.checkInProcess('postSend');
-    const ctx = this.pd.ctx;
     const st = this.state;
     if (st !== 'RTS' && st !== 'ERR') throw new VerbsError('EINVAL', `postSend: the QP is in ${st} (needs RTS)`);
     const inFlight = this.posted - this.sqDone;
@@ -396,9 +406,15 @@ export class Qp {
     const fence = w.fence ? (this.nextFence !== FenceMode.NONE ? FenceMode.SMALL_AND_FENCE : FenceMode.FENCE) : this.nextFence;
     const common = { wqeIndex, qpn: this.qpNum, signaled: w.signaled ?? false, solicited: w.solicited ?? false, fence };
     // the user's SGEs are used as they are (no copy on the hot path), after checking them
-    const sg: readonly WqeSge[] = w.sgList ?? NO_SGES;
+    checkWrId('postSend: wrId', w.wrId);
+    checkBool('postSend: signaled', w.signaled);
+    checkBool('postSend: fence', w.fence);
+    checkBool('postSend: solicited', w.solicited);
+    checkBool('postSend: inline', w.inline);
+    // absent means none; null or anything else that is not a list is refused
+    const sg: readonly WqeSge[] = w.sgList === undefined ? NO_SGES : w.sgList;
+    if (!Array.isArray(sg)) throw new VerbsError('EINVAL', `postSend: sgList must be an array, got ${sg === null ? 'null' : typeof sg}`);
     if (sg.length > this.attr.maxSendSge) throw new VerbsError('EINVAL', `postSend: ${sg.length} SGEs > maxSendSge ${this.attr.maxSendSge}`);
-    if (!Array.isArray(sg)) throw new VerbsError('EINVAL', 'postSend: sgList must be an array');
     for (let i = 0; i < sg.length; i++) {
       const s = sg[i];
       checkObject(`postSend: SGE ${i}`, s);
@@ -408,10 +424,42 @@ export class Qp {
     }
     if (w.remoteAddr !== undefined) checkU53('postSend: remoteAddr', w.remoteAddr);
     if (w.rkey !== undefined) checkU32('postSend: rkey', w.rkey);
+    if (w.compareAdd !== undefined) checkOperand64('postSend: compareAdd', w.compareAdd);
+    if (w.swap !== undefined) checkOperand64('postSend: swap', w.swap);
+    if (w.immData !== undefined) checkU32('postSend: immData', w.immData);
+    if (w.invalidateRkey !== undefined) checkU32('postSend: invalidateRkey', w.invalidateRkey);
+    if ((w.opcode === 'LOCAL_INV' || w.opcode === 'SEND_WITH_INV') && w.invalidateRkey === undefined) {
+      throw new VerbsError('EINVAL', `postSend: ${w.opcode} needs invalidateRkey`);
+    }
+    if (w.inline) {
+      // the whole WQE must fit ds (6 bits): control 16 B, remote address 16 B, then the
+      // inline segment (a 4-byte header and the data, padded to 16 B)
+      const bytes = sg.reduce((n, e) => n + e.length, 0);
+      const max = 63 * 16 - 32 - 4;
+      if (bytes > max) throw new VerbsError('EINVAL', `postSend: ${bytes} bytes of inline data exceed the ${max} a WQE holds (max_inline_data)`);
+    }
+    const data = w.inline ? { inlineData: this.inlineBytes(sg) } : { sgList: sg };
+    let ds: number;
+    try {
+      ds = this.build(view, w, common, sg, data, fence, wqeIndex, fromBindVerb);
+    } catch (e) {
+      // a field the WQE cannot hold that no check above named: still the caller's argument
+      if (e instanceof RangeError) throw new VerbsError('EINVAL', `postSend: ${e.message}`);
+      throw e;
+    }
+    if (w.opcode === 'BIND_MW') w.mw!.rkey = (w.rkey ?? 0) >>> 0;
+    this.ring(ds, w.wrId, WC_OF[w.opcode]);
+    this.nextFence = w.opcode === 'REG_MR' || w.opcode === 'LOCAL_INV' || w.opcode === 'BIND_MW' ? FenceMode.INITIATOR_SMALL : FenceMode.NONE;
+  }
+
+  /** Writes the WQE of `w` into the scratch buffer; returns its ds. */
+  private build(
+    view: DataView, w: SendWr, common: { wqeIndex: number; qpn: number; signaled: boolean; solicited: boolean; fence: number },
+    sg: readonly WqeSge[], data: { inlineData?: Uint8Array; sgList?: readonly WqeSge[] }, fence: number, wqeIndex: number, fromBindVerb: boolean,
+  ): number {
+    const ctx = this.pd.ctx;
     const compareAdd = w.compareAdd === undefined ? 0n : checkOperand64('postSend: compareAdd', w.compareAdd);
     const swap = w.swap === undefined ? 0n : checkOperand64('postSend: swap', w.swap);
-    if (w.immData !== undefined) checkU32('postSend: immData', w.immData);
-    const data = w.inline ? { inlineData: this.inlineBytes(sg) } : { sgList: sg };
     let ds: number;
     switch (w.opcode) {
       case 'RDMA_WRITE':
@@ -470,9 +518,7 @@ export class Qp {
       default:
         throw new VerbsError('EINVAL', `postSend: unknown opcode ${String(w.opcode)}`);
     }
-    if (w.opcode === 'BIND_MW') w.mw!.rkey = (w.rkey ?? 0) >>> 0;
-    this.ring(ds, w.wrId, WC_OF[w.opcode]);
-    this.nextFence = w.opcode === 'REG_MR' || w.opcode === 'LOCAL_INV' || w.opcode === 'BIND_MW' ? FenceMode.INITIATOR_SMALL : FenceMode.NONE;
+    return ds;
   }
 
   /** Copies the WQE built in `scratch` into the ring (a WQEBB at a time: it may wrap), rings the doorbell. */
@@ -520,14 +566,15 @@ export class Qp {
 
   private regMrWqe(view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean }, w: SendWr): number {
     const mr = w.mr;
-    if (!mr) throw new VerbsError('EINVAL', 'postSend: REG_MR needs `mr`');
+    if (!(mr instanceof Mr)) throw new VerbsError('EINVAL', `postSend: REG_MR needs \`mr\`, an MR (pd.allocMr), got ${mr === null ? 'null' : typeof mr}`);
+    if (w.key !== undefined) checkU32('postSend: REG_MR key', w.key);
     mr.checkAlive('postSend REG_MR');
     this.sameDevice(mr.pd.ctx, 'postSend REG_MR: the MR');
     if (mr.type === 'USER') throw new VerbsError('EINVAL', 'postSend: REG_MR needs a fast-registration MR (allocMr)');
     if (this.attr.userSpace) throw new VerbsError('EINVAL', 'postSend: REG_MR needs a kernel QP (qpc.fre); a user-space QP may not register memory by work request');
     const key = (w.key ?? mr.lkey) >>> 0;
     if (key >>> 8 !== mr.index) throw new VerbsError('EINVAL', `postSend: REG_MR key 0x${key.toString(16)} does not name the MR's index 0x${mr.index.toString(16)}`);
-    const access = w.access ?? 0;
+    const access = w.access === undefined ? 0 : w.access;
     checkAccess(access, 'postSend REG_MR');
     // the page list in mapSg's pages (MEM_REG; its MTTs may be 4 KiB ones, see Mr.mapSg) or elements
     const n = mr.type === 'MEM_REG' ? mr.pageCount : mr.mappedCount;
@@ -562,7 +609,16 @@ export class Qp {
 
   private bindMwWqe(view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean }, w: SendWr, fromBindVerb: boolean): number {
     const mw = w.mw;
-    if (!mw) throw new VerbsError('EINVAL', 'postSend: BIND_MW needs `mw`');
+    if (!(mw instanceof Mw)) throw new VerbsError('EINVAL', `postSend: BIND_MW needs \`mw\`, a memory window (pd.allocMw), got ${mw === null ? 'null' : typeof mw}`);
+    if (w.rkey !== undefined) checkU32('postSend: BIND_MW rkey', w.rkey);
+    const bi = w.bindInfo;
+    if (bi !== undefined) {
+      checkObject('postSend: BIND_MW bindInfo', bi);
+      if (bi.mr !== null && !(bi.mr instanceof Mr)) throw new VerbsError('EINVAL', `postSend: BIND_MW bindInfo.mr must be an MR or null, got ${typeof bi.mr}`);
+      checkU53('postSend: BIND_MW bindInfo.addr', bi.addr);
+      checkU53('postSend: BIND_MW bindInfo.length', bi.length);
+      checkAccessBits(bi.access, 'postSend BIND_MW');
+    }
     mw.checkAlive('postSend BIND_MW');
     this.sameDevice(mw.pd.ctx, 'postSend BIND_MW: the window');
     if (w.bindInfo?.mr) this.sameDevice(w.bindInfo.mr.pd.ctx, 'postSend BIND_MW: the MR');

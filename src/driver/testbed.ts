@@ -9,6 +9,7 @@ import type { HostSpace } from '../rtl/memory/host_space.ts';
 import type { HcaCapsOverride } from '../rtl/firmware/hca_caps.ts';
 import { Link } from '../rtl/transport/link.ts';
 import { Context } from './context.ts';
+import { VerbsError } from './verbs_error.ts';
 import type { RcRequest, RcResponse } from '../rtl/transport/rc_types.ts';
 
 /** Options of a testbed. */
@@ -116,6 +117,9 @@ export class Testbed {
 
   /** ibv_open_device on adapter `i` (inside run: it queries the device's capabilities). */
   async openDevice(i = 0): Promise<Context> {
+    if (!(Number.isSafeInteger(i) && i >= 0 && i < this.hcas.length)) {
+      throw new VerbsError('EINVAL', `openDevice: no adapter ${String(i)} (this testbed has ${this.hcas.length}: 0..${this.hcas.length - 1})`);
+    }
     this.sim.checkInProcess('openDevice');
     const ctx = new Context(this, this.hca(i), i);
     await ctx.queryDevice();

@@ -51,3 +51,15 @@ export function checkOperand64(what: string, v: unknown): bigint {
   }
   return BigInt.asUintN(64, BigInt(v));
 }
+
+/** A work request id (wr_id, a u64 cookie): a safe integer >= 0 or a bigint below 2^64, else EINVAL. */
+export function checkWrId(what: string, v: unknown): void {
+  if (typeof v === 'bigint' ? v < 0n || v >= 2n ** 64n : !(typeof v === 'number' && Number.isSafeInteger(v) && v >= 0)) {
+    throw new VerbsError('EINVAL', `${what} must be a non-negative safe integer or a bigint below 2^64, got ${typeof v === 'bigint' ? `${v}n` : String(v)}`);
+  }
+}
+
+/** An optional boolean option: undefined or a boolean, never a truthy coercion. */
+export function checkBool(what: string, v: unknown): void {
+  if (v !== undefined && typeof v !== 'boolean') throw new VerbsError('EINVAL', `${what} must be a boolean, got ${String(v)}`);
+}
