@@ -9,6 +9,7 @@ import { benchProperty } from './property.ts';
 import { benchCliffs } from './cliffs.ts';
 import { benchChurn } from './churn.ts';
 import { benchFuzz } from './fuzz.ts';
+import { benchScale } from './scale.ts';
 
 const benches: Record<string, () => void | Promise<void>> = {
   kernel: benchKernel,
@@ -18,6 +19,7 @@ const benches: Record<string, () => void | Promise<void>> = {
   cliffs: benchCliffs,
   churn: benchChurn,
   fuzz: benchFuzz,
+  scale: benchScale,
 };
 
 const names = process.argv.slice(2);

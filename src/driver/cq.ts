@@ -39,6 +39,13 @@ export class Cq {
   private readonly bufVa: number;
   private readonly dbrVa: number;
   private readonly watchSlot: MemWatch;
+  /** What a stalled run says this CQ's wait waits for. */
+  private waitWant = 0;
+  private waitGot = 0;
+  private readonly waiter = {
+    describe: (): string =>
+      `cq.wait: ${this.waitWant} completion(s) on CQ 0x${this.cqn.toString(16)} of adapter ${this.ctx.index}, ${this.waitGot} polled so far`,
+  };
 
   /** arm_sn: counts the completion events software received (rdma-core mlx5_cq_event). */
   private armSn = 0;
@@ -182,10 +189,14 @@ export class Cq {
       this.watchSlot.lo = pa;
       this.watchSlot.hi = pa + 64;
       mem.watch(this.watchSlot);
+      this.waitWant = n;
+      this.waitGot = out.length;
+      sim.waitingFor(this.waiter);
       try {
         await ev.wait();
       } finally {
         mem.unwatch(this.watchSlot);
+        sim.doneWaiting(this.waiter);
       }
     }
   }

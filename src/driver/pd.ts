@@ -1,6 +1,7 @@
 /** A protection domain (ibv_pd): registers memory, allocates windows and creates QPs. */
 import type { Context } from './context.ts';
 import { VerbsError, checkObject, checkU32, checkU53 } from './verbs_error.ts';
+import { HostError } from '../rtl/memory/host_space.ts';
 import { Cq } from './cq.ts';
 import { Mr, SG_GAPS_KLMS_PER_ELEMENT } from './mr.ts';
 import { Mw } from './mw.ts';
@@ -47,42 +48,69 @@ export class Pd {
     }
     if (addr === 0 && length === SIZE_MAX) return this.regImplicit(access, odp);
     if (!host.inVma(addr, length)) throw new VerbsError('EFAULT', `regMr: [0x${addr.toString(16)}, +${length}) is not mapped in the host`);
-    // get_user_pages faults in what madvise dropped (an ODP MR pins and touches nothing)
-    if (!odp) host.faultIn(addr, length);
+    // get_user_pages faults in what madvise dropped or was never touched (an ODP MR pins and
+    // touches nothing); a host out of frames is ENOMEM, as pinning would report
+    if (!odp) {
+      try {
+        host.faultIn(addr, length);
+      } catch (e) {
+        if (e instanceof HostError && e.errno === 'ENOMEM') throw new VerbsError('ENOMEM', `regMr: pinning [0x${addr.toString(16)}, +${length}): ${e.message}`);
+        throw e;
+      }
+    }
     const first = addr - (addr % PAGE);
     const pages = Math.ceil((addr + length - first) / PAGE);
     // get_user_pages: pinning costs time per page (spec/timing.md "pinning host pages")
     if (!odp) await this.ctx.tb.delay(pages * this.ctx.hca.cfg.pinPagePs);
+    // the MTT page size as mlx5 picks it (mlx5_umem_find_best_pgsz): the largest the mapping
+    // allows, so an MR over huge pages has one MTT per 2 MiB page; an ODP MR maps 4 KiB pages
+    const logPageSize = odp ? 12 : bestPageShift(host, addr, length);
+    const P = 2 ** logPageSize;
+    const pFirst = addr - (addr % P);
+    const entries = Math.ceil((addr + length - pFirst) / P);
     const mtt: number[] = [];
-    for (let i = 0; i < pages; i++) mtt.push(odp ? 0 : host.dmaAddress(first + i * PAGE) + 3);
-    // zero-based: the range starts at 0 and its first byte lies addr % PAGE into the first MTT
+    if (odp) for (let i = 0; i < entries; i++) mtt.push(0);
+    else {
+      // entry 0 from the first byte's address (its page start may lie before the range)
+      mtt.push(host.dmaAddress(addr) - (addr - pFirst) + 3);
+      for (let i = 1; i < entries; i++) mtt.push(host.dmaAddress(pFirst + i * P) + 3);
+    }
+    // zero-based: the range starts at 0 and its first byte lies addr % P into the first MTT
     // page: the model-private first byte offset (FBO, src/rtl/memory/icm_mkey.ts); real mlx5 has no
     // such field (its kernel refuses zero-based MRs at unaligned addresses)
     const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
     const start = zeroBased ? 0 : addr;
-    const fbo = zeroBased ? addr % PAGE : 0;
+    const fbo = zeroBased ? addr % P : 0;
     // the MR cache first: a free mkey enabled by UMR; else firmware (CREATE_MKEY)
-    const bucket = odp ? 0 : MkeyPool.bucketOf(pages);
+    const bucket = odp ? 0 : MkeyPool.bucketOf(entries);
     const pooled = bucket > 0 ? this.ctx.pool.take(bucket) : -1;
     if (pooled >= 0) {
-      const key = await this.ctx.pool.enable(pooled, this, access, start, length, mtt, { zeroBased, fbo });
+      const key = await this.ctx.pool.enable(pooled, this, access, start, length, mtt, { zeroBased, fbo }, logPageSize);
       return this.track(new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket }));
     }
     const tag = this.ctx.nextTag();
-    const r = await this.ctx.cmd(
+    const create = (): ReturnType<typeof this.ctx.hca.cmdif.exec<'CREATE_MKEY'>> => this.ctx.cmd(
       this.ctx.hca.cmdif.exec({
         op: 'CREATE_MKEY', tag, free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,
-        pd: this.pdn, start, length, logPageSize: 12, pgAccess: odp, mtt,
+        pd: this.pdn, start, length, logPageSize, pgAccess: odp, mtt,
         mwBind: (access & IbAccess.MW_BIND) !== 0, zeroBased, fbo,
       }),
       'regMr',
     );
+    let r;
+    try {
+      r = await create();
+    } catch (e) {
+      // no mkey (or ICM page) left: the pool's free mkeys go back to the firmware, then once more
+      if (!(e instanceof VerbsError && e.errno === 'ENOMEM') || (await this.ctx.pool.reclaim()) === 0) throw e;
+      r = await create();
+    }
     const mr = this.track(new Mr(this, r.mkey, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0 }));
     if (odp) {
       // nothing pinned, every MTT entry not present: the fault handler maps pages on first touch,
       // by UMR on the driver's UMR QP (made now if this is its first use, as for the mkey pool)
       await this.ctx.pool.ready();
-      const state = new OdpMr(mr, addr, pages);
+      const state = new OdpMr(mr, addr, entries);
       mr.odp = state;
       this.ctx.odp.register(state);
     }
@@ -282,4 +310,64 @@ export function checkAccess(access: number, what: string): void {
   if ((access & (IbAccess.REMOTE_WRITE | IbAccess.REMOTE_ATOMIC)) !== 0 && (access & IbAccess.LOCAL_WRITE) === 0) {
     throw new VerbsError('EINVAL', `${what}: REMOTE_WRITE or REMOTE_ATOMIC requires LOCAL_WRITE`);
   }
+}
+
+/** Largest MTT page: 2^31 (the 5-bit log_page_size of mapSg's rule, Mr.mapSg). */
+const MAX_LOG_PAGE_SIZE = 31;
+
+/** Trailing zero bits of a non-negative integer below 2^53 (64 for 0: no limit). */
+function trailingZeros(x: number): number {
+  if (x === 0) return 64;
+  let n = 0;
+  while (x % 2 === 0) {
+    x /= 2;
+    n++;
+  }
+  return n;
+}
+
+/** Bits needed to write a non-negative integer below 2^53. */
+function bitLength(x: number): number {
+  let n = 0;
+  while (x >= 1) {
+    x = Math.floor(x / 2);
+    n++;
+  }
+  return n;
+}
+
+/**
+ * log2 of the MTT page size for a pinned range, as mlx5 picks it (mlx5_umem_find_best_pgsz over
+ * ib_umem_find_best_pgsz, drivers/infiniband/core/umem.c): the largest page size P (4 KiB ..
+ * 2^31) such that every physically contiguous run of the range starts at the same offset modulo
+ * P in virtual and DMA addresses (the address bits below P pass through), every run but the last
+ * ends on a P boundary of the virtual range, and P is no larger than one page spanning the whole
+ * range needs (the VA bits that change from its first to its last byte).
+ */
+export function bestPageShift(host: { dmaAddress(a: number): number }, addr: number, length: number): number {
+  const last = addr + length - 1;
+  // the VA bits that change between the first and the last byte: a page of 2^k covers them
+  const hi = Math.floor(addr / 2 ** 32) === Math.floor(last / 2 ** 32)
+    ? bitLength(((addr >>> 0) ^ (last >>> 0)) >>> 0)
+    : 32 + bitLength((Math.floor(addr / 2 ** 32) ^ Math.floor(last / 2 ** 32)) >>> 0);
+  let k = Math.min(MAX_LOG_PAGE_SIZE, Math.max(hi, 12));
+  // walk the 4 KiB pages as runs of physically contiguous memory
+  let va = addr;
+  let runVa = addr;
+  let runDma = host.dmaAddress(addr);
+  let next = runDma;
+  while (va <= last && k > 12) {
+    const n = Math.min(last + 1 - va, PAGE - (va % PAGE));
+    const dma = host.dmaAddress(va);
+    if (dma !== next) {
+      // a run ended at va: its end must be P-aligned, the new run's offset must pass through
+      k = Math.min(k, trailingZeros(va), trailingZeros(Math.abs(runDma - runVa)));
+      runVa = va;
+      runDma = dma;
+    }
+    next = dma + n;
+    va += n;
+  }
+  k = Math.min(k, trailingZeros(Math.abs(runDma - runVa)));
+  return Math.max(12, k);
 }

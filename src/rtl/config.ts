@@ -132,7 +132,10 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   destroyInvalidates: 'entry', // timing.md shape 3: configurable; per-entry is what a careful design does (assumed)
   readWithInvalidate: false, // API.md: mlx5 rejects RDMA_READ_WITH_INV unless this is on
   hostMemBytes: 64 * 2 ** 30, // 64 GiB of host physical memory (assumed)
-  icmMkeyEntries: 2 ** 16, // mkey indices reachable (assumed; the index field is 24 bits)
+  // every index the 24-bit field names (log_max_mkey 24, spec/mlx5.md "Keys"), so the advertised
+  // maxMr (2^24 less the 2 reserved indices) is what the device holds; the table's pages are
+  // taken from host memory only as contexts are written (memory/icm.ts)
+  icmMkeyEntries: 2 ** 24,
   // No public figure for these on-chip tables: assumed, sized so that the initiator depth of 16
   // QPs x 16 READs fits and PCIe's 64 outstanding reads, not a table, limit a deep READ workload.
   sqWqeSlots: 512,
@@ -147,10 +150,11 @@ const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSaf
 const intIn = (lo: number, hi: number, what?: string): Rule => (v) =>
   isInt(v) && v >= lo && v <= hi ? null : (what ?? `must be an integer in ${lo}..${hi}`);
 const posInt = (max = 2 ** 32): Rule => intIn(1, max, `must be a positive integer (at most ${max})`);
-/** A duration: whole picoseconds, below about 2.5 simulated hours. */
-const ps: Rule = intIn(0, 2 ** 53 - 1, 'must be a whole, non-negative number of picoseconds');
-const posNumber = (max: number): Rule => (v) =>
-  typeof v === 'number' && Number.isFinite(v) && v > 0 && v <= max ? null : `must be a finite number in (0, ${max}]`;
+/**
+ * A duration: whole picoseconds, at most 1e13 (10 s). Simulated time is exact below 2^53 ps
+ * (2.5 hours): a run of a few hundred such delays still fits, a single delay of 2^53 ps never could.
+ */
+const ps: Rule = intIn(0, 1e13, 'must be a whole number of picoseconds in 0..1e13 (10 s)');
 const dividing = (other: string): Rule => (v, c) =>
   isInt(v) && v >= 1 && isInt(c[other]) && (c[other] as number) % v === 0
     ? null
@@ -160,8 +164,9 @@ const oneOf = (values: readonly (string | number | boolean)[]): Rule => (v) =>
 
 /** One rule per field, in declaration order (so a field is checked after the fields it refers to). */
 const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
-  // periods are whole ps of at least 2 (Clock): at most 500 GHz
-  coreClockMHz: posNumber(500_000),
+  // periods are whole ps of at least 2 (Clock): at most 500 GHz; at least 1 kHz (a period of
+  // 1e9 ps: slower clocks' times would leave the exact range of simulated time)
+  coreClockMHz: (v) => (typeof v === 'number' && Number.isFinite(v) && v >= 0.001 && v <= 500_000 ? null : 'must be a number in 0.001..500000 MHz (a clock period of 1 ms .. 2 ps)'),
   // at most 1 s of simulated time per read, at least 1 MB/s: beyond, times overflow the schedule
   pcieReadBasePs: intIn(0, 1e12, 'must be a whole number of picoseconds in 0..1e12 (1 s)'),
   pcieReadBytesPerPs: (v) => (typeof v === 'number' && Number.isFinite(v) && v >= 1e-6 && v <= 1_000 ? null : 'must be a number in 1e-6..1000 bytes per ps (1 MB/s .. 1 PB/s)'),
@@ -195,12 +200,15 @@ const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
   retryCount: intIn(0, 7),
   destroyInvalidates: oneOf(['entry', 'all']),
   readWithInvalidate: (v) => (typeof v === 'boolean' ? null : 'must be a boolean'),
-  // 2 MiB multiples so huge pages fit; at most 16 TiB (2^32 frames of 4 KiB)
+  // 2 MiB multiples so huge pages fit; at most 16 TiB (2^32 frames of 4 KiB); at least 64 MiB,
+  // room for the driver's queues (a QP's or a large CQ's buffer is 2 MiB huge pages) besides
+  // the application's memory
   hostMemBytes: (v) =>
-    isInt(v) && v >= 4 * 2 ** 20 && v <= 2 ** 44 && v % (2 * 2 ** 20) === 0
+    isInt(v) && v >= 64 * 2 ** 20 && v <= 2 ** 44 && v % (2 * 2 ** 20) === 0
       ? null
-      : 'must be a multiple of 2 MiB in 4 MiB..16 TiB',
-  icmMkeyEntries: intIn(1, 2 ** 24, 'must be an integer in 1..2^24 (24-bit mkey index)'),
+      : 'must be a multiple of 2 MiB in 64 MiB..16 TiB',
+  // indices 0 and 1 are never handed out (cmdif FIRST_MKEY_INDEX): at least one more
+  icmMkeyEntries: intIn(3, 2 ** 24, 'must be an integer in 3..2^24 (24-bit mkey index; indices 0 and 1 are reserved)'),
   sqWqeSlots: intIn(1, 65536),
   // DMA tags of the engines' movers tell up to 256 contexts apart (memory/dma_mover.ts)
   requesterContexts: intIn(1, 256),

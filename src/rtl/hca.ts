@@ -95,7 +95,7 @@ export class Hca extends Module {
     this.host = new HostSpace(this.mem);
     this.icm = new Icm(this.mem, { mkeyEntries: cfg.icmMkeyEntries });
     const clock = this.coreClock;
-    this.pcie = new Pcie(this, 'pcie', { clock, ports: {}, deps: { mem: this.mem }, cfg });
+    this.pcie = new Pcie(this, 'pcie', { clock, ports: {}, deps: { mem: this.icm }, cfg }); // host memory and ICM
     this.mkeyCache = new MkeyCache(this, 'mkey_cache', {
       clock,
       ports: { dma: this.pcie.port('mkey_cache') },
@@ -125,7 +125,7 @@ export class Hca extends Module {
     });
     this.icmWriter = new IcmWriter(this, 'icm_writer', {
       ports: {},
-      deps: { mem: this.mem, icm: this.icm, mkeyCache: this.mkeyCache, mtt: this.mtt },
+      deps: { mem: this.icm, icm: this.icm, mkeyCache: this.mkeyCache, mtt: this.mtt },
       destroyInvalidates: cfg.destroyInvalidates,
     });
     this.cmdif = new Cmdif(this, 'cmdif', {

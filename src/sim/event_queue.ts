@@ -55,6 +55,14 @@ export class EventQueue {
     heap[i] = s;
   }
 
+  /** Calls `fn` with the time and target of every pending event, in no particular order (diagnostics only). */
+  forEachPending(fn: (t: Ps, target: EventTarget) => void): void {
+    for (let i = 0; i < this.size; i++) {
+      const s = this.heap[i];
+      fn(this.time[s], this.target[s] as EventTarget);
+    }
+  }
+
   /** Time of the earliest event; Infinity when empty. */
   peekTime(): Ps {
     return this.size === 0 ? Infinity : this.time[this.heap[0]];

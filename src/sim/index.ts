@@ -1,5 +1,5 @@
 /** The simulation kernel: time, scheduler, clocks, modules, registers, FIFOs, tracing, stats. */
-export { Sim, type TraceSink, type Committable } from './sim.ts';
+export { Sim, type TraceSink, type Committable, type Waiter } from './sim.ts';
 export { EventQueue, PRIO_CLOCK, PRIO_NORMAL, type EventTarget } from './event_queue.ts';
 export { Clock } from './clock.ts';
 export { Module, type SignalOptions, type WireOptions, type UnclockedWireOptions, type Nothing, type ReqResp } from './module.ts';

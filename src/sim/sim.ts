@@ -15,6 +15,11 @@ export interface TraceSink {
   close(): void;
 }
 
+/** A process's wait, as a stall names it (Sim.waitingFor). */
+export interface Waiter {
+  describe(): string;
+}
+
 /** Something with next-state to commit after an edge (FIFOs). */
 export interface Committable {
   commit(): void;
@@ -31,6 +36,9 @@ class Resume implements EventTarget {
     this.sim.noteResume();
   }
 }
+
+/** A jump in time longer than this, with no clock running, is checked for a stall (1 us). */
+const STALL_PROBE_PS = 1_000_000;
 
 /**
  * Lets every continuation already queued run first. From inside a microtask (any code after the
@@ -70,6 +78,8 @@ export class Sim {
   private running = false;
   private failure: unknown = null;
   private failed = false;
+  /** What processes wait for now (`waitingFor`), in the order they began: named by a stall. */
+  private readonly waits: Waiter[] = [];
 
   constructor(opts: { seed?: number; top?: string } = {}) {
     this.rng = new Rng(opts.seed ?? 1);
@@ -147,6 +157,50 @@ export class Sim {
     return new Promise<void>((resolve) => this.queue.push(this.now + dt, PRIO_NORMAL, new Resume(this, resolve), 0));
   }
 
+  /**
+   * A process begins to wait for something `w` describes (e.g. "cq.wait: 1 completion on CQ 0x1
+   * of adapter 0"); call `doneWaiting(w)` when the wait ends. A stalled run names every wait.
+   * (`describe` is called only then: a wait costs no string.)
+   */
+  waitingFor(w: Waiter): void {
+    this.waits.push(w);
+  }
+
+  /** The wait `w` ended. */
+  doneWaiting(w: Waiter): void {
+    const i = this.waits.lastIndexOf(w);
+    if (i >= 0) this.waits.splice(i, 1);
+  }
+
+  /**
+   * Nothing can wake the waiting processes: no clock runs, no module has work in flight
+   * (`Module.hasWork`), and every pending event is a timer of a module without work (an ACK
+   * timer armed for a message long acknowledged: it fires and does nothing). Software timers
+   * (delays, timeouts, interrupt handlers) and every other event count as something that may
+   * wake a process. Checked only before a long jump in time, so it costs nothing while busy.
+   */
+  private stalled(): boolean {
+    if (this.nextClock !== null) return false;
+    for (const m of this.top.walk()) if (m.hasWork()) return false;
+    let live = false;
+    this.queue.forEachPending((_t, target) => {
+      if (!(target instanceof Module) || target.hasWork()) live = true;
+    });
+    return !live;
+  }
+
+  /** The stall error: what the processes wait for, and what is still scheduled. */
+  private stallError(): Error {
+    const waits = this.waits.length > 0 ? this.waits.map((w) => w.describe()).join('; ') : 'something no event will bring (no wait is named)';
+    const timers: string[] = [];
+    this.queue.forEachPending((t, target) => {
+      timers.push(`${target instanceof Module ? target.path : 'a software timer'} at ${t} ps`);
+    });
+    timers.sort();
+    const pending = timers.length === 0 ? 'no event is scheduled' : `only timers of idle modules are pending (${timers.slice(0, 4).join(', ')}${timers.length > 4 ? `, ${timers.length - 4} more` : ''})`;
+    return new Error(`simulation stalled at ${this.now} ps: the main process waits (${waits}), but nothing is in flight: no clock runs, no module has work, ${pending}`);
+  }
+
   /** Throws a clear error when simulated time cannot pass (no run in progress). */
   checkInProcess(what: string): void {
     if (!this.running) throw new Error(`${what}: simulated time only passes inside run(): call it from the process given to run()`);
@@ -170,10 +224,8 @@ export class Sim {
       );
       await this.settle(true);
       while (!done && !this.failed) {
-        if (this.queue.size === 0 && this.nextClock === null) {
-          throw new Error(`simulation stalled at ${this.now} ps: the main process waits, but no event is scheduled (nothing can wake it)`);
-        }
-        this.runEvents(Infinity);
+        if (this.queue.size === 0 && this.nextClock === null) throw this.stallError();
+        if (this.runEvents(Infinity) < 0) throw this.stallError();
         await this.settle();
       }
     } finally {
@@ -217,11 +269,16 @@ export class Sim {
     } while (this.resumed);
   }
 
-  /** Fires events in order until the queue is empty, the next is after `limit`, or a process resumed. */
+  /**
+   * Fires events in order until the queue is empty, the next is after `limit`, or a process
+   * resumed. Returns the events fired, or -1 (run() only) when it stopped before a jump of more
+   * than STALL_PROBE_PS because nothing could wake a process any more (see `stalled`).
+   */
   private runEvents(limit: Ps): number {
     const q = this.queue;
     let fired = 0;
     const bounded = limit !== Infinity;
+    let probedAt = -1;
     while (!this.resumed) {
       const ck = this.nextClock;
       if (ck !== null && (q.size === 0 || ck.nextAt < q.peekTime() || (ck.nextAt === q.peekTime() && ck.nextKey < q.peekKey()))) {
@@ -237,6 +294,11 @@ export class Sim {
       } else {
         if (q.size === 0) break;
         if (bounded && q.peekTime() > limit) break;
+        // a long jump with no clock running: the only moment a run can be stuck behind stale timers
+        if (!bounded && ck === null && q.peekTime() - this.now > STALL_PROBE_PS && probedAt !== this.now) {
+          probedAt = this.now;
+          if (this.stalled()) return -1;
+        }
         const s = q.pop();
         const t = q.slotTime(s);
         const arg = q.slotArg(s);

@@ -51,7 +51,8 @@ describe('ODP: a fault racing an invalidation', () => {
       const hca = tb.hca(0);
       const e = readMkey(hca, omr.lkey >>> 8);
       for (let i = 0; i < 2; i++) {
-        const raw = hca.mem.readU64BE(e.xltAddr + i * 8);
+        const v = new DataView(hca.icm.read(e.xltAddr + i * 8, 8).buffer); // the table is in ICM space
+        const raw = v.getUint32(0) * 2 ** 32 + v.getUint32(4);
         const va = a.addr + i * PAGE;
         if ((raw & 3) === 0) continue;
         expect(tb.host(0).isMapped(va, PAGE), `page ${i} is mapped by the device but dropped in the process`).toBe(true);

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { Access, Testbed } from '../../src/index.ts';
 import { DEFAULT_HCA_CONFIG, ackTimeoutPs, corePeriodPs, resolveConfig, rnrTimerPs, type HcaConfig } from '../../src/rtl/config.ts';
 
 describe('config', () => {
@@ -35,13 +37,16 @@ describe('config', () => {
   const bad: [Record<string, unknown>, string][] = [
     [{ mkeyCacheWays: 3 }, 'config.mkeyCacheWays: must be a positive integer dividing mkeyCacheEntries, got 3'],
     [{ mttCacheLines: 100 }, 'config.mttCacheWays: must be a positive integer dividing mttCacheLines, got 8'],
-    [{ coreClockMHz: 0 }, 'config.coreClockMHz: must be a finite number in (0, 500000], got 0'],
-    [{ coreClockMHz: '500' }, 'config.coreClockMHz: must be a finite number in (0, 500000], got "500"'],
+    [{ coreClockMHz: 0 }, 'config.coreClockMHz: must be a number in 0.001..500000 MHz (a clock period of 1 ms .. 2 ps), got 0'],
+    [{ coreClockMHz: '500' }, 'config.coreClockMHz: must be a number in 0.001..500000 MHz (a clock period of 1 ms .. 2 ps), got "500"'],
+    [{ coreClockMHz: 1e-300 }, 'config.coreClockMHz: must be a number in 0.001..500000 MHz'],
+    [{ doorbellPs: 2 ** 53 - 1 }, 'config.doorbellPs: must be a whole number of picoseconds in 0..1e13 (10 s), got 9007199254740991'],
+    [{ icmMkeyEntries: 2 }, 'config.icmMkeyEntries: must be an integer in 3..2^24 (24-bit mkey index; indices 0 and 1 are reserved), got 2'],
     [{ pcieReadBytesPerPs: Infinity }, 'config.pcieReadBytesPerPs: must be a number in 1e-6..1000'],
     [{ pcieReadBytesPerPs: 1e-300 }, 'config.pcieReadBytesPerPs: must be a number in 1e-6..1000'],
     [{ pcieReadBasePs: 1.5 }, 'config.pcieReadBasePs: must be a whole number of picoseconds in 0..1e12 (1 s), got 1.5'],
     [{ pcieReadBasePs: 2 ** 53 - 1 }, 'config.pcieReadBasePs: must be a whole number of picoseconds in 0..1e12'],
-    [{ doorbellPs: -1 }, 'config.doorbellPs: must be a whole, non-negative number of picoseconds, got -1'],
+    [{ doorbellPs: -1 }, 'config.doorbellPs: must be a whole number of picoseconds in 0..1e13 (10 s), got -1'],
     [{ pcieMaxOutstandingReads: 0 }, 'config.pcieMaxOutstandingReads: must be an integer in 1..1024'],
     [{ mkeyCacheEntries: NaN }, 'config.mkeyCacheEntries: must be a positive integer'],
     [{ mttCacheLineBytes: 48 }, 'config.mttCacheLineBytes: must be 64'],
@@ -53,7 +58,7 @@ describe('config', () => {
     [{ destroyInvalidates: 'none' }, 'config.destroyInvalidates: must be one of "entry", "all", got "none"'],
     [{ readWithInvalidate: 1 }, 'config.readWithInvalidate: must be a boolean, got 1'],
     [{ hostMemBytes: 2 ** 30 + 4096 }, 'config.hostMemBytes: must be a multiple of 2 MiB'],
-    [{ icmMkeyEntries: 2 ** 24 + 1 }, 'config.icmMkeyEntries: must be an integer in 1..2^24'],
+    [{ icmMkeyEntries: 2 ** 24 + 1 }, 'config.icmMkeyEntries: must be an integer in 3..2^24'],
     [{ linkGbps: null }, 'config.linkGbps: must be a number in 0.001..1e6 Gb/s, got null'],
     [{ linkGbps: 1e-300 }, 'config.linkGbps: must be a number in 0.001..1e6 Gb/s'],
     [{ mkeyCacheSize: 512 }, 'config.mkeyCacheSize: unknown field'],
@@ -77,4 +82,50 @@ describe('config', () => {
     expect(ackTimeoutPs(0)).toBe(Infinity);
     expect(() => rnrTimerPs(32)).toThrow(/code must be an integer in 0\.\.31/);
   });
+
+  it('builds and runs every configuration it accepts (property: edge values of every field)', async () => {
+    // per field: its extremes and a few values inside (resolveConfig decides which are valid)
+    const edges: Record<string, readonly unknown[]> = {
+      coreClockMHz: [1e-300, 0.001, 1, 500_000], pcieReadBasePs: [0, 1e12], pcieReadBytesPerPs: [1e-6, 1000],
+      pcieMaxOutstandingReads: [1, 1024], pcieWritePs: [0, 1e13, 2 ** 53 - 1], doorbellPs: [0, 1e13, 2 ** 53 - 1],
+      mkeyCacheEntries: [1, 4, 2 ** 24], mkeyCacheWays: [1, 4], mttCacheLineBytes: [64, 128], mttCacheLines: [8, 2 ** 24], mttCacheWays: [1, 8],
+      klmEntriesPerRead: [1, 256], klmMaxIndirection: [1, 64], linkLatencyPs: [0, 1e13], linkGbps: [0.001, 1e6],
+      fwCreateMkeyPs: [0, 1e13, 2 ** 53 - 1], fwCommandPs: [0, 1e13, 2 ** 53 - 1], interruptPs: [0, 1e13], pinPagePs: [0, 1e13],
+      ackTimeout: [0, 31], retryCount: [0, 7], hostMemBytes: [4 * 2 ** 20, 64 * 2 ** 20, 2 ** 44], icmMkeyEntries: [1, 3, 2 ** 24],
+      sqWqeSlots: [1, 65536], requesterContexts: [1, 256], responderContexts: [1, 256], destroyInvalidates: ['entry', 'all'],
+    };
+    const pick = fc.dictionary(fc.constantFrom(...Object.keys(edges)), fc.nat(), { maxKeys: 4 }).map((d) => {
+      const c: Record<string, unknown> = {};
+      for (const [k, i] of Object.entries(d)) c[k] = edges[k][i % edges[k].length];
+      return c;
+    });
+    await fc.assert(
+      fc.asyncProperty(pick, async (partial) => {
+        let ok = true;
+        try {
+          resolveConfig(partial as Partial<HcaConfig>);
+        } catch {
+          ok = false;
+        }
+        if (!ok) return;
+        // accepted: the adapter must build and do a registration and a READ (a tiny workload: the
+        // sizes above are far beyond what it touches)
+        const tb = new Testbed({ config: partial as Partial<HcaConfig> });
+        await tb.run(async () => {
+          const ctx = await tb.openDevice(0);
+          const pd = await ctx.allocPd();
+          const cq = await ctx.createCq(4);
+          const qp = await pd.createQp({ sendCq: cq, recvCq: cq });
+          const peer = await pd.createQp({ sendCq: cq, recvCq: cq });
+          await qp.connect(peer);
+          const b = tb.host(0).alloc(8192);
+          const mr = await pd.regMr(b.addr, 8192, Access.LOCAL_WRITE | Access.REMOTE_READ);
+          qp.postSend({ wrId: 1, opcode: 'RDMA_READ', sgList: [{ addr: b.addr, length: 8, lkey: mr.lkey }], remoteAddr: b.addr + 4096, rkey: mr.rkey, signaled: true });
+          // it completes (a PCIe read of a second outlasts the ACK timeout: RETRY_EXC_ERR is an answer too)
+          expect((await cq.wait(1))[0].wrId).toBe(1);
+        });
+      }),
+      { numRuns: 60 },
+    );
+  }, 120_000);
 });

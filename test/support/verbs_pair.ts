@@ -114,7 +114,7 @@ export const SETUP_ACCESS = 1 | 2 | 4 | 8 | 16;
 /** An mkey index no object has on either side (the model never gets this far, the firmware
  * allocates lowest first). */
 export const BOGUS_INDEX = 0xfff0;
-/** An mkey index beyond the adapter's ICM (config.icmMkeyEntries is 2^16). */
+/** An mkey index beyond the adapter's ICM (the pair sets config.icmMkeyEntries to 2^16). */
 export const BEYOND_INDEX = 0x123456;
 /** Simulated time a command may take to complete (RETRY_EXC_ERR takes 8 ACK timeouts, ~0.54 s). */
 const SETTLE_PS = 3e12;
@@ -415,7 +415,8 @@ export class VerbsPair {
     this.tb = new Testbed({
       hcas: HCAS,
       seed: opts.seed ?? 1,
-      ...(opts.config ? { config: opts.config } : {}),
+      // an ICM mkey table of 2^16 entries, so BEYOND_INDEX lies past it (the default table has 2^24)
+      config: { icmMkeyEntries: 2 ** 16, ...opts.config },
       ...(opts.trace ? { trace: opts.trace } : {}),
     });
     for (let h = 0; h < HCAS; h++) this.byModelIndex.push(new Map());

@@ -14,17 +14,24 @@
  * - `busy`: 1 while executing;
  * - `queued`: commands posted and not yet started (saturates at 255);
  * - `status` (cmd_status): the status of the last completed command.
+ *
+ * Background commands (`execBackground`: the driver's MR cache filling and emptying itself) run
+ * in a lane of their own, beside the commands software waits for, so they never delay one: up
+ * to BACKGROUND_SLOTS at a time, a round taking the firmware latency of its slowest command
+ * (mlx5 keeps at most 8 cache CREATE_MKEYs in flight, asynchronous commands: MAX_PENDING_REG_MR
+ * in drivers/infiniband/hw/mlx5/mr.c; that firmware executes them concurrently is assumed).
+ * Traced: `bg_busy` while a round executes, `bg_queued` commands waiting for one.
  */
 import { MLX5_INVALID_LKEY, NULL_MKEY } from '../formats/constants.ts';
 import type { QpErrorEvent } from '../formats/constants.ts';
 import { enumType, Module, type Counter, type Histogram, type Nothing, type Signal, type UnclockedWireOptions } from '../../sim/index.ts';
 import type { HcaConfig } from '../config.ts';
-import type { Icm } from '../memory/icm.ts';
+import { IcmNoMemory, type Icm } from '../memory/icm.ts';
 import type { IcmWriter } from './icm_writer.ts';
 import { ICM_BYTE3, ICM_ALLOCATED, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
 import { CmdOpcode, MKEY_QPN_NONE, MkcAccessMode, PageFaultFlag, makeKey } from '../formats/constants.ts';
 import type { Klm } from '../formats/klm.ts';
-import { hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
+import { RESERVED_MKEY_INDICES, hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
 import { IndexAllocator, RoundRobinAllocator } from './index_alloc.ts';
 import {
   CmdError,
@@ -76,7 +83,7 @@ export interface CmdifWiring extends UnclockedWireOptions<Nothing, CmdifDeps>, C
  * firmware's: its key 0x100 with tag 0 is the reserved invalid / terminate-scatter lkey
  * (spec/mlx5.md "Keys"), which a created mkey must never alias.
  */
-export const FIRST_MKEY_INDEX = 2;
+export const FIRST_MKEY_INDEX = RESERVED_MKEY_INDICES;
 /** The first QP number: 0 and 1 are the IB special QPs; mlx5 numbers user QPs well above (assumed 0x100). */
 export const FIRST_QPN = 0x100;
 /** The first PD and CQ number (0 is kept unused so a zeroed field never names a live object; assumed). */
@@ -99,6 +106,8 @@ const RESUME_FLAGS = PageFaultFlag.REQUESTOR | PageFaultFlag.WRITE | PageFaultFl
 /** Smallest MTT page: 4 KiB (ConnectX page_size_cap 0xfffffffffffff000: pages of 2^12 and up). */
 const MIN_LOG_PAGE_SIZE = 12;
 const QUEUED_MAX = 255;
+/** Background commands executed together in one round (see the file comment). */
+export const BACKGROUND_SLOTS = 8;
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
@@ -137,9 +146,16 @@ export class Cmdif extends Module {
   readonly queued: Signal;
   /** Traced: status of the last completed command (cmd_status). */
   readonly status: Signal;
+  /** Traced: a round of background commands executing. */
+  readonly bgBusy: Signal;
+  /** Traced: background commands waiting for a round (saturates at 255). */
+  readonly bgQueued: Signal;
 
   private readonly queue: Posted[] = [];
   private serving = false;
+  private readonly bgQueue: Posted[] = [];
+  private bgServing = false;
+  private bgRunning = 0;
   private curOp = '';
   private curOpMod = 0;
   private readonly pds: IndexAllocator;
@@ -176,10 +192,12 @@ export class Cmdif extends Module {
     this.busy = this.signal('busy', 1);
     this.queued = this.signal('queued', 8);
     this.status = this.signal('status', CmdStatusEnum.width, { enum: CmdStatusEnum });
+    this.bgBusy = this.signal('bg_busy', 1);
+    this.bgQueued = this.signal('bg_queued', 8);
     const g = this.caps.general.max;
     this.pds = new IndexAllocator(FIRST_PD, FIRST_PD + g.maxPd);
-    const mkeyLimit = Math.min(this.icm.mkeyEntries, g.maxMr);
-    this.mkeys = new IndexAllocator(FIRST_MKEY_INDEX, Math.max(FIRST_MKEY_INDEX, mkeyLimit));
+    // every index of the ICM table past the reserved ones (maxMr advertises exactly this many)
+    this.mkeys = new IndexAllocator(FIRST_MKEY_INDEX, Math.max(FIRST_MKEY_INDEX, this.icm.mkeyEntries));
     this.eqns = new IndexAllocator(FIRST_EQN, FIRST_EQN + g.maxEq);
     this.cqns = new IndexAllocator(FIRST_CQN, Math.min(2 ** 24, FIRST_CQN + g.maxCq)); // cqn is 24 bits
     this.qpns = new RoundRobinAllocator(FIRST_QPN, FIRST_QPN + g.maxQp);
@@ -194,9 +212,26 @@ export class Cmdif extends Module {
     return this.outstanding > 0;
   }
 
-  /** Commands posted and not completed (waiting or executing). */
+  /** Commands posted and not completed (waiting or executing), background ones included. */
   get outstanding(): number {
-    return this.queue.length + (this.busy.q === 1 ? 1 : 0);
+    return this.queue.length + (this.busy.q === 1 ? 1 : 0) + this.bgQueue.length + this.bgRunning;
+  }
+
+  /**
+   * Posts a background command (the driver's own housekeeping, which no caller waits for):
+   * executed in the background lane, never ahead of or in the way of `exec`'s commands. Its
+   * promise resolves or rejects as exec's.
+   */
+  execBackground<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
+    this.sim.checkInProcess(`${this.path}.execBackground(${String(cmd.op)})`);
+    return new Promise<CmdOutputs[K]>((resolve, reject) => {
+      this.bgQueue.push({ cmd: cmd as unknown as Cmd, posted: this.sim.now, resolve: resolve as (v: unknown) => void, reject });
+      this.bgQueued.setNow(Math.min(this.bgQueue.length, QUEUED_MAX));
+      if (!this.bgServing) {
+        this.bgServing = true;
+        void this.sim.spawn(() => this.serveBackground());
+      }
+    });
   }
 
   /**
@@ -289,6 +324,37 @@ export class Cmdif extends Module {
     this.state.setNow(CMDIF.IDLE);
     this.opcode.setNow(0);
     this.busy.setNow(0);
+  }
+
+  /** The background lane: rounds of up to BACKGROUND_SLOTS commands, in posting order. */
+  private async serveBackground(): Promise<void> {
+    while (this.bgQueue.length > 0) {
+      const round = this.bgQueue.splice(0, BACKGROUND_SLOTS);
+      this.bgRunning = round.length;
+      this.bgQueued.setNow(Math.min(this.bgQueue.length, QUEUED_MAX));
+      this.bgBusy.setNow(1);
+      let latency = 0;
+      for (const p of round) latency = Math.max(latency, this.latencyOf(String(p.cmd.op)));
+      await this.sim.delay(latency);
+      for (const p of round) {
+        this.perOp.get(String(p.cmd.op))?.inc();
+        let out: unknown;
+        let failed: unknown = null;
+        try {
+          out = this.execute(p.cmd);
+        } catch (e) {
+          failed = e;
+        }
+        this.bgRunning--;
+        if (failed === null) p.resolve(out);
+        else {
+          this.sErrors.inc();
+          p.reject(failed);
+        }
+      }
+    }
+    this.bgServing = false;
+    this.bgBusy.setNow(0);
   }
 
   /** A command's effect, at the end of its latency. */
@@ -462,7 +528,7 @@ export class Cmdif extends Module {
     // the firmware's own check of ICM too: an index written behind its back (a bench) is in use
     const index = this.mkeys.alloc((i) => this.writer.readMkey(i).allocated);
     if (index < 0) this.fail('NO_RESOURCES', 'mkey_exhausted', `no free mkey index below ${hex(this.mkeys.limit)}`);
-    this.writer.createMkey({
+    const desc = {
       index,
       tag,
       free,
@@ -484,7 +550,16 @@ export class Cmdif extends Module {
       kind,
       zeroBased,
       fbo,
-    });
+    };
+    try {
+      this.writer.createMkey(desc);
+    } catch (e) {
+      this.mkeys.release(index);
+      // ICM could not get the host pages for the table (or the context's page): the firmware's
+      // answer to a shortage of its memory is NO_RESOURCES (mlx5 maps it to ENOMEM)
+      if (e instanceof IcmNoMemory) this.fail('NO_RESOURCES', 'icm_pages', e.message);
+      throw e;
+    }
     return { mkey: makeKey(index, tag), index };
   }
 

@@ -149,6 +149,11 @@ export interface DeviceAttr {
 }
 
 const LOG_MAX_MKEY = 24; // spec/mlx5.md "Keys"
+/**
+ * mkey indices the firmware keeps (0 unused, 1 the reserved lkey 0x100): CREATE_MKEY hands out
+ * index 2 and up (cmdif.ts FIRST_MKEY_INDEX).
+ */
+export const RESERVED_MKEY_INDICES = 2;
 const LOG_MAX_KLM_LIST_SIZE = 16; // spec/mlx5.md "Device capabilities": take 2^16
 const LOG_MAX_PD = 23; // ConnectX-6 max_pd 8388608
 const LOG_MAX_QP = 17; // ConnectX-6 max_qp 131072
@@ -162,7 +167,10 @@ const CTRL_SEG = 16; // spec/mlx5.md "Send WQE": control segment
 const RADDR_SEG = 16; // remote address segment
 const DATA_SEG = 16; // data segment
 
-function generalCaps(maxIndirection: number, pg: boolean): HcaGeneralCaps {
+function generalCaps(maxIndirection: number, pg: boolean, mkeyEntries: number): HcaGeneralCaps {
+  // what the device can really hold: the ICM mkey table less the reserved indices (the
+  // advertised count is the truth a caller may plan on; log_max_mkey stays the index width)
+  const mkeys = Math.max(0, Math.min(2 ** LOG_MAX_MKEY, mkeyEntries) - RESERVED_MKEY_INDICES);
   return Object.freeze({
     logMaxMkey: LOG_MAX_MKEY,
     logMaxKlmListSize: LOG_MAX_KLM_LIST_SIZE,
@@ -181,8 +189,8 @@ function generalCaps(maxIndirection: number, pg: boolean): HcaGeneralCaps {
     memWindowType2B: true,
     sgGaps: true,
     pg,
-    maxMr: 2 ** LOG_MAX_MKEY,
-    maxMw: 2 ** LOG_MAX_MKEY,
+    maxMr: mkeys,
+    maxMw: mkeys,
     maxFastRegPageListLen: 2 ** LOG_MAX_KLM_LIST_SIZE,
     maxPd: 2 ** LOG_MAX_PD,
     maxQp: 2 ** LOG_MAX_QP,
@@ -218,11 +226,12 @@ function odpCaps(on: boolean, implicit: boolean, rc: readonly OdpTransportCap[] 
 }
 
 /** The capabilities of an HCA with configuration `cfg`, with `override` applied. */
-export function hcaCaps(cfg: Pick<HcaConfig, 'klmMaxIndirection'>, override: HcaCapsOverride = {}): HcaCaps {
+export function hcaCaps(cfg: Pick<HcaConfig, 'klmMaxIndirection'> & Partial<Pick<HcaConfig, 'icmMkeyEntries'>>, override: HcaCapsOverride = {}): HcaCaps {
   const odpOn = override.odp ?? true;
   const implicit = override.odpImplicit ?? true;
+  const mkeys = cfg.icmMkeyEntries ?? 2 ** LOG_MAX_MKEY;
   return Object.freeze({
-    general: Object.freeze({ max: generalCaps(cfg.klmMaxIndirection, true), cur: generalCaps(cfg.klmMaxIndirection, odpOn) }),
+    general: Object.freeze({ max: generalCaps(cfg.klmMaxIndirection, true, mkeys), cur: generalCaps(cfg.klmMaxIndirection, odpOn, mkeys) }),
     odp: Object.freeze({ max: odpCaps(true, implicit), cur: odpCaps(odpOn, implicit, override.rcOdpCaps) }),
   });
 }

@@ -10,8 +10,7 @@
  */
 import { Module, type EventTarget, type Nothing, type UnclockedWireOptions } from '../../sim/index.ts';
 import type { HcaConfig } from '../config.ts';
-import type { HostMem } from '../memory/host_mem.ts';
-import type { Icm } from '../memory/icm.ts';
+import type { DeviceMemory, Icm } from '../memory/icm.ts';
 import { encodeIcmMkey, decodeIcmMkey, readIcmPrivate, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { decodeMkeyContext, type MkeyContext } from '../formats/mkey_context.ts';
 import { KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, mkeyIndex } from '../formats/constants.ts';
@@ -56,7 +55,8 @@ export interface MkeyDesc {
 
 /** What the writer uses: host memory (where ICM lives), the ICM's allocation, and the caches it keeps coherent. */
 export interface IcmWriterDeps {
-  readonly mem: Pick<HostMem, 'read' | 'write'>;
+  /** The device's memory (contexts in host memory, tables in ICM space). */
+  readonly mem: Pick<DeviceMemory, 'read' | 'write'>;
   readonly icm: Pick<Icm, 'mkeyContextAddr' | 'mkeyEntries' | 'allocXlt' | 'freeXlt' | 'xltSize'>;
   readonly mkeyCache: Pick<MkeyCache, 'write' | 'invalidate' | 'invalidateAll'>;
   readonly mtt: Pick<Mtt, 'invalidateRange' | 'invalidateAll'>;
@@ -64,7 +64,7 @@ export interface IcmWriterDeps {
 
 /** Wiring of the ICM writer (no clock: it acts at command ends and write landings). */
 export interface IcmWriterOptions extends UnclockedWireOptions<Nothing, IcmWriterDeps> {
-  /** What DESTROY_MKEY drops from the caches (config.destroyInvalidates). */
+  /** What a deregistration (DESTROY_MKEY, or the driver's pool retiring an MR by UMR) drops from the caches (config.destroyInvalidates). */
   readonly destroyInvalidates: HcaConfig['destroyInvalidates'];
 }
 
@@ -78,6 +78,8 @@ interface Pending {
   thenTag: number;
   /** Announced and not landed yet. */
   busy: boolean;
+  /** The context write of a deregistration by UMR (the pool's retire): the destroy policy applies when it lands. */
+  dereg: boolean;
 }
 
 export class IcmWriter extends Module implements EventTarget {
@@ -268,12 +270,15 @@ export class IcmWriter extends Module implements EventTarget {
    * The UMR engine is about to post a write of `length` bytes at `addr`: the context of mkey
    * `index`, or (index -1) translation entries. Returns the tag the write must carry, with this
    * writer as its `landed` target; when it lands the caches follow, then `then.fire(thenTag)`.
+   * `dereg`: the context write deregisters the MR (the driver's pool retiring it: FREE and a new
+   * key), so the caches follow `destroyInvalidates` as for DESTROY_MKEY.
    */
-  posting(index: number, addr: number, length: number, then: EventTarget | null, thenTag: number): number {
+  posting(index: number, addr: number, length: number, then: EventTarget | null, thenTag: number, dereg = false): number {
     const tag = this.freeTags.length > 0 ? this.freeTags.pop()! : this.slots.length;
     let w = this.slots[tag];
-    if (w === undefined) this.slots[tag] = w = { index, addr, length, then, thenTag, busy: true };
+    if (w === undefined) this.slots[tag] = w = { index, addr, length, then, thenTag, busy: true, dereg };
     else {
+      w.dereg = dereg;
       w.index = index;
       w.addr = addr;
       w.length = length;
@@ -288,13 +293,19 @@ export class IcmWriter extends Module implements EventTarget {
   fire(tag: number): void {
     const w = this.slots[tag];
     if (w === undefined || !w.busy) throw new Error(`${this.path}: a write with tag ${tag} landed that was never announced`);
-    const { index, addr, length, then, thenTag } = w; // the slot may be reused from here on
+    const { index, addr, length, then, thenTag, dereg } = w; // the slot may be reused from here on
     w.busy = false;
     this.freeTags.push(tag);
     if (index >= 0) {
       // the landed bytes are the context now: the cached copy takes them, in-flight fills go stale
       const bytes = this.mem.read(addr, MKEY_CONTEXT_SIZE);
       this.mkeyCache.write(decodeIcmMkey(new DataView(bytes.buffer, bytes.byteOffset, MKEY_CONTEXT_SIZE), 0, index));
+      // a deregistration by UMR invalidates what DESTROY_MKEY would: every path out of a
+      // registration follows the policy, the pooled one included
+      if (dereg && this.destroyInvalidates === 'all') {
+        this.mkeyCache.invalidateAll();
+        this.mtt.invalidateAll();
+      }
       this.sCtxLanded.inc();
     } else {
       this.mtt.invalidateRange(addr, length);

@@ -14,6 +14,14 @@ const FRAME_MASK = FRAME_SIZE - 1;
 const TWO_32 = 2 ** 32;
 /** Random probes before the allocator falls back to a scan (which only a nearly full memory needs). */
 const PROBES = 32;
+/**
+ * Frames per chunk of the bookkeeping (2^20 frames = 4 GiB): the allocation bitmap and the
+ * frames' storage are kept per chunk, made on first use, so a 16 TiB memory costs nothing until
+ * it is used and no JavaScript collection grows past its limit (a Set or Map holds at most 2^24
+ * entries: 64 GiB of 4 KiB frames).
+ */
+const CHUNK_SHIFT = 20;
+const CHUNK_FRAMES = 2 ** CHUNK_SHIFT;
 
 /** Options of `HostMem.allocFrames`. */
 export interface AllocFramesOptions {
@@ -60,8 +68,12 @@ export class HostMem {
   readonly size: number;
   /** Frames of physical memory. */
   readonly frameCount: number;
-  private readonly store = new Map<number, Uint8Array>();
-  private readonly used = new Set<number>();
+  /** Storage of written frames, per chunk (frame number -> bytes). */
+  private readonly stores: (Map<number, Uint8Array> | undefined)[] = [];
+  private nBacked = 0;
+  /** Allocated frames: one bit per frame, a Uint32Array per chunk (made on first allocation). */
+  private readonly bitmap: (Uint32Array | undefined)[] = [];
+  private nUsed = 0;
   private readonly watches: MemWatch[] = [];
 
   constructor(size: number, private readonly rng: Rng) {
@@ -74,12 +86,12 @@ export class HostMem {
 
   /** Frames handed out by allocFrames and not freed. */
   get framesInUse(): number {
-    return this.used.size;
+    return this.nUsed;
   }
 
   /** Frames with storage (written at least once since allocation): the simulator's memory use. */
   get framesBacked(): number {
-    return this.store.size;
+    return this.nBacked;
   }
 
   // --- bytes -----------------------------------------------------------------------------------
@@ -155,7 +167,7 @@ export class HostMem {
       const off = a & FRAME_MASK;
       const n = Math.min(len - done, FRAME_SIZE - off);
       const fn = Math.floor(a / FRAME_SIZE);
-      const f = byte === 0 ? this.store.get(fn) : this.frameForWrite(fn);
+      const f = byte === 0 ? this.frameOf(fn) : this.frameForWrite(fn);
       if (f !== undefined) f.fill(byte, off, off + n);
       done += n;
     }
@@ -166,7 +178,7 @@ export class HostMem {
     this.check('readU32BE', pa, 4);
     const off = pa & FRAME_MASK;
     if (off <= FRAME_SIZE - 4) {
-      const f = this.store.get(Math.floor(pa / FRAME_SIZE));
+      const f = this.frameOf(Math.floor(pa / FRAME_SIZE));
       if (f === undefined) return 0;
       return ((f[off] << 24) | (f[off + 1] << 16) | (f[off + 2] << 8) | f[off + 3]) >>> 0;
     }
@@ -216,7 +228,7 @@ export class HostMem {
       throw new RangeError(`host_mem.allocFrames: align must be a power of two up to the memory size, got ${align}`);
     }
     const step = Math.max(1, align / FRAME_SIZE);
-    const free = this.frameCount - 1 - this.used.size;
+    const free = this.frameCount - 1 - this.nUsed;
     if (n > free) {
       throw new Error(`host_mem.allocFrames: ENOMEM: ${n} frames asked, ${free} free of ${this.frameCount}`);
     }
@@ -244,14 +256,19 @@ export class HostMem {
       if (!Number.isSafeInteger(pa) || pa % FRAME_SIZE !== 0 || pa < 0 || pa >= this.size) {
         throw new RangeError(`host_mem.freeFrames: ${pa} is not a frame address`);
       }
-      if (!this.used.has(pa / FRAME_SIZE)) throw new Error(`host_mem.freeFrames: frame ${hex(pa)} is not allocated (double free?)`);
+      if (!this.isUsed(pa / FRAME_SIZE)) throw new Error(`host_mem.freeFrames: frame ${hex(pa)} is not allocated (double free?)`);
     }
     for (const pa of addrs) this.release(pa / FRAME_SIZE);
   }
 
+  /** True when [pa, pa + len) lies in physical memory (what a DMA may reach). */
+  covers(pa: number, len: number): boolean {
+    return Number.isSafeInteger(pa) && Number.isSafeInteger(len) && pa >= 0 && len >= 0 && pa + len <= this.size;
+  }
+
   /** True when the frame holding `pa` is allocated. */
   isAllocated(pa: number): boolean {
-    return this.used.has(Math.floor(pa / FRAME_SIZE));
+    return Number.isSafeInteger(pa) && pa >= 0 && pa < this.size && this.isUsed(Math.floor(pa / FRAME_SIZE));
   }
 
   // --- internals -------------------------------------------------------------------------------
@@ -270,7 +287,7 @@ export class HostMem {
       const a = pa + done;
       const off = a & FRAME_MASK;
       const n = Math.min(len - done, FRAME_SIZE - off);
-      const f = this.store.get(Math.floor(a / FRAME_SIZE));
+      const f = this.frameOf(Math.floor(a / FRAME_SIZE));
       if (f === undefined) dst.fill(0, dstOff + done, dstOff + done + n);
       else if (n <= SMALL_COPY) for (let i = 0, d = dstOff + done; i < n; i++) dst[d + i] = f[off + i];
       else dst.set(f.subarray(off, off + n), dstOff + done);
@@ -279,33 +296,63 @@ export class HostMem {
   }
 
   private byteAt(a: number): number {
-    const f = this.store.get(Math.floor(a / FRAME_SIZE));
+    const f = this.frameOf(Math.floor(a / FRAME_SIZE));
     return f === undefined ? 0 : f[a & FRAME_MASK];
   }
 
+  /** The storage of frame `fn`, or undefined when it was never written (reads as zeros). */
+  private frameOf(fn: number): Uint8Array | undefined {
+    return this.stores[Math.floor(fn / CHUNK_FRAMES)]?.get(fn);
+  }
+
   private frameForWrite(fn: number): Uint8Array {
-    let f = this.store.get(fn);
+    const c = Math.floor(fn / CHUNK_FRAMES);
+    let m = this.stores[c];
+    if (m === undefined) this.stores[c] = m = new Map();
+    let f = m.get(fn);
     if (f === undefined) {
       f = new Uint8Array(FRAME_SIZE);
-      this.store.set(fn, f);
+      m.set(fn, f);
+      this.nBacked++;
     }
     return f;
   }
 
+  /** Drops frame `fn`'s storage (it reads as zeros again). */
+  private dropStore(fn: number): void {
+    const m = this.stores[Math.floor(fn / CHUNK_FRAMES)];
+    if (m !== undefined && m.delete(fn)) this.nBacked--;
+  }
+
+  private isUsed(fn: number): boolean {
+    const b = this.bitmap[Math.floor(fn / CHUNK_FRAMES)];
+    return b !== undefined && (b[(fn % CHUNK_FRAMES) >>> 5] & (1 << (fn & 31))) !== 0;
+  }
+
   private take(fn: number): number {
-    this.used.add(fn);
-    this.store.delete(fn); // a fresh frame reads as zeros, whatever a stray DMA left there
+    const c = Math.floor(fn / CHUNK_FRAMES);
+    let b = this.bitmap[c];
+    if (b === undefined) this.bitmap[c] = b = new Uint32Array(CHUNK_FRAMES / 32);
+    b[(fn % CHUNK_FRAMES) >>> 5] |= 1 << (fn & 31);
+    this.nUsed++;
+    this.dropStore(fn); // a fresh frame reads as zeros, whatever a stray DMA left there
     return fn * FRAME_SIZE;
   }
 
   private release(fn: number): void {
-    this.used.delete(fn);
-    this.store.delete(fn);
+    const b = this.bitmap[Math.floor(fn / CHUNK_FRAMES)];
+    if (b === undefined) return;
+    const w = (fn % CHUNK_FRAMES) >>> 5;
+    const bit = 1 << (fn & 31);
+    if ((b[w] & bit) === 0) return;
+    b[w] &= ~bit;
+    this.nUsed--;
+    this.dropStore(fn);
   }
 
   private runFree(start: number, n: number): boolean {
     if (start < 1 || start + n > this.frameCount) return false;
-    for (let i = 0; i < n; i++) if (this.used.has(start + i)) return false;
+    for (let i = 0; i < n; i++) if (this.isUsed(start + i)) return false;
     return true;
   }
 

@@ -1,8 +1,12 @@
 /**
  * A host process address space over HostMem: what API.md calls the host (`tb.host(i)`).
- * Virtual addresses come from a bump allocator; every allocation is backed by scattered 4 KiB
- * frames, or by physically contiguous 2 MiB huge pages. madviseDontNeed drops pages (an ODP
- * MR then faults on them) and faultIn brings them back, as an ODP fault handler does.
+ * Virtual addresses come from a bump allocator. A 4 KiB-page allocation is backed lazily, as
+ * Linux backs anonymous memory: a page gets a scattered frame on its first touch (a CPU write,
+ * pinning, a DMA address asked for) and reads as zeros until then; a huge-page allocation is
+ * backed at once by physically contiguous 2 MiB pages (hugetlbfs reserves them at mmap).
+ * madviseDontNeed drops pages (an ODP MR then faults on them) and faultIn brings them back, as
+ * an ODP fault handler does. Page tables are sparse (chunks made on first touch), so a
+ * terabyte of virtual memory costs nothing until it is used.
  */
 import { FRAME_SIZE, isPow2, type HostMem } from './host_mem.ts';
 import { hex } from '../formats/field.ts';
@@ -11,8 +15,11 @@ import { hex } from '../formats/field.ts';
 export const PAGE_SIZE = 4096;
 /** Bytes of a huge page (x86-64 PMD size). */
 export const HUGE_PAGE_SIZE = 2 * 1024 * 1024;
-/** First virtual address handed out (where Linux puts mmap regions on x86-64). */
-export const HOST_VA_BASE = 0x7f00_0000_0000;
+/**
+ * First virtual address handed out (mmap regions on x86-64 lie below the stack at the top of
+ * the 47-bit space): 16 TiB below the end, room for as much memory as the config allows.
+ */
+export const HOST_VA_BASE = 0x7000_0000_0000;
 /** End of the user address space (x86-64, 47 bits). */
 export const HOST_VA_END = 0x8000_0000_0000;
 /** Unmapped bytes left after every allocation, so an overrun faults instead of landing in a neighbour. */
@@ -50,17 +57,51 @@ export class HostError extends Error {
 /** An MMU notifier: told of a dropped range; a returned promise holds the frames until it settles. */
 export type UnmapListener = (addr: number, length: number) => void | Promise<void>;
 
-/** Page-table values besides a frame address: dropped by madvise (faultIn refills), unmapped (munmap). */
+/**
+ * Page-table values besides a frame address (frame 0 is never handed out, so 0 is free to mean
+ * something): never touched (backed on first touch, reads as zeros), dropped by madvise
+ * (faultIn refills; accesses through the space fault), unmapped (munmap).
+ */
+const LAZY = 0;
 const DROPPED = -1;
 const UNMAPPED = -2;
 
-/** One allocation: a run of pages, each mapped to a physical address or dropped (-1). */
+/** Page-table entries per chunk: a chunk is made on the first change in its range. */
+const PT_CHUNK = 512;
+
+/** The page table of one allocation: one number per page (a physical address, or LAZY, DROPPED, UNMAPPED). */
+class PageTable {
+  private readonly chunks: (Float64Array | undefined)[];
+
+  constructor(
+    /** Pages. */
+    readonly length: number,
+  ) {
+    this.chunks = new Array<Float64Array | undefined>(Math.ceil(length / PT_CHUNK));
+  }
+
+  get(i: number): number {
+    const c = this.chunks[Math.floor(i / PT_CHUNK)];
+    return c === undefined ? LAZY : c[i % PT_CHUNK];
+  }
+
+  set(i: number, v: number): void {
+    const k = Math.floor(i / PT_CHUNK);
+    let c = this.chunks[k];
+    if (c === undefined) {
+      if (v === LAZY) return;
+      this.chunks[k] = c = new Float64Array(PT_CHUNK);
+    }
+    c[i % PT_CHUNK] = v;
+  }
+}
+
+/** One allocation: a run of pages, each mapped to a physical address, not yet touched, dropped or unmapped. */
 interface Region {
   readonly addr: number;
   readonly length: number;
   readonly pageSize: number;
-  /** Physical address of each page, -1 when dropped. */
-  readonly pages: Float64Array;
+  readonly pages: PageTable;
 }
 
 /**
@@ -80,7 +121,12 @@ export class HostSpace {
     readonly mem: HostMem,
   ) {}
 
-  /** Allocates `length` bytes, populated with zeroed frames. */
+  /**
+   * Allocates `length` bytes of zeroed memory: 4 KiB pages backed on first touch, huge pages at
+   * once. ENOMEM when the huge pages are not available, or (Linux's overcommit heuristic,
+   * OVERCOMMIT_GUESS: mm/util.c __vm_enough_memory) when one allocation is larger than all of
+   * physical memory.
+   */
   alloc(length: number, opts: HostAllocOptions = {}): HostBuffer {
     if (!Number.isSafeInteger(length) || length < 1) {
       throw new RangeError(`host.alloc: length must be a positive integer, got ${length}`);
@@ -97,9 +143,11 @@ export class HostSpace {
     if (end > HOST_VA_END) {
       throw new HostError('ENOMEM', `host.alloc: ENOMEM: ${length} bytes do not fit the address space (next free ${hex(this.cursor)})`);
     }
-    const pages = new Float64Array(nPages).fill(-1);
-    const region: Region = { addr, length, pageSize, pages };
-    this.populate(region, 0, nPages, 'alloc');
+    if (nPages * pageSize > this.mem.size) {
+      throw new HostError('ENOMEM', `host.alloc: ENOMEM: ${length} bytes are more than the host's physical memory (${this.mem.size} bytes)`);
+    }
+    const region: Region = { addr, length, pageSize, pages: new PageTable(nPages) };
+    if (pageSize === HUGE_PAGE_SIZE) this.populate(region, 0, nPages, 'alloc');
     this.regions.push(region);
     this.cursor = end + GUARD_GAP;
     return { addr, length };
@@ -119,7 +167,7 @@ export class HostSpace {
     this.checkRange('write', addr, len);
     this.requireMapped('write', addr, len);
     while (done < len) {
-      const pa = this.translate('write', addr, len, addr + done, len - done);
+      const pa = this.translate('write', addr, len, addr + done, len - done, true);
       const n = this.pieceLen;
       this.mem.writeFrom(pa, src, srcOff + done, n);
       done += n;
@@ -139,9 +187,10 @@ export class HostSpace {
     this.checkRange('read', addr, length);
     let done = 0;
     while (done < length) {
-      const pa = this.translate('read', addr, length, addr + done, length - done);
+      const pa = this.translate('read', addr, length, addr + done, length - done, false);
       const n = this.pieceLen;
-      this.mem.readInto(pa, dst, dstOff + done, n);
+      if (pa === LAZY) dst.fill(0, dstOff + done, dstOff + done + n); // never touched: zeros, still no frame
+      else this.mem.readInto(pa, dst, dstOff + done, n);
       done += n;
     }
   }
@@ -153,18 +202,22 @@ export class HostSpace {
     this.requireMapped('fill', addr, len);
     let done = 0;
     while (done < len) {
-      const pa = this.translate('fill', addr, len, addr + done, len - done);
+      const pa = this.translate('fill', addr, len, addr + done, len - done, byte !== 0);
       const n = this.pieceLen;
-      this.mem.fill(pa, n, byte);
+      if (pa !== LAZY) this.mem.fill(pa, n, byte); // zeros over an untouched page: nothing to do
       done += n;
     }
   }
 
-  /** The physical (DMA) address behind virtual address `addr`; HostError EFAULT when unmapped. */
+  /**
+   * The physical (DMA) address behind virtual address `addr` (a page never touched gets its frame
+   * now, as pinning it would); HostError EFAULT when unmapped or dropped.
+   */
   dmaAddress(addr: number): number {
     this.checkRange('dmaAddress', addr, 1);
-    return this.translate('dmaAddress', addr, 1, addr, 1);
+    return this.translate('dmaAddress', addr, 1, addr, 1, true);
   }
+
 
   /** The page size (4 KiB or 2 MiB) of the allocation holding `addr`; HostError EFAULT outside any. */
   pageSizeAt(addr: number): number {
@@ -187,7 +240,7 @@ export class HostSpace {
       const r = this.regionOf(va);
       if (r === null) return false;
       const p = Math.floor((va - r.addr) / r.pageSize);
-      if (r.pages[p] === UNMAPPED) return false;
+      if (r.pages.get(p) === UNMAPPED) return false;
       va = r.addr + (p + 1) * r.pageSize;
     }
     return true;
@@ -237,9 +290,10 @@ export class HostSpace {
     const freed: number[] = [];
     for (const { r, lo, hi } of spans) {
       for (let p = lo; p < hi; p++) {
-        const pa = r.pages[p];
-        if (pa >= 0) for (let off = 0; off < r.pageSize; off += FRAME_SIZE) freed.push(pa + off);
-        if (pa >= 0 || mark === UNMAPPED) r.pages[p] = mark;
+        const pa = r.pages.get(p);
+        if (pa > 0) for (let off = 0; off < r.pageSize; off += FRAME_SIZE) freed.push(pa + off);
+        // an untouched page is dropped too: reads through the space fault until faultIn, as for any dropped page
+        if (pa >= LAZY || mark === UNMAPPED) r.pages.set(p, mark);
       }
       end = r.addr + hi * r.pageSize;
     }
@@ -265,8 +319,8 @@ export class HostSpace {
   }
 
   /**
-   * Populates the dropped pages of [addr, addr + length) with new zeroed frames (what the
-   * kernel does for an ODP fault, hmm_range_fault). The range must lie inside allocations
+   * Populates the dropped and never-touched pages of [addr, addr + length) with new zeroed
+   * frames (what the kernel does for an ODP fault or get_user_pages). The range must lie inside allocations
    * (HostError EFAULT otherwise). Returns the virtual addresses of the pages it populated,
    * ascending (empty when all were mapped).
    */
@@ -277,10 +331,11 @@ export class HostSpace {
     for (const { r, lo, hi } of this.spans('faultIn', addr, length, 'EFAULT')) {
       let p = lo;
       while (p < hi) {
-        if (r.pages[p] >= 0) { p++; continue; }
-        if (r.pages[p] === UNMAPPED) throw new HostError('EFAULT', `host.faultIn: ${hex(r.addr + p * r.pageSize)} is not mapped (munmap)`);
+        const v = r.pages.get(p);
+        if (v > 0) { p++; continue; }
+        if (v === UNMAPPED) throw new HostError('EFAULT', `host.faultIn: ${hex(r.addr + p * r.pageSize)} is not mapped (munmap)`);
         let q = p;
-        while (q < hi && r.pages[q] === DROPPED) q++;
+        while (q < hi && (r.pages.get(q) === DROPPED || r.pages.get(q) === LAZY)) q++;
         this.populate(r, p, q, 'faultIn');
         for (let i = p; i < q; i++) out.push(r.addr + i * r.pageSize);
         p = q;
@@ -296,26 +351,28 @@ export class HostSpace {
     if (!Number.isSafeInteger(len) || len < 0) throw new RangeError(`host.${op}: length must be a non-negative integer, got ${len}`);
   }
 
-  /** Maps pages [lo, hi) of `r` to fresh frames. */
+  /** Maps pages [lo, hi) of `r` (none with a frame) to fresh frames. */
   private populate(r: Region, lo: number, hi: number, op: string): void {
+    const was: number[] = [];
+    for (let i = lo; i < hi; i++) was.push(r.pages.get(i));
     try {
       if (r.pageSize === PAGE_SIZE) {
         const frames = this.mem.allocFrames(hi - lo);
-        for (let i = lo; i < hi; i++) r.pages[i] = frames[i - lo];
+        for (let i = lo; i < hi; i++) r.pages.set(i, frames[i - lo]);
       } else {
         for (let i = lo; i < hi; i++) {
-          r.pages[i] = this.mem.allocFrames(HUGE_PAGE_SIZE / FRAME_SIZE, { contiguous: true, align: HUGE_PAGE_SIZE })[0];
+          r.pages.set(i, this.mem.allocFrames(HUGE_PAGE_SIZE / FRAME_SIZE, { contiguous: true, align: HUGE_PAGE_SIZE })[0]);
         }
       }
     } catch (e) {
       // undo a partial huge-page population so a failed call changes nothing
       for (let i = lo; i < hi; i++) {
-        const pa = r.pages[i];
-        if (pa < 0) continue;
+        const pa = r.pages.get(i);
+        if (pa <= 0) continue;
         const fr: number[] = [];
         for (let off = 0; off < r.pageSize; off += FRAME_SIZE) fr.push(pa + off);
         this.mem.freeFrames(fr);
-        r.pages[i] = -1;
+        r.pages.set(i, was[i - lo]);
       }
       throw new HostError('ENOMEM', `host.${op}: ENOMEM: ${(hi - lo) * r.pageSize} bytes of host memory not available (${(e as Error).message})`);
     }
@@ -342,29 +399,34 @@ export class HostSpace {
 
   /**
    * The physical address of `va` and how many bytes (at most `want`) follow it contiguously in
-   * its page. Throws HostError EFAULT naming the access [addr, addr + len) and why.
+   * its page (set in `pieceLen`). A page never touched gets its frame when `touch`, else the
+   * result is LAZY (0: the page reads as zeros). Throws HostError EFAULT naming the access
+   * [addr, addr + len) and why.
    */
-  /** The physical address of `va`; the bytes usable from there (at most `want`) go to `pieceLen`. */
-  private translate(op: string, addr: number, len: number, va: number, want: number): number {
+  private translate(op: string, addr: number, len: number, va: number, want: number, touch: boolean): number {
     const r = this.regionOf(va);
     if (r === null) {
       throw new HostError('EFAULT', `host.${op}: ${hex(addr)}+${len} is not mapped (${hex(va)} was never allocated)`);
     }
     const off = va - r.addr;
     const p = Math.floor(off / r.pageSize);
-    const pa = r.pages[p];
+    let pa = r.pages.get(p);
+    if (pa === LAZY && touch) {
+      this.populate(r, p, p + 1, op);
+      pa = r.pages.get(p);
+    }
     if (pa < 0) {
       throw new HostError('EFAULT', `host.${op}: ${hex(addr)}+${len} is not mapped (page ${hex(r.addr + p * r.pageSize)} was ${pa === UNMAPPED ? 'unmapped (munmap)' : 'dropped by madvise DONTNEED'})`);
     }
     const inPage = off - p * r.pageSize;
     this.pieceLen = Math.min(want, r.pageSize - inPage);
-    return pa + inPage;
+    return pa === LAZY ? LAZY : pa + inPage;
   }
 
   /** Throws the fault of the first unmapped byte, so a faulting write or fill changes nothing. */
   private requireMapped(op: string, addr: number, len: number): void {
     const va = len === 0 ? -1 : this.firstUnmapped(addr, len);
-    if (va >= 0) this.translate(op, addr, len, va, 1);
+    if (va >= 0) this.translate(op, addr, len, va, 1, false);
   }
 
   /** The first unmapped address in [addr, addr + len), or -1. */
@@ -375,7 +437,7 @@ export class HostSpace {
       const r = this.regionOf(va);
       if (r === null) return va;
       const p = Math.floor((va - r.addr) / r.pageSize);
-      if (r.pages[p] < 0) return va;
+      if (r.pages.get(p) < 0) return va;
       va = r.addr + (p + 1) * r.pageSize;
     }
     return -1;

@@ -3,6 +3,13 @@
  * (the driver gives the firmware pages with MANAGE_PAGES). Here: the mkey context table (64 B
  * per mkey index) and the translation tables (MTT / KLM lists) of mkeys. Pure bookkeeping over
  * HostMem: the hardware reads contexts and translations through Pcie.
+ *
+ * Translation tables live in ICM's own address space (from ICM_XLT_BASE, above every host
+ * physical address), which the device maps onto 4 KiB host pages as real ICM is mapped onto
+ * the pages firmware was given: a table is contiguous in ICM and scattered in host memory, so
+ * a 1 M-entry (8 MiB) table needs no physically contiguous run. The Icm is also the device's
+ * view of memory (`DeviceMemory`): PCIe reads and writes at an ICM address reach the host page
+ * behind it.
  */
 import { FRAME_SIZE, type HostMem } from './host_mem.ts';
 import { hex } from '../formats/field.ts';
@@ -15,12 +22,37 @@ const CONTEXTS_PER_FRAME = FRAME_SIZE / MKEY_CONTEXT_BYTES;
 export const MKEY_INDEX_LIMIT = 2 ** 24;
 /** Alignment of translation tables (one MTT cache line / four KLMs). */
 export const XLT_ALIGN = 64;
-/** Host memory taken at a time for translation tables (one huge-page-sized contiguous run). */
+/** ICM address space taken at a time for translation tables (its pages are backed when a table takes them). */
 export const XLT_CHUNK_BYTES = 2 * 1024 * 1024;
+/**
+ * Where translation tables start in the device's address space: above every host physical
+ * address (host memory is at most 16 TiB = 2^44) and far below 2^53, so table addresses are
+ * exact numbers and a 64-bit field holds them.
+ */
+export const ICM_XLT_BASE = 2 ** 48;
+/** Bytes of ICM address space for translation tables (64 TiB: more than host memory can back). */
+export const ICM_XLT_SPAN = 2 ** 46;
+
+/** What the device reads and writes through PCIe: host physical memory, and ICM above it. */
+export interface DeviceMemory {
+  read(addr: number, len: number): Uint8Array;
+  readInto(addr: number, dst: Uint8Array, dstOff: number, len: number): void;
+  write(addr: number, bytes: Uint8Array): void;
+  /** True when every byte of [addr, addr + len) is memory the device can reach. */
+  covers(addr: number, len: number): boolean;
+}
+
+/** Host memory could not back a translation table (firmware answers NO_RESOURCES). */
+export class IcmNoMemory extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'IcmNoMemory';
+  }
+}
 
 /** Options of the ICM. */
 export interface IcmOptions {
-  /** mkey indices reachable, 1..2^24 (default 2^16; config.icmMkeyEntries). */
+  /** mkey indices reachable, 1..2^24 (default 2^16 here; config.icmMkeyEntries, 2^24 by default, in an adapter). */
   mkeyEntries?: number;
 }
 
@@ -33,10 +65,11 @@ interface Extent {
 /**
  * The ICM of one HCA. The mkey context table is one array in ICM space whose 4 KiB pages are
  * taken from host memory on first touch (a page holds 64 contexts; an untouched context reads
- * as zeros, i.e. a free mkey). Translation tables come from contiguous host memory, first fit
- * on an address-ordered free list with coalescing.
+ * as zeros, i.e. a free mkey). Translation tables are placed first fit on an address-ordered
+ * free list of ICM address space, with coalescing; each 4 KiB ICM page a table uses is backed
+ * by a host frame taken when a table first needs it and given back when no table uses it.
  */
-export class Icm {
+export class Icm implements DeviceMemory {
   /** mkey indices reachable. */
   readonly mkeyEntries: number;
   /** Physical address of each page of the mkey context table, 0 until touched (frame 0 is never allocated). */
@@ -45,7 +78,11 @@ export class Icm {
   private readonly freeList: Extent[] = []; // ascending addr, never adjacent (coalesced)
   private readonly blocks = new Map<number, number>(); // allocated translation tables: addr -> bytes
   private xltInUse = 0;
-  private xltReserved = 0;
+  /** ICM address space handed to the free list so far (bytes from ICM_XLT_BASE). */
+  private xltTop = 0;
+  /** The host frame behind each 4 KiB page of translation-table space, 0 when none. */
+  private xltPages = new Float64Array(512);
+  private xltPagesBacked = 0;
 
   constructor(
     /** The host memory ICM lives in. */
@@ -70,9 +107,9 @@ export class Icm {
     return this.xltInUse;
   }
 
-  /** Bytes of host memory reserved for translation tables. */
+  /** Bytes of host memory backing translation tables (whole 4 KiB pages). */
   get xltBytesReserved(): number {
-    return this.xltReserved;
+    return this.xltPagesBacked * FRAME_SIZE;
   }
 
   /** Physical address of the 64-byte context of mkey `index` (taking its ICM page on first touch). */
@@ -86,7 +123,11 @@ export class Icm {
     const page = Math.floor(index / CONTEXTS_PER_FRAME);
     let pa = this.mkeyPages[page];
     if (pa === 0) {
-      pa = this.mem.allocFrames(1)[0];
+      try {
+        pa = this.mem.allocFrames(1)[0];
+      } catch (e) {
+        throw new IcmNoMemory(`icm.mkeyContextAddr: no host page for the mkey table: ${(e as Error).message}`);
+      }
       this.mkeyPages[page] = pa;
       this.mkeyPagesUsed++;
     }
@@ -94,21 +135,25 @@ export class Icm {
   }
 
   /**
-   * Allocates a zeroed, physically contiguous translation table of `bytes` (rounded up to 64)
-   * and returns its 64-byte-aligned physical address.
+   * Allocates a zeroed translation table of `bytes` (rounded up to 64), contiguous in ICM
+   * space, and returns its 64-byte-aligned ICM address (ICM_XLT_BASE and up). Throws
+   * IcmNoMemory, changing nothing, when host memory cannot back its pages.
    */
   allocXlt(bytes: number): number {
     if (!(Number.isSafeInteger(bytes) && bytes >= 1)) throw new RangeError(`icm.allocXlt: bytes must be a positive integer, got ${bytes}`);
     const len = Math.ceil(bytes / XLT_ALIGN) * XLT_ALIGN;
     let i = this.freeList.findIndex((e) => e.len >= len);
     if (i < 0) {
-      const chunk = Math.max(XLT_CHUNK_BYTES, Math.ceil(len / FRAME_SIZE) * FRAME_SIZE);
-      const base = this.mem.allocFrames(chunk / FRAME_SIZE, { contiguous: true })[0];
-      this.xltReserved += chunk;
+      // more ICM space: a chunk past the top (joined to a free tail there, if any)
+      const chunk = Math.max(XLT_CHUNK_BYTES, Math.ceil(len / XLT_CHUNK_BYTES) * XLT_CHUNK_BYTES);
+      if (this.xltTop + chunk > ICM_XLT_SPAN) throw new IcmNoMemory(`icm.allocXlt: ${len} bytes do not fit the ICM table space`);
+      const base = ICM_XLT_BASE + this.xltTop;
+      this.xltTop += chunk;
       i = this.insertFree(base, chunk);
     }
     const e = this.freeList[i];
     const addr = e.addr;
+    this.backPages(addr, len); // may throw IcmNoMemory: nothing taken yet
     if (e.len === len) this.freeList.splice(i, 1);
     else {
       e.addr += len;
@@ -116,22 +161,135 @@ export class Icm {
     }
     this.blocks.set(addr, len);
     this.xltInUse += len;
-    this.mem.fill(addr, len, 0); // no stale translations from an earlier owner
+    this.zero(addr, len); // no stale translations from an earlier owner
     return addr;
   }
 
-  /** Frees a translation table allocated by allocXlt. */
+  /** Frees a translation table allocated by allocXlt; host pages no table uses any more go back. */
   freeXlt(addr: number): void {
     const len = this.blocks.get(addr);
     if (len === undefined) throw new Error(`icm.freeXlt: ${hex(addr)} is not an allocated translation table (double free?)`);
     this.blocks.delete(addr);
     this.xltInUse -= len;
-    this.insertFree(addr, len);
+    const e = this.freeList[this.insertFree(addr, len)];
+    // pages wholly inside the (coalesced) free extent hold no table: give their frames back
+    const lo = Math.ceil((Math.max(e.addr, addr - FRAME_SIZE) - ICM_XLT_BASE) / FRAME_SIZE);
+    const hi = Math.floor((Math.min(e.addr + e.len, addr + len + FRAME_SIZE) - ICM_XLT_BASE) / FRAME_SIZE);
+    const freed: number[] = [];
+    for (let p = lo; p < hi; p++) {
+      const pa = this.xltPages[p];
+      if (pa === 0) continue;
+      freed.push(pa);
+      this.xltPages[p] = 0;
+    }
+    if (freed.length > 0) {
+      this.mem.freeFrames(freed);
+      this.xltPagesBacked -= freed.length;
+    }
   }
 
   /** Bytes of the translation table at `addr` (as allocated, rounded to 64), or 0 if none. */
   xltSize(addr: number): number {
     return this.blocks.get(addr) ?? 0;
+  }
+
+  // --- the device's view of memory: host physical addresses, and ICM table space ---------------
+
+  /** True for host physical memory and ICM table space the device may reach. */
+  covers(addr: number, len: number): boolean {
+    if (!(Number.isSafeInteger(addr) && Number.isSafeInteger(len) && addr >= 0 && len >= 0)) return false;
+    if (addr + len <= this.mem.size) return true;
+    return addr >= ICM_XLT_BASE && addr + len <= ICM_XLT_BASE + this.xltTop;
+  }
+
+  /** A copy of `len` bytes at device address `addr`. */
+  read(addr: number, len: number): Uint8Array {
+    if (addr < ICM_XLT_BASE) return this.mem.read(addr, len);
+    const out = new Uint8Array(len);
+    this.readInto(addr, out, 0, len);
+    return out;
+  }
+
+  /** Copies `len` bytes at device address `addr` into `dst` from `dstOff`. */
+  readInto(addr: number, dst: Uint8Array, dstOff: number, len: number): void {
+    if (addr < ICM_XLT_BASE) {
+      this.mem.readInto(addr, dst, dstOff, len);
+      return;
+    }
+    this.checkXlt('read', addr, len);
+    let done = 0;
+    while (done < len) {
+      const a = addr + done - ICM_XLT_BASE;
+      const off = a % FRAME_SIZE;
+      const n = Math.min(len - done, FRAME_SIZE - off);
+      const pa = this.xltPages[Math.floor(a / FRAME_SIZE)];
+      if (pa === 0) dst.fill(0, dstOff + done, dstOff + done + n); // no table there: zeros
+      else this.mem.readInto(pa + off, dst, dstOff + done, n);
+      done += n;
+    }
+  }
+
+  /** Writes `bytes` at device address `addr` (ICM table space: only pages a table holds). */
+  write(addr: number, bytes: Uint8Array): void {
+    if (addr < ICM_XLT_BASE) {
+      this.mem.write(addr, bytes);
+      return;
+    }
+    const len = bytes.length;
+    this.checkXlt('write', addr, len);
+    let done = 0;
+    while (done < len) {
+      const a = addr + done - ICM_XLT_BASE;
+      const off = a % FRAME_SIZE;
+      const n = Math.min(len - done, FRAME_SIZE - off);
+      const pa = this.xltPages[Math.floor(a / FRAME_SIZE)];
+      if (pa === 0) throw new RangeError(`icm.write: ${hex(addr + done)} is in no translation table`);
+      this.mem.writeFrom(pa + off, bytes, done, n);
+      done += n;
+    }
+  }
+
+  private checkXlt(op: string, addr: number, len: number): void {
+    if (!(Number.isSafeInteger(addr) && Number.isSafeInteger(len) && len >= 0 && addr + len <= ICM_XLT_BASE + this.xltTop)) {
+      throw new RangeError(`icm.${op}: ${hex(addr)}+${len} is outside host memory and the ICM table space`);
+    }
+  }
+
+  /** Zeroes [addr, addr + len) of table space (every page backed). */
+  private zero(addr: number, len: number): void {
+    let done = 0;
+    while (done < len) {
+      const a = addr + done - ICM_XLT_BASE;
+      const off = a % FRAME_SIZE;
+      const n = Math.min(len - done, FRAME_SIZE - off);
+      this.mem.fill(this.xltPages[Math.floor(a / FRAME_SIZE)] + off, n, 0);
+      done += n;
+    }
+  }
+
+  /** Backs every page of [addr, addr + len) with a host frame (scattered); all or nothing. */
+  private backPages(addr: number, len: number): void {
+    const lo = Math.floor((addr - ICM_XLT_BASE) / FRAME_SIZE);
+    const hi = Math.ceil((addr + len - ICM_XLT_BASE) / FRAME_SIZE);
+    if (hi > this.xltPages.length) {
+      let n = this.xltPages.length;
+      while (n < hi) n *= 2;
+      const grown = new Float64Array(n);
+      grown.set(this.xltPages);
+      this.xltPages = grown;
+    }
+    let need = 0;
+    for (let p = lo; p < hi; p++) if (this.xltPages[p] === 0) need++;
+    if (need === 0) return;
+    let frames: number[];
+    try {
+      frames = this.mem.allocFrames(need);
+    } catch (e) {
+      throw new IcmNoMemory(`icm.allocXlt: host memory cannot back a ${len}-byte translation table (${need} pages): ${(e as Error).message}`);
+    }
+    let k = 0;
+    for (let p = lo; p < hi; p++) if (this.xltPages[p] === 0) this.xltPages[p] = frames[k++];
+    this.xltPagesBacked += need;
   }
 
   /** Inserts a free extent in address order, merging with its neighbours; returns its index. */

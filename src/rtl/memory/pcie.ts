@@ -9,7 +9,7 @@ import type { Reg } from '../../sim/signal.ts';
 import type { EventTarget } from '../../sim/event_queue.ts';
 import type { Counter, Histogram } from '../../sim/stats.ts';
 import type { HcaConfig } from '../config.ts';
-import type { HostMem } from './host_mem.ts';
+import type { DeviceMemory } from './icm.ts';
 import { hex } from '../formats/field.ts';
 
 /** A DMA request from an HCA client. Addresses are physical. */
@@ -68,8 +68,8 @@ export type PcieConfig = Pick<
 /** What the PCIe block did on an edge: accepted a read, a write, nothing, or waits for a read tag. */
 export const [PcieState, PCIE] = enumType('pcie_state', ['IDLE', 'READ', 'WRITE', 'TAG_STALL']);
 
-/** How hca.ts wires the block: on the core clock, over host memory, with the link's timing. */
-export interface PcieOptions extends WireOptions<Nothing, { readonly mem: Pick<HostMem, 'read' | 'readInto' | 'write' | 'size'> }> {
+/** How hca.ts wires the block: on the core clock, over the device's memory (host memory and ICM), with the link's timing. */
+export interface PcieOptions extends WireOptions<Nothing, { readonly mem: DeviceMemory }> {
   readonly cfg: PcieConfig;
 }
 
@@ -162,7 +162,7 @@ export class Pcie extends Module implements EventTarget {
   private readonly doorbellArrive: EventTarget;
 
   /** Host physical memory behind the link. */
-  private readonly mem: Pick<HostMem, 'read' | 'readInto' | 'write' | 'size'>;
+  private readonly mem: DeviceMemory;
   private readonly cfg: PcieConfig;
 
   constructor(parent: Module, name: string, opts: PcieOptions) {
@@ -331,8 +331,8 @@ export class Pcie extends Module implements EventTarget {
     if (!(Number.isInteger(r.length) && r.length >= 1 && r.length < 2 ** 32)) {
       throw new RangeError(`${this.where(pi, r)}: length must be an integer in 1..2^32-1, got ${r.length}`);
     }
-    if (!(Number.isSafeInteger(r.addr) && r.addr >= 0 && r.addr + r.length <= this.mem.size)) {
-      throw new RangeError(`${this.where(pi, r)}: ${hex(r.addr)}+${r.length} is outside host memory (${hex(this.mem.size)} bytes)`);
+    if (!this.mem.covers(r.addr, r.length)) {
+      throw new RangeError(`${this.where(pi, r)}: ${hex(r.addr)}+${r.length} is outside host memory and ICM`);
     }
   }
 

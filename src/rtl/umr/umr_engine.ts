@@ -255,7 +255,9 @@ export class UmrEngine extends Module implements EventTarget {
           if (!this.port.req.canPush()) return this.sleep();
           const op = this.writes[this.nWritten++];
           // the ICM writer is told when it lands (the caches follow), then tells this engine
-          const tag = this.writer.posting(op.index, op.addr, op.data.length, this, 0);
+          // FREE | KEY on an MR is the driver's pool retiring it: a deregistration
+          const dereg = op.index >= 0 && op.index === this.target!.index && this.w!.kind === UMR_KIND.UNBIND && this.target!.kind === MKEY_KIND_MR;
+          const tag = this.writer.posting(op.index, op.addr, op.data.length, this, 0, dereg);
           this.port.req.push({ kind: 'write', addr: op.addr, length: op.data.length, tag, data: op.data, owned: true, landed: this.writer });
           this.sWrites.inc();
           if (op.index < 0) this.sXltEntries.inc(op.entries);

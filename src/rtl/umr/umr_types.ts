@@ -33,5 +33,5 @@ export interface UmrDone {
  */
 export interface UmrIcmWriter extends EventTarget {
   /** A write of `length` bytes at `addr`: the context of mkey `index`, or (-1) translation entries. Returns the write's tag. */
-  posting(index: number, addr: number, length: number, then: EventTarget | null, thenTag: number): number;
+  posting(index: number, addr: number, length: number, then: EventTarget | null, thenTag: number, dereg?: boolean): number;
 }

@@ -530,8 +530,8 @@ describe('QUERY_HCA_CAP', () => {
         logMaxMkey: 24,
         logMaxKlmListSize: 16,
         maxFastRegPageListLen: 2 ** 16,
-        maxMr: 2 ** 24,
-        maxMw: 2 ** 24,
+        maxMr: 2 ** 24 - 2, // every index but the two reserved ones
+        maxMw: 2 ** 24 - 2,
         maxIndirection: 3,
         umr: true,
         memWindowType1: true,

@@ -22,7 +22,7 @@ function caught(f: () => unknown): HostError {
 }
 
 describe('host_space', () => {
-  it('allocates aligned, zeroed, guarded buffers from 0x7f0000000000 up', () => {
+  it('allocates aligned, zeroed, guarded buffers from 0x700000000000 up', () => {
     const h = space();
     const a = h.alloc(100);
     expect(a).toEqual({ addr: HOST_VA_BASE, length: 100 });
@@ -83,9 +83,10 @@ describe('host_space', () => {
     expect(consecutive).toBeLessThan(3);
     expect(h.dmaAddress(buf.addr + 5 * PAGE_SIZE + 123)).toBe(pas[5] + 123);
     expect(h.pageSizeAt(buf.addr)).toBe(PAGE_SIZE);
-    // deterministic: the same seed gives the same physical pages
+    // deterministic: the same seed and the same order of first touches give the same physical pages
     const h2 = space(1024 * MiB, 9);
-    expect(h2.dmaAddress(h2.alloc(32 * PAGE_SIZE).addr + 7 * PAGE_SIZE)).toBe(pas[7]);
+    const b2 = h2.alloc(32 * PAGE_SIZE);
+    expect(Array.from({ length: 32 }, (_, i) => h2.dmaAddress(b2.addr + i * PAGE_SIZE))).toEqual(pas);
   });
 
   it('faults on never-allocated addresses with EFAULT naming the address', () => {
@@ -117,7 +118,7 @@ describe('host_space', () => {
     expect(h.isMapped(buf.addr + 3 * PAGE_SIZE, PAGE_SIZE)).toBe(true);
     const e = caught(() => h.read(buf.addr + 2 * PAGE_SIZE, 16));
     expect(e.errno).toBe('EFAULT');
-    expect(e.message).toMatch(/host\.read: 0x7f0000002000\+16 is not mapped \(page 0x7f0000002000 was dropped by madvise DONTNEED\)/);
+    expect(e.message).toMatch(/host\.read: 0x700000002000\+16 is not mapped \(page 0x700000002000 was dropped by madvise DONTNEED\)/);
     expect(() => h.dmaAddress(buf.addr + PAGE_SIZE)).toThrow(/dropped by madvise DONTNEED/);
     expect(caught(() => h.madviseDontNeed(buf.addr + 5, 10)).errno).toBe('EINVAL');
     expect(caught(() => h.madviseDontNeed(buf.addr, 5 * PAGE_SIZE)).errno).toBe('ENOMEM'); // runs past the allocation
@@ -176,5 +177,40 @@ describe('host_space', () => {
     expect(h.mem.framesInUse).toBe(before);
     expect(caught(() => h.alloc(8 * MiB, { hugePages: true })).errno).toBe('ENOMEM'); // frame 0 is reserved
     expect(h.mem.framesInUse).toBe(before);
+  });
+
+  it('backs 4 KiB pages lazily: 1 TiB of virtual memory, frames only where touched', () => {
+    const TiB = 2 ** 40;
+    const h = space(2 * TiB, 11);
+    const buf = h.alloc(TiB);
+    expect(h.mem.framesInUse).toBe(0);
+    const at = [0, TiB / 2 - 3, TiB - 8]; // the middle write straddles two pages
+    at.forEach((o, i) => h.write(buf.addr + o, Uint8Array.of(1, 2, 3, 4, 5, 6, 7, i)));
+    expect(h.mem.framesInUse).toBe(4);
+    at.forEach((o, i) => expect(h.read(buf.addr + o, 8)).toEqual(Uint8Array.of(1, 2, 3, 4, 5, 6, 7, i)));
+    // untouched memory reads as zeros and stays without a frame; a DMA address backs its page
+    expect(h.read(buf.addr + TiB / 4, 3 * PAGE_SIZE)).toEqual(new Uint8Array(3 * PAGE_SIZE));
+    h.fill(buf.addr + TiB / 8, 2 * PAGE_SIZE, 0);
+    expect(h.mem.framesInUse).toBe(4);
+    const pa = h.dmaAddress(buf.addr + 3 * TiB / 4);
+    expect(h.mem.isAllocated(pa)).toBe(true);
+    expect(h.mem.framesInUse).toBe(5);
+    expect(h.isMapped(buf.addr, TiB)).toBe(true);
+    // faultIn backs a range (what pinning does), and returns the pages it backed
+    expect(h.faultIn(buf.addr + PAGE_SIZE, 2 * PAGE_SIZE)).toEqual([buf.addr + PAGE_SIZE, buf.addr + 2 * PAGE_SIZE]);
+    expect(h.mem.framesInUse).toBe(7);
+    // one allocation larger than physical memory: ENOMEM (the kernel's overcommit heuristic)
+    expect(caught(() => h.alloc(4 * TiB)).errno).toBe('ENOMEM');
+  });
+
+  it('tracks more than 2^24 frames (a JavaScript Set stops there)', () => {
+    const h = space(80 * 2 ** 30, 12);
+    const buf = h.alloc(65 * 2 ** 30, { hugePages: true }); // 33,280 huge pages of 512 frames
+    expect(h.mem.framesInUse).toBe(65 * 2 ** 18);
+    expect(h.mem.framesInUse).toBeGreaterThan(2 ** 24);
+    h.write(buf.addr + 64 * 2 ** 30, Uint8Array.of(7));
+    expect(h.read(buf.addr + 64 * 2 ** 30, 1)).toEqual(Uint8Array.of(7));
+    h.madviseDontNeed(buf.addr, HUGE_PAGE_SIZE);
+    expect(h.mem.framesInUse).toBe(65 * 2 ** 18 - 512);
   });
 });

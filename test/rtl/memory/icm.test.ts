@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { FRAME_SIZE, HostMem } from '../../../src/rtl/memory/host_mem.ts';
-import { Icm, MKEY_CONTEXT_BYTES, XLT_CHUNK_BYTES } from '../../../src/rtl/memory/icm.ts';
+import { ICM_XLT_BASE, Icm, IcmNoMemory, MKEY_CONTEXT_BYTES, XLT_CHUNK_BYTES } from '../../../src/rtl/memory/icm.ts';
 import { Rng } from '../../../src/sim/rng.ts';
 
 const MiB = 2 ** 20;
@@ -60,24 +60,56 @@ describe('icm', () => {
     expect([b - a, d - b]).toEqual([128, 64]); // first fit in one chunk
     expect(c.xltSize(a)).toBe(128);
     expect(c.xltBytesInUse).toBe(256);
-    c.mem.fill(a, 256, 0xff);
+    c.write(a, new Uint8Array(256).fill(0xff));
     c.freeXlt(a);
     c.freeXlt(b);
     const e = c.allocXlt(192); // a and b coalesced: fits exactly where a was
     expect(e).toBe(a);
-    expect(c.mem.read(e, 192).every((x) => x === 0)).toBe(true); // zeroed for the new owner
+    expect(c.read(e, 192).every((x) => x === 0)).toBe(true); // zeroed for the new owner
     expect(() => c.freeXlt(a + 64)).toThrow(/not an allocated translation table/);
     c.freeXlt(d);
     expect(() => c.freeXlt(d)).toThrow(/double free/);
   });
 
-  it('gives a large table its own contiguous host memory', () => {
+  it('places tables in ICM space over scattered host pages, backed as used and given back when free', () => {
     const c = icm();
     const big = c.allocXlt(XLT_CHUNK_BYTES + 1000);
-    expect(c.mem.isAllocated(big)).toBe(true);
-    expect(c.mem.isAllocated(big + XLT_CHUNK_BYTES + 999)).toBe(true);
-    expect(c.xltBytesReserved).toBeGreaterThanOrEqual(XLT_CHUNK_BYTES + 1000);
+    expect(big).toBeGreaterThanOrEqual(ICM_XLT_BASE);
+    expect(c.covers(big, XLT_CHUNK_BYTES + 1000)).toBe(true);
+    expect(c.covers(c.mem.size - 8, 8)).toBe(true); // host memory too
+    expect(c.covers(c.mem.size, 8)).toBe(false);
+    const pages = Math.ceil((XLT_CHUNK_BYTES + 1000) / FRAME_SIZE);
+    expect(c.xltBytesReserved).toBe(pages * FRAME_SIZE);
+    expect(c.mem.framesInUse).toBe(pages);
+    // bytes cross ICM pages intact though their host frames are scattered
+    const bytes = Uint8Array.from({ length: 3 * FRAME_SIZE }, (_, i) => (i * 7) & 0xff);
+    c.write(big + FRAME_SIZE - 64, bytes);
+    expect(c.read(big + FRAME_SIZE - 64, bytes.length)).toEqual(bytes);
+    const dst = new Uint8Array(bytes.length + 2);
+    c.readInto(big + FRAME_SIZE - 64, dst, 2, bytes.length);
+    expect(dst.subarray(2)).toEqual(bytes);
+    c.freeXlt(big);
+    expect(c.xltBytesReserved).toBe(0);
+    expect(c.mem.framesInUse).toBe(0);
     expect(() => c.allocXlt(0)).toThrow(/bytes must be a positive integer/);
+  });
+
+  it('backs a 1 M-entry table (8 MiB) from scattered memory with no contiguous run, and reports a real shortage', () => {
+    const mem = new HostMem(16 * MiB, new Rng(4)); // 4,096 frames
+    const c = new Icm(mem);
+    // fragment host memory: every other frame taken, so no two free frames are adjacent
+    const all = mem.allocFrames(mem.frameCount - 1);
+    mem.freeFrames(all.filter((pa) => (pa / FRAME_SIZE) % 2 === 0));
+    expect(() => mem.allocFrames(2, { contiguous: true })).toThrow(/ENOMEM/);
+    const t = c.allocXlt(4 * MiB); // 1,024 pages, as a 512 K-entry MTT table
+    expect(c.xltBytesReserved).toBe(4 * MiB);
+    expect(() => c.allocXlt(8 * MiB)).toThrow(IcmNoMemory);
+    expect(c.xltBytesReserved).toBe(4 * MiB); // the failed one took nothing
+    c.freeXlt(t);
+    const big = new Icm(new HostMem(64 * MiB, new Rng(4)));
+    const m = big.allocXlt(2 ** 20 * 8); // 1 M MTT entries
+    big.write(m + 8 * (2 ** 20 - 1), Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8));
+    expect(big.read(m + 8 * (2 ** 20 - 1), 8)).toEqual(Uint8Array.of(1, 2, 3, 4, 5, 6, 7, 8));
   });
 
   it('never overlaps live tables under random alloc/free (model check)', () => {
