@@ -36,9 +36,9 @@ export class Testbed {
   constructor(opts: TestbedOptions = {}) {
     const seed = opts.seed ?? 1;
     // no coercion: NaN or "x" would silently become another seed, and another run
-    if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw new RangeError(`Testbed: seed must be a safe integer, got ${typeof seed === 'string' ? JSON.stringify(seed) : String(seed)}`);
+    if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw new VerbsError('EINVAL', `Testbed: seed must be a safe integer, got ${typeof seed === 'string' ? JSON.stringify(seed) : String(seed)}`);
     const n = opts.hcas ?? 1;
-    if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new RangeError(`Testbed: hcas must be an integer in 1..16, got ${n}`);
+    if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new VerbsError('EINVAL', `Testbed: hcas must be an integer in 1..16, got ${String(n)}`);
     this.config = resolveConfig(opts.config ?? {});
     this.sim = new Sim({ seed });
     const hcas: Hca[] = [];

@@ -137,7 +137,8 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
   });
 
   it('Testbed: a seed that is not a safe integer is refused, not coerced', () => {
-    for (const seed of [NaN, 1.5, 2 ** 60, 'x' as unknown as number]) expect(() => new Testbed({ seed })).toThrow(/Testbed: seed must be a safe integer/);
+    for (const seed of [NaN, 1.5, 2 ** 60, 'x' as unknown as number]) expect(() => new Testbed({ seed })).toThrow(/^EINVAL: Testbed: seed must be a safe integer/);
+    for (const hcas of [0, 1.5, NaN, 17]) expect(() => new Testbed({ hcas })).toThrow(VerbsError);
     expect(() => new Testbed({ seed: 42 })).not.toThrow();
   });
 
