@@ -9,7 +9,7 @@ import { Access, Testbed } from '../../src/index.ts';
 import { churn, type ChurnSample } from '../support/churn.ts';
 
 describe('churn', () => {
-  it('2,000 create/destroy cycles: host frames, queue buffers and firmware objects stay where the first cycles left them', async () => {
+  it('2,000 create/destroy cycles: host frames, queue buffers, firmware objects and the mkey pool stay where the first cycles left them', async () => {
     const tb = new Testbed({ hcas: 1 });
     const samples: ChurnSample[] = [];
     await tb.run(() => churn(tb, 2000, 100, (s) => samples.push(s)));

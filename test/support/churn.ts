@@ -1,6 +1,7 @@
 /**
- * Create/destroy churn (issue 12): each cycle allocates a PD, a CQ, a QP and an MR, then
- * deregisters, destroys and deallocates them in reverse order. What must stay bounded: host
+ * Create/destroy churn (issue 12): each cycle allocates a PD, a CQ, a QP, a user MR (through the
+ * driver's mkey pool) and a fast-registration MR (CREATE_MKEY), then deregisters, destroys and
+ * deallocates them in reverse order. What must stay bounded: host
  * memory (frames in use), the driver's queue-buffer pool, the firmware's objects, the mkey
  * pool's mkeys and the JS heap. Shared by test/driver/churn.test.ts and bench/churn.ts.
  */
@@ -30,6 +31,8 @@ export async function churn(tb: Testbed, cycles: number, every: number, sample: 
     const cq = await ctx.createCq(16);
     const qp = await pd.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 16, maxRecvWr: 16 });
     const mr = await pd.regMr(buf.addr, 4096, Access.LOCAL_WRITE);
+    const fmr = await pd.allocMr('MEM_REG', 4);
+    await fmr.dereg();
     await mr.dereg();
     await qp.destroy();
     await cq.destroy();
