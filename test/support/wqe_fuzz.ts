@@ -2,15 +2,16 @@
  * The WQE fuzzer (issue 12), shared by test/rtl/transport/wqe_fuzz.test.ts and
  * `npm run bench -- fuzz`: fast-check generators of valid WQEs (data and UMR) and of mutations
  * (random bytes, fields at their extremes, ds too big or too small, unknown opcodes, UMR lists
- * too long, segments pointing anywhere), written into a user-space QP's send queue by hand and
- * doorbelled, and what one case must hold:
+ * too long, segments pointing anywhere, MTTs naming pages past host memory), written into a
+ * user-space or a kernel QP's send queue by hand and doorbelled, and what one case must hold:
  * - nothing throws (crash), nothing is left in flight (hang);
  * - every WQE the ring holds completes: the send queue engine consumes exactly the WQEs the
  *   bytes make (ds, cut at the producer index), CQEs come for the signaled ones until the first
  *   error and for every one from it on (the later ones WR_FLUSH_ERR), and the QP is in ERR
  *   exactly when one failed;
  * - no byte of the process's host memory outside the registered writable ranges and the rings
- *   the device writes (CQs, EQs) changes (every device write is recorded as it lands);
+ *   the device writes (CQs, EQs) changes (every device write is recorded as it lands), unless a
+ *   kernel QP registered memory in the case (the kernel may name any page);
  * - when every WQE is a valid data WQE, the verbs reference model gives the same statuses and
  *   the same bytes in both buffers.
  */
@@ -28,7 +29,7 @@ import type { ModelSendWr } from '../../src/model/verbs/types.ts';
 
 /** A valid WQE over the case's real keys, then mutated (byte offsets in the WQE). */
 export interface ValidItem {
-  kind: 'write' | 'read' | 'send' | 'cas' | 'fadd' | 'reg' | 'inv' | 'bind';
+  kind: 'write' | 'read' | 'send' | 'cas' | 'fadd' | 'reg' | 'inv' | 'bind' | 'readf';
   len: number;
   sges: number;
   /** Atomic operands: any 64-bit value (-1 is 2^64 - 1). */
@@ -38,13 +39,13 @@ export interface ValidItem {
 /** One WQE of a case: raw bytes, or a valid one (possibly mutated). */
 export type FuzzItem = { raw: Uint8Array } | { valid: ValidItem };
 
-const KINDS = ['write', 'read', 'send', 'cas', 'fadd', 'reg', 'inv', 'bind'] as const;
+const KINDS = ['write', 'read', 'send', 'cas', 'fadd', 'reg', 'inv', 'bind', 'readf'] as const;
 const DATA_KINDS_LIST: readonly string[] = ['write', 'read', 'send', 'cas', 'fadd'];
 const DATA_KINDS: ReadonlySet<string> = new Set(DATA_KINDS_LIST);
 const BUF = 8192;
 
 /** Offsets worth hitting: ds, opcode, fence/CE, raddr (8 bytes at 16), atomic operands, data segments, UMR fields. */
-const FIELD_OFFSETS = [3, 7, 11, 16, 20, 24, 32, 36, 40, 44, 48, 52, 56, 64 + 0, 64 + 4, 16 + 4, 16 + 5, 16 + 8, 64 + 16, 64 + 24];
+const FIELD_OFFSETS = [3, 7, 11, 16, 20, 24, 32, 36, 40, 44, 48, 52, 56, 64 + 0, 64 + 4, 16 + 4, 16 + 5, 16 + 8, 64 + 16, 64 + 24, 128];
 
 const mutation: fc.Arbitrary<{ at: number; value: number }[]> = fc.oneof(
   // one byte anywhere
@@ -54,7 +55,13 @@ const mutation: fc.Arbitrary<{ at: number; value: number }[]> = fc.oneof(
   // a field at its extremes: 8 bytes of 0xff (>= 2^53), 0x80.., or zeros
   fc.record({ at: fc.constantFrom(...FIELD_OFFSETS), fill: fc.constantFrom(0xff, 0x80, 0x00, 0x7f) }).map(({ at, fill }) => Array.from({ length: 8 }, (_, i) => ({ at: at + i, value: i === 0 || fill !== 0x80 ? fill : 0 }))),
   // a segment pointing anywhere: a random 64-bit address into a data segment's addr or the raddr
-  fc.record({ at: fc.constantFrom(16, 40, 56, 72), bytes: fc.uint8Array({ minLength: 8, maxLength: 8 }) }).map(({ at, bytes }) => [...bytes].map((value, i) => ({ at: at + i, value }))),
+  // (and a UMR's first inline translation entry, at 128: an MTT naming any physical page)
+  fc.record({ at: fc.constantFrom(16, 40, 56, 72, 128), bytes: fc.uint8Array({ minLength: 8, maxLength: 8 }) }).map(({ at, bytes }) => [...bytes].map((value, i) => ({ at: at + i, value }))),
+  // an MTT entry naming a page past the end of host memory, readable and writable
+  fc.integer({ min: 0, max: 2 ** 20 }).map((page) => {
+    const pa = 2 ** 40 + page * 4096 + 3;
+    return Array.from({ length: 8 }, (_, i) => ({ at: 128 + i, value: Number((BigInt(pa) >> BigInt(56 - 8 * i)) & 0xffn) }));
+  }),
   // a UMR translation list too long: xlt_octowords (u16 at 16 + 4) large
   fc.record({ hi: fc.integer({ min: 0, max: 255 }), lo: fc.integer({ min: 0, max: 255 }) }).map(({ hi, lo }) => [{ at: 20, value: hi }, { at: 21, value: lo }]),
   // an unknown opcode
@@ -88,8 +95,18 @@ export const rawItem: fc.Arbitrary<Uint8Array> = fc
     return b;
   });
 
-/** A case: 1..4 WQEs, posted together with one doorbell. */
-export const fuzzCase: fc.Arbitrary<FuzzItem[]> = fc.oneof(
+/** A case: 1..4 WQEs posted together with one doorbell, on a user-space QP or a kernel one. */
+export interface FuzzCase {
+  /**
+   * A kernel QP (qpc.fre): its REG_MR may point translations anywhere (the kernel is trusted), so
+   * a case with a REG_MR or raw bytes there is not held to the stray-write check; every other
+   * check holds.
+   */
+  kernel: boolean;
+  items: FuzzItem[];
+}
+
+const itemLists: fc.Arbitrary<FuzzItem[]> = fc.oneof(
   {
     arbitrary: fc.array(
       fc.oneof({ arbitrary: rawItem.map((raw): FuzzItem => ({ raw })), weight: 1 }, { arbitrary: validItem.map((valid): FuzzItem => ({ valid })), weight: 3 }),
@@ -106,6 +123,8 @@ export const fuzzCase: fc.Arbitrary<FuzzItem[]> = fc.oneof(
     weight: 1,
   },
 );
+
+export const fuzzCase: fc.Arbitrary<FuzzCase> = fc.record({ kernel: fc.boolean(), items: itemLists });
 
 /** What one case did wrong (all empty / zero: it held). */
 export interface FuzzOutcome {
@@ -159,7 +178,8 @@ export function openSession(): FuzzSession {
 }
 
 /** Runs one case, on `session` or on a fresh testbed. A crash leaves the session unusable. */
-export async function runFuzzCase(items: readonly FuzzItem[], session: FuzzSession = openSession()): Promise<FuzzOutcome> {
+export async function runFuzzCase(fcase: FuzzCase, session: FuzzSession = openSession()): Promise<FuzzOutcome> {
+  const items = fcase.items;
   const out: FuzzOutcome = { crash: null, hang: null, strayWrites: 0, completion: '', model: '', modelChecked: false };
   const s = session;
   const tb = s.tb;
@@ -173,7 +193,7 @@ export async function runFuzzCase(items: readonly FuzzItem[], session: FuzzSessi
       const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];
       const [cq0, cq1] = [await c0.createCq(64), await c1.createCq(64)];
       // a user process's QP: the fuzzer writes its ring as any process can
-      qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0, userSpace: true });
+      qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0, userSpace: !fcase.kernel });
       const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
       await qp0.connect(qp1);
       const a = tb.host(0).alloc(BUF);
@@ -214,7 +234,8 @@ export async function runFuzzCase(items: readonly FuzzItem[], session: FuzzSessi
       const busy = tb.busyModules();
       if (out.hang === null && busy.length > 0) out.hang = `still busy: ${busy.join(', ')}`;
       out.completion = checkCompletion(tb, qp0, pi);
-      out.strayWrites = strayWrites(s);
+      const privileged = fcase.kernel && items.some((it) => 'raw' in it || it.valid.kind === 'reg' || it.valid.mutations.length > 0);
+      out.strayWrites = strayWrites(s, privileged);
     });
   } catch (e) {
     out.crash = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
@@ -278,6 +299,10 @@ function buildValid(v: ValidItem, i: number, qp: Qp, c: Ctx): Uint8Array {
       break;
     case 'inv':
       ds = buildLocalInvWqe(view, 0, { ...common, key: c.mw });
+      break;
+    case 'readf':
+      // an RDMA READ into what a REG_MR of the case registered (the fast-registration MR's key)
+      ds = buildRdmaWqe(view, 0, { ...common, opcode: WqeOpcode.RDMA_READ, sgList: [{ addr: c.a, length: Math.min(v.len, 4096), lkey: c.fmr }], remoteAddr: c.b, rkey: c.mr1 });
       break;
     case 'bind':
       ds = buildBindMwWqe(view, 0, {
@@ -347,7 +372,7 @@ function covered(list: readonly [number, number][] | undefined, p: number, q: nu
  * Device writes that landed in the process's memory outside what it may write: the registered
  * writable buffers and the CQ and EQ rings. Pages outside the process (ICM) are the device's own.
  */
-export function strayWrites(s: FuzzSession): number {
+export function strayWrites(s: FuzzSession, privileged = false): number {
   let stray = 0;
   const tb = s.tb;
   for (const h of [0, 1]) {
@@ -364,7 +389,7 @@ export function strayWrites(s: FuzzSession): number {
       s.ringsSeen[h].add(`eq${eq.eqn}`);
       allow(s, h, eq.bufAddr, eq.size * 64);
     }
-    if (s.writes[h].length === 0) continue;
+    if (s.writes[h].length === 0 || privileged) continue;
     const end = host.alloc(1).addr;
     for (let va = s.vaEnd[h]; va < end; va += 4096) if (host.isMapped(va, 1)) s.processFrames[h].add(Math.floor(host.dmaAddress(va) / 4096));
     s.vaEnd[h] = end;

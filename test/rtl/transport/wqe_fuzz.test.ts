@@ -1,8 +1,8 @@
 /**
  * Malformed WQEs never crash the simulator (issue 12): valid WQEs (data and UMR) and mutations
  * of them (random bytes, fields at their extremes, ds too big or too small, unknown opcodes, UMR
- * lists too long, segments pointing anywhere), written into a user-space QP's send queue and
- * doorbelled. Each case: nothing throws or hangs, every WQE completes (success, or the error
+ * lists too long, segments pointing anywhere), written into a user-space or a kernel QP's send
+ * queue and doorbelled. Each case: nothing throws or hangs, every WQE completes (success, or the error
  * and then flushes, the QP in ERR), no byte of process memory outside the registered writable
  * ranges and the rings changes, and for valid data WQEs the reference model agrees on statuses
  * and bytes (test/support/wqe_fuzz.ts). `npm run bench -- fuzz` runs 100,000 cases.
@@ -10,7 +10,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { fuzzCase, openSession, runFuzzCase, strayWrites, type FuzzItem } from '../../support/wqe_fuzz.ts';
+import { fuzzCase, openSession, runFuzzCase, strayWrites, type FuzzCase } from '../../support/wqe_fuzz.ts';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 2000);
 
@@ -30,12 +30,12 @@ describe('WQE fuzzer: the send queue engine, the UMR engine and the requester', 
         numRuns: RUNS,
         examples: [
           // found by the fuzzer: a READ whose data segment has the inline bit (byte_count bit 31)
-          [[{ valid: { kind: 'read', len: 8, sges: 1, operand: 0n, mutations: [{ at: 32, value: 0x80 }] } }]],
+          [{ kernel: false, items: [{ valid: { kind: 'read', len: 8, sges: 1, operand: 0n, mutations: [{ at: 32, value: 0x80 }] } }] }],
           // an atomic add of 2^64 - 1 (-1): a legal operand, not a malformed WQE
-          [[{ valid: { kind: 'fadd', len: 8, sges: 1, operand: 2n ** 64n - 1n, mutations: [] } }]],
+          [{ kernel: false, items: [{ valid: { kind: 'fadd', len: 8, sges: 1, operand: 2n ** 64n - 1n, mutations: [] } }] }],
           // ds 63 on a WQE of one WQEBB posted alone: it ends at the producer index
-          [[{ valid: { kind: 'write', len: 8, sges: 1, operand: 0n, mutations: [{ at: 7, value: 63 }] } }]],
-        ] as FuzzItem[][][],
+          [{ kernel: false, items: [{ valid: { kind: 'write', len: 8, sges: 1, operand: 0n, mutations: [{ at: 7, value: 63 }] } }] }],
+        ] as [FuzzCase][],
       },
     );
     // the model spoke for a good share of the cases
@@ -46,7 +46,7 @@ describe('WQE fuzzer: the send queue engine, the UMR engine and the requester', 
 describe("the fuzzer's stray-write check", () => {
   it('counts a device write into process memory outside the writable buffers and rings, and nothing else', async () => {
     const s = openSession();
-    const o = await runFuzzCase([{ valid: { kind: 'write', len: 8, sges: 1, operand: 0n, mutations: [] } }], s);
+    const o = await runFuzzCase({ kernel: false, items: [{ valid: { kind: 'write', len: 8, sges: 1, operand: 0n, mutations: [] } }] }, s);
     expect(o.strayWrites).toBe(0);
     const tb = s.tb;
     const qp = [...s.ctx![0].qps.values()][0];
