@@ -295,6 +295,7 @@ export class Qp {
 
   /** ibv_post_recv */
   postRecv(wr: RecvWr | readonly RecvWr[]): void {
+    this.pd.ctx.tb.sim.checkInProcess('postRecv');
     this.pd.ctx.tb.workPosted();
     checkObject('postRecv: the work request', wr);
     const list = Array.isArray(wr) ? (wr as readonly RecvWr[]) : [wr as RecvWr];

@@ -120,6 +120,25 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
     });
   });
 
+  it('postSend, postRecv and bindMw outside tb.run() throw (before, a postSend there was taken and ran in the next run)', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    const got = await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(4096);
+      const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE | Access.MW_BIND);
+      return { ...p, a, mr0, mw: await p.pd0.allocMw(1) };
+    });
+    const { qp0, qp1, cq0, a, mr0, mw } = got;
+    expect(() => qp0.postSend({ wrId: 1, opcode: 'SEND', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], signaled: true })).toThrow(/postSend.*run/);
+    expect(() => qp0.bindMw(mw, { mr: mr0, addr: a.addr, length: 64, access: Access.REMOTE_READ })).toThrow(/run/);
+    expect(() => qp1.postRecv({ wrId: 1, sgList: [] })).toThrow(/postRecv.*run/);
+    // a later run finds nothing posted: no completion appears
+    await tb.run(async () => {
+      await tb.quiesce();
+      expect(cq0.poll(16)).toEqual([]);
+    });
+  });
+
   it("cq.wait's ETIMEDOUT keeps the completions it polled in `partial`", async () => {
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {
