@@ -4,8 +4,8 @@
  * lists too long, segments pointing anywhere), written into a user-space or a kernel QP's send
  * queue and doorbelled. Each case: nothing throws or hangs, every WQE completes (success, or the error
  * and then flushes, the QP in ERR), no byte of process memory outside the registered writable
- * ranges and the rings changes, and for valid data WQEs the reference model agrees on statuses
- * and bytes (test/support/wqe_fuzz.ts). `npm run bench -- fuzz` runs 100,000 cases.
+ * ranges and the rings changes, and for valid WQEs the reference model agrees on statuses and
+ * bytes (test/support/wqe_fuzz.ts). `npm run bench -- fuzz` runs 100,000 cases.
  * `FUZZ_RUNS=20000 npx vitest run test/rtl/transport/wqe_fuzz.test.ts` runs it longer.
  */
 import { describe, expect, it } from 'vitest';
