@@ -7,6 +7,8 @@ import { benchAtu } from './atu.ts';
 import { benchVerbs } from './verbs.ts';
 import { benchProperty } from './property.ts';
 import { benchCliffs } from './cliffs.ts';
+import { benchChurn } from './churn.ts';
+import { benchFuzz } from './fuzz.ts';
 import { benchScale } from './scale.ts';
 
 const benches: Record<string, () => void | Promise<void>> = {
@@ -15,6 +17,8 @@ const benches: Record<string, () => void | Promise<void>> = {
   verbs: benchVerbs,
   property: benchProperty,
   cliffs: benchCliffs,
+  churn: benchChurn,
+  fuzz: benchFuzz,
   scale: benchScale,
 };
 

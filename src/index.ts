@@ -15,7 +15,7 @@ export { Mr } from './driver/mr.ts';
 export { Mw } from './driver/mw.ts';
 export type { SendWr, RecvWr, WorkCompletion, WrOpcode, WcOpcode, WcStatus, Sge, BindInfo } from './driver/types.ts';
 export type { DeviceAttr } from './rtl/firmware/hca_caps.ts';
-export { incRkey } from './rtl/formats/constants.ts';
+export { incRkey } from './driver/keys.ts';
 export type { HcaConfig } from './rtl/config.ts';
 export { DEFAULT_HCA_CONFIG } from './rtl/config.ts';
 export type { TraceOptions, Ps, Waiter } from './sim/index.ts';

@@ -4,7 +4,7 @@
  * read by processes that wait in simulated time.
  */
 import { SimEvent, type Sim } from '../sim/index.ts';
-import { VerbsError, checkU53 } from './verbs_error.ts';
+import { VerbsError, checkObject, checkU53 } from './verbs_error.ts';
 import type { Cq } from './cq.ts';
 
 /** An asynchronous event (API.md "Completion channels and asynchronous events"). */
@@ -69,6 +69,7 @@ export class CompChannel {
    * another event. A timeout rejects with ETIMEDOUT.
    */
   async getCqEvent(opts: { timeout?: number } = {}): Promise<Cq> {
+    checkObject('getCqEvent: options', opts);
     const cq = await this.q.take('getCqEvent', opts.timeout);
     cq.noteEvent();
     return cq;

@@ -6,7 +6,7 @@ import type { Testbed } from './testbed.ts';
 import type { Hca } from '../rtl/hca.ts';
 import { HcaCapOpMod } from '../rtl/formats/constants.ts';
 import { deviceAttrOf, type DeviceAttr, type HcaGeneralCaps, type HcaOdpCaps } from '../rtl/firmware/hca_caps.ts';
-import { VerbsError } from './verbs_error.ts';
+import { VerbsError, checkObject, checkU32, checkU53 } from './verbs_error.ts';
 import { Pd } from './pd.ts';
 import { Cq } from './cq.ts';
 import { CmdError } from '../rtl/firmware/cmd_types.ts';
@@ -17,6 +17,7 @@ import { EventType } from '../rtl/formats/constants.ts';
 import type { Eqe } from '../rtl/formats/eqe.ts';
 import type { Qp } from './qp.ts';
 import { OdpHandler } from './odp.ts';
+import { DmaPool } from './dma_pool.ts';
 
 /** The events of QPs, by EQE type, as ibv_event_type names them (spec/mlx5.md "Other event data"). */
 const QP_EVENTS: Partial<Record<number, AsyncEvent['type']>> = {
@@ -49,6 +50,10 @@ export class Context {
   readonly tb: Testbed;
   /** The driver's MR cache (free mkeys enabled by UMR). */
   readonly pool: MkeyPool;
+  /** Queue buffers and doorbell records: page lists for the device, reused after destroy. */
+  readonly dma: DmaPool;
+  /** UMR descriptor buffers (physically contiguous) of destroyed QPs, for later QPs' lists. */
+  readonly descFree: { addr: number; cap: number }[] = [];
 
   constructor(
     tb: Testbed,
@@ -57,6 +62,7 @@ export class Context {
   ) {
     this.tb = tb;
     this.pool = new MkeyPool(this);
+    this.dma = new DmaPool(hca.host);
     this.asyncEvents = new EventFifo<AsyncEvent>(tb.sim);
   }
 
@@ -104,6 +110,8 @@ export class Context {
 
   /** ibv_get_async_event: the next asynchronous event (QP and CQ errors), waiting for one. */
   async getAsyncEvent(opts: { timeout?: number } = {}): Promise<AsyncEvent> {
+    checkObject('getAsyncEvent: options', opts);
+    if (opts.timeout !== undefined) checkU53('getAsyncEvent: timeout', opts.timeout);
     await this.eventQueue();
     return this.asyncEvents.take('getAsyncEvent', opts.timeout);
   }
@@ -161,20 +169,32 @@ export class Context {
     const eq = await this.eventQueue();
     let size = 1;
     while (size < cqe) size *= 2;
-    const buf = this.hca.host.alloc(Math.max(4096, size * 64), { hugePages: size * 64 > 4096 });
+    // scattered 4 KiB pages, given to the device as the command's page list (pas)
+    const buf = this.dma.alloc(size * 64);
     // a new CQ buffer is filled with op_own = 0xF0 (opcode INVALID): nothing is owned by software
-    for (let i = 0; i < size; i++) this.hca.host.write(buf.addr + i * 64 + 63, new Uint8Array([0xf0]));
-    const bufAddr = this.hca.host.dmaAddress(buf.addr);
+    const ownInit = new Uint8Array([0xf0]);
+    for (let i = 0; i < size; i++) this.hca.host.writeFrom(buf.addr + i * 64 + 63, ownInit, 0, 1);
     // the doorbell record: set_ci (dbrec[0]) and the arm word (dbrec[1])
-    const dbr = this.hca.host.alloc(64);
-    const { cqn } = await this.cmd(this.hca.cmdif.exec({ op: 'CREATE_CQ', size, eqn: eq.eqn, bufAddr, dbrAddr: this.hca.host.dmaAddress(dbr.addr) }), 'createCq');
-    const cq = new Cq(this, cqn, size, buf.addr, dbr.addr, channel ?? null);
+    const dbr = this.dma.alloc(64);
+    let cqn: number;
+    try {
+      ({ cqn } = await this.cmd(
+        this.hca.cmdif.exec({ op: 'CREATE_CQ', size, eqn: eq.eqn, pas: buf.pas, logPageSize: 0, dbrAddr: this.hca.host.dmaAddress(dbr.addr) }),
+        'createCq',
+      ));
+    } catch (e) {
+      this.dma.release(buf);
+      this.dma.release(dbr);
+      throw e;
+    }
+    const cq = new Cq(this, cqn, size, buf, dbr, channel ?? null);
     this.cqs.set(cqn, cq);
     return cq;
   }
 
   /** The 64-byte mkey context of `key` (QUERY_MKEY), for inspection. */
   async queryMkey(key: number): Promise<Uint8Array> {
+    checkU32('queryMkey: key', key);
     const r = await this.cmd(this.hca.cmdif.exec({ op: 'QUERY_MKEY', index: key >>> 8 }), 'queryMkey');
     return r.context;
   }

@@ -12,6 +12,7 @@ import { decodeCqe } from '../rtl/formats/cqe.ts';
 import { CqeOpcode, syndromeToWcStatus } from '../rtl/formats/constants.ts';
 import { cqArmWord } from '../rtl/completion/cq_writer.ts';
 import type { CompChannel } from './comp_channel.ts';
+import type { DmaBuf } from './dma_pool.ts';
 
 
 
@@ -35,6 +36,8 @@ export class Cq {
    * in order, so the last one it needs). The driver learns of CQEs from host memory only.
    */
   private readonly landed: SimEvent;
+  private readonly bufVa: number;
+  private readonly dbrVa: number;
   private readonly watchSlot: MemWatch;
   /** What a stalled run says this CQ's wait waits for. */
   private waitWant = 0;
@@ -54,12 +57,14 @@ export class Cq {
     readonly ctx: Context,
     readonly cqn: number,
     readonly size: number,
-    private readonly bufVa: number,
-    private readonly dbrVa: number,
+    private readonly bufMem: DmaBuf,
+    private readonly dbrMem: DmaBuf,
     /** The completion channel the CQ reports to, or null. */
     readonly channel: CompChannel | null,
   ) {
-    this.buf = { addr: bufVa, cqeCnt: size, stride: 64 };
+    this.bufVa = bufMem.addr;
+    this.dbrVa = dbrMem.addr;
+    this.buf = { addr: this.bufVa, cqeCnt: size, stride: 64 };
     const ev = (this.landed = new SimEvent(ctx.tb.sim));
     this.watchSlot = { lo: 0, hi: 0, fire: () => ev.notify() };
   }
@@ -121,11 +126,15 @@ export class Cq {
     this.destroyed = true;
     this.ctx.cqs.delete(this.cqn);
     await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_CQ', cqn: this.cqn }), 'destroy');
+    // the device forgot the CQ: its ring and doorbell record serve the next queue
+    this.ctx.dma.release(this.bufMem);
+    this.ctx.dma.release(this.dbrMem);
   }
 
   /** ibv_poll_cq: up to `n` completions that are there now (no simulated time passes). */
   poll(n = 16): WorkCompletion[] {
     this.checkAlive('poll');
+    if (!(Number.isSafeInteger(n) && n >= 0)) throw new VerbsError('EINVAL', `poll: n must be a non-negative integer, got ${String(n)}`);
     const out: WorkCompletion[] = [];
     const ci0 = this.ci;
     const host = this.ctx.hca.host;

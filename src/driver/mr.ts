@@ -252,6 +252,7 @@ export class Mr {
     const ctx = this.pd.ctx;
     if (readMkey(ctx.hca, this.index).mwCount > 0) throw new VerbsError('EBUSY', 'dereg: memory windows are still bound to the MR');
     this.destroyed = true;
+    this.pd.untrack(this);
     if (this.odp !== null) await ctx.odp.unregister(this);
     if (this.poolBucket > 0) await ctx.pool.revoke(this.deviceKey, this.poolBucket);
     else await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');

@@ -26,6 +26,7 @@ export class Mw {
   async dealloc(): Promise<void> {
     this.checkAlive('dealloc');
     this.destroyed = true;
+    this.pd.untrack(this);
     const ctx = this.pd.ctx;
     await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dealloc');
   }

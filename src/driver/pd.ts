@@ -247,6 +247,11 @@ export class Pd {
     return o;
   }
 
+  /** @internal An MR, window or QP of this PD is gone: the PD no longer holds it (usecnt--). */
+  untrack(o: { readonly destroyed: boolean }): void {
+    this.users.delete(o);
+  }
+
   /**
    * ibv_dealloc_pd: EBUSY while a live MR, memory window or QP belongs to the PD (the kernel's
    * usecnt rule: uverbs_free_pd -> ib_destroy_usecnt, include/rdma/ib_verbs.h, returns -EBUSY
@@ -292,9 +297,16 @@ export class Pd {
   }
 }
 
-/** IB rule: remote write or atomic requires local write (spec/semantics.md). */
+/** ib_access_flags bits (an integer in 0..127), else EINVAL naming them: a window's access. */
+export function checkAccessBits(access: unknown, what: string): void {
+  if (typeof access !== 'number' || !Number.isInteger(access) || access < 0 || access > 127) {
+    throw new VerbsError('EINVAL', `${what}: access flags ${typeof access === 'number' && Number.isInteger(access) ? `0x${access.toString(16)}` : String(access)} are not ib_access_flags bits`);
+  }
+}
+
+/** An MR's access: the bits, and the IB rule that remote write or atomic requires local write (spec/semantics.md). */
 export function checkAccess(access: number, what: string): void {
-  if (!Number.isInteger(access) || access < 0 || access > 127) throw new VerbsError('EINVAL', `${what}: access flags 0x${access.toString(16)} are not ib_access_flags bits`);
+  checkAccessBits(access, what);
   if ((access & (IbAccess.REMOTE_WRITE | IbAccess.REMOTE_ATOMIC)) !== 0 && (access & IbAccess.LOCAL_WRITE) === 0) {
     throw new VerbsError('EINVAL', `${what}: REMOTE_WRITE or REMOTE_ATOMIC requires LOCAL_WRITE`);
   }

@@ -4,11 +4,12 @@
  */
 import type { Pd } from './pd.ts';
 import type { Cq } from './cq.ts';
-import type { Mw } from './mw.ts';
 import type { BindInfo, RecvWr, SendWr, WcOpcode } from './types.ts';
 import { IbAccess } from './types.ts';
-import { VerbsError, checkObject, checkU32, checkU53 } from './verbs_error.ts';
-import { checkAccess } from './pd.ts';
+import { VerbsError, checkBool, checkObject, checkOperand64, checkU32, checkU53, checkWrId } from './verbs_error.ts';
+import { Mr } from './mr.ts';
+import { Mw } from './mw.ts';
+import { checkAccess, checkAccessBits } from './pd.ts';
 import {
   buildAtomicWqe, buildBindMwWqe, buildLocalInvWqe, buildRdmaWqe, buildRegMrWqe, buildSendWqe, wqeBasicBlocks,
   type MrAccess, type Sge as WqeSge, encodeXltList,
@@ -18,6 +19,7 @@ import { decodeDataSeg, encodeDataSeg } from '../rtl/formats/data_seg.ts';
 import { rqStride } from '../rtl/transport/responder.ts';
 import type { Mtu } from '../rtl/config.ts';
 import type { QpState } from '../rtl/firmware/cmd_types.ts';
+import type { DmaBuf } from './dma_pool.ts';
 
 /** ibv_qp_init_attr (RC). */
 export interface QpInitAttr {
@@ -27,6 +29,14 @@ export interface QpInitAttr {
   maxRecvWr?: number;
   maxSendSge?: number;
   maxRecvSge?: number;
+  /**
+   * A QP of a user process (ibv_create_qp through uverbs) instead of a kernel consumer's
+   * (ib_create_qp, the default): mlx5_ib creates it without qpc.fre (fast registration
+   * enabled), so it may not register memory by work request: postSend REG_MR is EINVAL, and a
+   * REG_MR WQE written into its ring completes LOC_QP_OP_ERR (README "UMR privilege").
+   * LOCAL_INV and memory-window binds work as on any QP.
+   */
+  userSpace?: boolean;
 }
 
 const GiB2 = 2 ** 31;
@@ -82,18 +92,19 @@ export class Qp {
   private constructor(
     readonly pd: Pd,
     readonly qpNum: number,
-    readonly attr: Required<Omit<QpInitAttr, 'sendCq' | 'recvCq'>> & Pick<QpInitAttr, 'sendCq' | 'recvCq'>,
-    sqVa: number,
+    readonly attr: Required<Omit<QpInitAttr, 'sendCq' | 'recvCq' | 'userSpace'>> & Pick<QpInitAttr, 'sendCq' | 'recvCq'> & { userSpace: boolean },
+    /** The queues' buffer: the receive queue, then the send queue at `sqOffset`. */
+    private readonly buf: DmaBuf,
+    sqOffset: number,
     sqWqebbs: number,
-    rqVa: number,
     private readonly rqSize: number,
   ) {
-    this.sq = { addr: sqVa, wqeCnt: sqWqebbs, stride: 64 };
+    this.sq = { addr: buf.addr + sqOffset, wqeCnt: sqWqebbs, stride: 64 };
     this.sendWrId = new Array<number | bigint>(sqWqebbs).fill(0);
     this.sendOp = new Array<WcOpcode | undefined>(sqWqebbs).fill(undefined);
     this.sendSeq = new Array<number>(sqWqebbs).fill(0);
     this.sendEnd = new Array<number>(sqWqebbs).fill(0);
-    this.rqBufVa = rqVa;
+    this.rqBufVa = buf.addr;
     this.rqStride = rqStride(attr.maxRecvSge);
     attr.sendCq.qps.set(qpNum, this);
     attr.recvCq.qps.set(qpNum, this);
@@ -103,9 +114,15 @@ export class Qp {
   static async create(pd: Pd, a: QpInitAttr): Promise<Qp> {
     const ctx = pd.ctx;
     const dev = await ctx.queryDevice();
-    const attr = { maxSendWr: a.maxSendWr ?? 64, maxRecvWr: a.maxRecvWr ?? 64, maxSendSge: a.maxSendSge ?? 4, maxRecvSge: a.maxRecvSge ?? 4, sendCq: a.sendCq, recvCq: a.recvCq };
+    if (a.userSpace !== undefined && typeof a.userSpace !== 'boolean') throw new VerbsError('EINVAL', `createQp: userSpace must be a boolean, got ${String(a.userSpace)}`);
+    // absent means the default; anything else (null included) is checked, never coerced
+    const or = (v: number | undefined, d: number): number => (v === undefined ? d : v);
+    const attr = {
+      maxSendWr: or(a.maxSendWr, 64), maxRecvWr: or(a.maxRecvWr, 64), maxSendSge: or(a.maxSendSge, 4), maxRecvSge: or(a.maxRecvSge, 4),
+      sendCq: a.sendCq, recvCq: a.recvCq, userSpace: a.userSpace ?? false,
+    };
     for (const [k, v, max] of [['maxSendWr', attr.maxSendWr, dev.maxQpWr], ['maxRecvWr', attr.maxRecvWr, dev.maxQpWr], ['maxSendSge', attr.maxSendSge, dev.maxSge], ['maxRecvSge', attr.maxRecvSge, dev.maxSge]] as const) {
-      if (!(Number.isInteger(v) && v >= 1 && v <= max)) throw new VerbsError('EINVAL', `createQp: ${k} must be in 1..${max}, got ${v}`);
+      if (!(Number.isInteger(v) && v >= 1 && v <= max)) throw new VerbsError('EINVAL', `createQp: ${k} must be in 1..${max}, got ${String(v)}`);
     }
     // a WQE takes at most 4 WQEBBs here (a UMR with inline KLMs or 4 SGEs); room for maxSendWr of them
     const sqWqebbs = pow2(attr.maxSendWr * 4);
@@ -113,18 +130,28 @@ export class Qp {
       throw new VerbsError('EINVAL', `createQp: maxSendWr ${attr.maxSendWr} needs a ring of ${sqWqebbs} WQEBBs (4 per request), more than the device's ${dev.maxQpWr}`);
     }
     const rqSize = pow2(attr.maxRecvWr);
-    const host = ctx.hca.host;
-    const sqBuf = host.alloc(Math.max(4096, sqWqebbs * 64), { hugePages: sqWqebbs * 64 > 4096 });
     const stride = rqStride(attr.maxRecvSge);
-    const rqBuf = host.alloc(Math.max(4096, rqSize * stride), { hugePages: rqSize * stride > 4096 });
-    const { qpn } = await ctx.cmd(
-      ctx.hca.cmdif.exec({
-        op: 'CREATE_QP', pd: pd.pdn, sendCqn: a.sendCq.cqn, recvCqn: a.recvCq.cqn, sqSize: sqWqebbs, rqSize,
-        maxSendSge: attr.maxSendSge, maxRecvSge: attr.maxRecvSge, sqBufAddr: host.dmaAddress(sqBuf.addr), rqBufAddr: host.dmaAddress(rqBuf.addr),
-      }),
-      'createQp',
-    );
-    const qp = new Qp(pd, qpn, attr, sqBuf.addr, sqWqebbs, rqBuf.addr, rqSize);
+    // one buffer, the receive queue first and the send queue after it (mlx5 qp.c), over
+    // scattered 4 KiB pages the device reaches through the command's page list (pas)
+    const rqBytes = rqSize * stride;
+    const buf = ctx.dma.alloc(rqBytes + sqWqebbs * 64);
+    let qpn: number;
+    try {
+      ({ qpn } = await ctx.cmd(
+        ctx.hca.cmdif.exec({
+          op: 'CREATE_QP', pd: pd.pdn, sendCqn: a.sendCq.cqn, recvCqn: a.recvCq.cqn, sqSize: sqWqebbs, rqSize,
+          maxSendSge: attr.maxSendSge, maxRecvSge: attr.maxRecvSge, pas: buf.pas, logPageSize: 0,
+          // a kernel consumer's QP: fast registration enabled (mlx5_ib create_kernel_qp sets
+          // qpc.fre); a user process's QP is created without it (create_user_qp)
+          fre: !attr.userSpace,
+        }),
+        'createQp',
+      ));
+    } catch (e) {
+      ctx.dma.release(buf);
+      throw e;
+    }
+    const qp = new Qp(pd, qpn, attr, buf, rqBytes, sqWqebbs, rqSize);
     ctx.qps.set(qpn, qp);
     return qp;
   }
@@ -184,8 +211,9 @@ export class Qp {
     if (this.swState !== 'RESET' || peer.swState !== 'RESET') {
       throw new VerbsError('EINVAL', `connect: both QPs must be in RESET (this one is ${this.swState}, the peer ${peer.swState})`);
     }
-    const mtu = opts.mtu ?? this.pd.ctx.hca.cfg.mtu;
-    const maxRdAtomic = opts.maxRdAtomic ?? 16;
+    const mtu = opts.mtu === undefined ? this.pd.ctx.hca.cfg.mtu : opts.mtu;
+    if (!([256, 512, 1024, 2048, 4096] as unknown[]).includes(mtu)) throw new VerbsError('EINVAL', `connect: mtu ${String(mtu)} is not an IB MTU (256, 512, 1024, 2048, 4096)`);
+    const maxRdAtomic = opts.maxRdAtomic === undefined ? 16 : opts.maxRdAtomic;
     if (!Number.isSafeInteger(maxRdAtomic) || maxRdAtomic < 1 || maxRdAtomic > 128 || (maxRdAtomic & (maxRdAtomic - 1)) !== 0) {
       throw new VerbsError('EINVAL', `connect: maxRdAtomic ${String(maxRdAtomic)} must be a power of two in 1..128 (log_sra_max is 3 bits)`);
     }
@@ -241,11 +269,17 @@ export class Qp {
   bindMw(mw: Mw, bind: BindInfo, opts: { wrId?: number | bigint; signaled?: boolean } = {}): number {
     this.pd.ctx.tb.workPosted();
     this.checkAlive('bindMw');
+    if (!(mw instanceof Mw)) throw new VerbsError('EINVAL', `bindMw: the window must be a memory window (pd.allocMw), got ${mw === null ? 'null' : typeof mw}`);
+    checkObject('bindMw: options', opts);
+    if (opts.wrId !== undefined) checkWrId('bindMw: wrId', opts.wrId);
+    checkBool('bindMw: signaled', opts.signaled);
     mw.checkAlive('bindMw');
     this.sameDevice(mw.pd.ctx, 'bindMw: the window');
     checkObject('bindMw: bind', bind);
     checkU53('bindMw: addr', bind.addr);
     checkU53('bindMw: length', bind.length);
+    if (bind.mr !== null && !(bind.mr instanceof Mr)) throw new VerbsError('EINVAL', `bindMw: mr must be an MR or null, got ${typeof bind.mr}`);
+    checkAccessBits(bind.access, 'bindMw');
     if (bind.mr) this.sameDevice(bind.mr.pd.ctx, 'bindMw: the MR');
     if (mw.type !== 1) throw new VerbsError('EINVAL', 'bindMw: the verb binds type-1 windows; post BIND_MW for type 2');
     if (bind.mr === null && bind.length !== 0) throw new VerbsError('EINVAL', 'bindMw: no MR but length != 0');
@@ -261,6 +295,7 @@ export class Qp {
 
   /** ibv_post_recv */
   postRecv(wr: RecvWr | readonly RecvWr[]): void {
+    this.pd.ctx.tb.sim.checkInProcess('postRecv');
     this.pd.ctx.tb.workPosted();
     checkObject('postRecv: the work request', wr);
     const list = Array.isArray(wr) ? (wr as readonly RecvWr[]) : [wr as RecvWr];
@@ -268,6 +303,7 @@ export class Qp {
     for (const w of list) {
       this.checkAlive('postRecv');
       checkObject('postRecv: the work request', w);
+      checkWrId('postRecv: wrId', w.wrId);
       if (!Array.isArray(w.sgList)) throw new VerbsError('EINVAL', 'postRecv: sgList must be an array');
       w.sgList.forEach((s, i) => {
         checkObject(`postRecv: SGE ${i}`, s);
@@ -344,14 +380,22 @@ export class Qp {
     this.attr.sendCq.qps.delete(this.qpNum);
     this.attr.recvCq.qps.delete(this.qpNum);
     const ctx = this.pd.ctx;
+    this.pd.untrack(this);
     await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_QP', qpn: this.qpNum }), 'destroy');
+    // the device forgot the QP: its rings and UMR descriptor lists serve later QPs
+    ctx.dma.release(this.buf);
+    for (const d of this.descLent) ctx.descFree.push({ addr: d.addr, cap: d.cap });
+    for (const d of this.descFree) ctx.descFree.push(d);
+    this.descLent.length = 0;
+    this.descFree.length = 0;
+    this.sendWrId.fill(0);
+    this.recvRecs.clear();
   }
 
   private postOne(w: SendWr, fromBindVerb = false): void {
     this.checkAlive('postSend');
     checkObject('postSend: the work request', w);
     this.pd.ctx.tb.sim.checkInProcess('postSend');
-    const ctx = this.pd.ctx;
     const st = this.state;
     if (st !== 'RTS' && st !== 'ERR') throw new VerbsError('EINVAL', `postSend: the QP is in ${st} (needs RTS)`);
     const inFlight = this.posted - this.sqDone;
@@ -363,9 +407,15 @@ export class Qp {
     const fence = w.fence ? (this.nextFence !== FenceMode.NONE ? FenceMode.SMALL_AND_FENCE : FenceMode.FENCE) : this.nextFence;
     const common = { wqeIndex, qpn: this.qpNum, signaled: w.signaled ?? false, solicited: w.solicited ?? false, fence };
     // the user's SGEs are used as they are (no copy on the hot path), after checking them
-    const sg: readonly WqeSge[] = w.sgList ?? NO_SGES;
+    checkWrId('postSend: wrId', w.wrId);
+    checkBool('postSend: signaled', w.signaled);
+    checkBool('postSend: fence', w.fence);
+    checkBool('postSend: solicited', w.solicited);
+    checkBool('postSend: inline', w.inline);
+    // absent means none; null or anything else that is not a list is refused
+    const sg: readonly WqeSge[] = w.sgList === undefined ? NO_SGES : w.sgList;
+    if (!Array.isArray(sg)) throw new VerbsError('EINVAL', `postSend: sgList must be an array, got ${sg === null ? 'null' : typeof sg}`);
     if (sg.length > this.attr.maxSendSge) throw new VerbsError('EINVAL', `postSend: ${sg.length} SGEs > maxSendSge ${this.attr.maxSendSge}`);
-    if (!Array.isArray(sg)) throw new VerbsError('EINVAL', 'postSend: sgList must be an array');
     for (let i = 0; i < sg.length; i++) {
       const s = sg[i];
       checkObject(`postSend: SGE ${i}`, s);
@@ -375,10 +425,42 @@ export class Qp {
     }
     if (w.remoteAddr !== undefined) checkU53('postSend: remoteAddr', w.remoteAddr);
     if (w.rkey !== undefined) checkU32('postSend: rkey', w.rkey);
-    if (w.compareAdd !== undefined) checkU53('postSend: compareAdd', w.compareAdd);
-    if (w.swap !== undefined) checkU53('postSend: swap', w.swap);
+    if (w.compareAdd !== undefined) checkOperand64('postSend: compareAdd', w.compareAdd);
+    if (w.swap !== undefined) checkOperand64('postSend: swap', w.swap);
     if (w.immData !== undefined) checkU32('postSend: immData', w.immData);
+    if (w.invalidateRkey !== undefined) checkU32('postSend: invalidateRkey', w.invalidateRkey);
+    if ((w.opcode === 'LOCAL_INV' || w.opcode === 'SEND_WITH_INV') && w.invalidateRkey === undefined) {
+      throw new VerbsError('EINVAL', `postSend: ${w.opcode} needs invalidateRkey`);
+    }
+    if (w.inline) {
+      // the whole WQE must fit ds (6 bits): control 16 B, remote address 16 B, then the
+      // inline segment (a 4-byte header and the data, padded to 16 B)
+      const bytes = sg.reduce((n, e) => n + e.length, 0);
+      const max = 63 * 16 - 32 - 4;
+      if (bytes > max) throw new VerbsError('EINVAL', `postSend: ${bytes} bytes of inline data exceed the ${max} a WQE holds (max_inline_data)`);
+    }
     const data = w.inline ? { inlineData: this.inlineBytes(sg) } : { sgList: sg };
+    let ds: number;
+    try {
+      ds = this.build(view, w, common, sg, data, fence, wqeIndex, fromBindVerb);
+    } catch (e) {
+      // a field the WQE cannot hold that no check above named: still the caller's argument
+      if (e instanceof RangeError) throw new VerbsError('EINVAL', `postSend: ${e.message}`);
+      throw e;
+    }
+    if (w.opcode === 'BIND_MW') w.mw!.rkey = (w.rkey ?? 0) >>> 0;
+    this.ring(ds, w.wrId, WC_OF[w.opcode]);
+    this.nextFence = w.opcode === 'REG_MR' || w.opcode === 'LOCAL_INV' || w.opcode === 'BIND_MW' ? FenceMode.INITIATOR_SMALL : FenceMode.NONE;
+  }
+
+  /** Writes the WQE of `w` into the scratch buffer; returns its ds. */
+  private build(
+    view: DataView, w: SendWr, common: { wqeIndex: number; qpn: number; signaled: boolean; solicited: boolean; fence: number },
+    sg: readonly WqeSge[], data: { inlineData?: Uint8Array; sgList?: readonly WqeSge[] }, fence: number, wqeIndex: number, fromBindVerb: boolean,
+  ): number {
+    const ctx = this.pd.ctx;
+    const compareAdd = w.compareAdd === undefined ? 0n : checkOperand64('postSend: compareAdd', w.compareAdd);
+    const swap = w.swap === undefined ? 0n : checkOperand64('postSend: swap', w.swap);
     let ds: number;
     switch (w.opcode) {
       case 'RDMA_WRITE':
@@ -421,8 +503,8 @@ export class Qp {
         if (total !== 8) throw new VerbsError('EINVAL', `postSend: an atomic's local SGL must total 8 bytes, got ${total}`);
         const p = { ...common, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0, sgList: sg };
         ds = w.opcode === 'ATOMIC_CMP_AND_SWP'
-          ? buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_CS, compare: w.compareAdd ?? 0, swap: w.swap ?? 0 })
-          : buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_FA, add: w.compareAdd ?? 0 });
+          ? buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_CS, compare: compareAdd, swap })
+          : buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_FA, add: compareAdd });
         break;
       }
       case 'LOCAL_INV':
@@ -437,9 +519,7 @@ export class Qp {
       default:
         throw new VerbsError('EINVAL', `postSend: unknown opcode ${String(w.opcode)}`);
     }
-    if (w.opcode === 'BIND_MW') w.mw!.rkey = (w.rkey ?? 0) >>> 0;
-    this.ring(ds, w.wrId, WC_OF[w.opcode]);
-    this.nextFence = w.opcode === 'REG_MR' || w.opcode === 'LOCAL_INV' || w.opcode === 'BIND_MW' ? FenceMode.INITIATOR_SMALL : FenceMode.NONE;
+    return ds;
   }
 
   /** Copies the WQE built in `scratch` into the ring (a WQEBB at a time: it may wrap), rings the doorbell. */
@@ -487,13 +567,15 @@ export class Qp {
 
   private regMrWqe(view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean }, w: SendWr): number {
     const mr = w.mr;
-    if (!mr) throw new VerbsError('EINVAL', 'postSend: REG_MR needs `mr`');
+    if (!(mr instanceof Mr)) throw new VerbsError('EINVAL', `postSend: REG_MR needs \`mr\`, an MR (pd.allocMr), got ${mr === null ? 'null' : typeof mr}`);
+    if (w.key !== undefined) checkU32('postSend: REG_MR key', w.key);
     mr.checkAlive('postSend REG_MR');
     this.sameDevice(mr.pd.ctx, 'postSend REG_MR: the MR');
     if (mr.type === 'USER') throw new VerbsError('EINVAL', 'postSend: REG_MR needs a fast-registration MR (allocMr)');
+    if (this.attr.userSpace) throw new VerbsError('EINVAL', 'postSend: REG_MR needs a kernel QP (qpc.fre); a user-space QP may not register memory by work request');
     const key = (w.key ?? mr.lkey) >>> 0;
     if (key >>> 8 !== mr.index) throw new VerbsError('EINVAL', `postSend: REG_MR key 0x${key.toString(16)} does not name the MR's index 0x${mr.index.toString(16)}`);
-    const access = w.access ?? 0;
+    const access = w.access === undefined ? 0 : w.access;
     checkAccess(access, 'postSend REG_MR');
     // the page list in mapSg's pages (MEM_REG; its MTTs may be 4 KiB ones, see Mr.mapSg) or elements
     const n = mr.type === 'MEM_REG' ? mr.pageCount : mr.mappedCount;
@@ -528,7 +610,16 @@ export class Qp {
 
   private bindMwWqe(view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean }, w: SendWr, fromBindVerb: boolean): number {
     const mw = w.mw;
-    if (!mw) throw new VerbsError('EINVAL', 'postSend: BIND_MW needs `mw`');
+    if (!(mw instanceof Mw)) throw new VerbsError('EINVAL', `postSend: BIND_MW needs \`mw\`, a memory window (pd.allocMw), got ${mw === null ? 'null' : typeof mw}`);
+    if (w.rkey !== undefined) checkU32('postSend: BIND_MW rkey', w.rkey);
+    const bi = w.bindInfo;
+    if (bi !== undefined) {
+      checkObject('postSend: BIND_MW bindInfo', bi);
+      if (bi.mr !== null && !(bi.mr instanceof Mr)) throw new VerbsError('EINVAL', `postSend: BIND_MW bindInfo.mr must be an MR or null, got ${typeof bi.mr}`);
+      checkU53('postSend: BIND_MW bindInfo.addr', bi.addr);
+      checkU53('postSend: BIND_MW bindInfo.length', bi.length);
+      checkAccessBits(bi.access, 'postSend BIND_MW');
+    }
     mw.checkAlive('postSend BIND_MW');
     this.sameDevice(mw.pd.ctx, 'postSend BIND_MW: the window');
     if (w.bindInfo?.mr) this.sameDevice(w.bindInfo.mr.pd.ctx, 'postSend BIND_MW: the MR');
@@ -569,7 +660,16 @@ export class Qp {
       if (this.descFree[i].cap >= list.length && (at < 0 || this.descFree[i].cap < this.descFree[at].cap)) at = i;
     }
     let buf: { addr: number; cap: number };
+    const shared = this.pd.ctx.descFree;
+    let sat = -1;
+    if (at < 0) {
+      // lists of destroyed QPs of the context, before new memory
+      for (let i = 0; i < shared.length; i++) {
+        if (shared[i].cap >= list.length && (sat < 0 || shared[i].cap < shared[sat].cap)) sat = i;
+      }
+    }
     if (at >= 0) buf = this.descFree.splice(at, 1)[0];
+    else if (sat >= 0) buf = shared.splice(sat, 1)[0];
     else {
       const cap = Math.max(4096, list.length);
       // one 4 KiB page, or 2 MiB pages, is physically contiguous (a list is at most 1 MiB)

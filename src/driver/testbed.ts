@@ -9,6 +9,7 @@ import type { HostSpace } from '../rtl/memory/host_space.ts';
 import type { HcaCapsOverride } from '../rtl/firmware/hca_caps.ts';
 import { Link } from '../rtl/transport/link.ts';
 import { Context } from './context.ts';
+import { VerbsError } from './verbs_error.ts';
 import type { RcRequest, RcResponse } from '../rtl/transport/rc_types.ts';
 
 /** Options of a testbed. */
@@ -35,9 +36,9 @@ export class Testbed {
   constructor(opts: TestbedOptions = {}) {
     const seed = opts.seed ?? 1;
     // no coercion: NaN or "x" would silently become another seed, and another run
-    if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw new RangeError(`Testbed: seed must be a safe integer, got ${typeof seed === 'string' ? JSON.stringify(seed) : String(seed)}`);
+    if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw new VerbsError('EINVAL', `Testbed: seed must be a safe integer, got ${typeof seed === 'string' ? JSON.stringify(seed) : String(seed)}`);
     const n = opts.hcas ?? 1;
-    if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new RangeError(`Testbed: hcas must be an integer in 1..16, got ${n}`);
+    if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new VerbsError('EINVAL', `Testbed: hcas must be an integer in 1..16, got ${String(n)}`);
     this.config = resolveConfig(opts.config ?? {});
     this.sim = new Sim({ seed });
     const hcas: Hca[] = [];
@@ -116,6 +117,9 @@ export class Testbed {
 
   /** ibv_open_device on adapter `i` (inside run: it queries the device's capabilities). */
   async openDevice(i = 0): Promise<Context> {
+    if (!(Number.isSafeInteger(i) && i >= 0 && i < this.hcas.length)) {
+      throw new VerbsError('EINVAL', `openDevice: no adapter ${String(i)} (this testbed has ${this.hcas.length}: 0..${this.hcas.length - 1})`);
+    }
     this.sim.checkInProcess('openDevice');
     const ctx = new Context(this, this.hca(i), i);
     await ctx.queryDevice();

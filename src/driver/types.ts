@@ -41,8 +41,12 @@ export interface SendWr {
   rkey?: number;
   immData?: number;
   invalidateRkey?: number;
-  compareAdd?: number;
-  swap?: number;
+  /**
+   * Atomic operands, any 64-bit value: a safe integer (a negative one in two's complement, so -1
+   * adds 2^64 - 1) or a bigint in -2^63 .. 2^64 - 1.
+   */
+  compareAdd?: number | bigint;
+  swap?: number | bigint;
   /** REG_MR */
   mr?: Mr;
   key?: number;

@@ -35,3 +35,31 @@ export function checkU32(what: string, v: unknown): number {
 export function checkObject(what: string, v: unknown): void {
   if (v === null || typeof v !== 'object') throw new VerbsError('EINVAL', `${what} must be an object, got ${v === null ? 'null' : typeof v}`);
 }
+
+/**
+ * A 64-bit atomic operand: a safe integer (negative in two's complement, so -1 is 2^64 - 1) or a
+ * bigint in -2^63 .. 2^64 - 1; anything else (NaN, 1.5, a number past 2^53 that lost its low
+ * bits) is EINVAL naming it. Returns the value modulo 2^64.
+ */
+export function checkOperand64(what: string, v: unknown): bigint {
+  if (typeof v === 'bigint') {
+    if (v < -(2n ** 63n) || v >= 2n ** 64n) throw new VerbsError('EINVAL', `${what} must fit 64 bits, got ${v}`);
+    return BigInt.asUintN(64, v);
+  }
+  if (typeof v !== 'number' || !Number.isSafeInteger(v)) {
+    throw new VerbsError('EINVAL', `${what} must be a safe integer (negative: two's complement) or a bigint below 2^64, got ${String(v)}`);
+  }
+  return BigInt.asUintN(64, BigInt(v));
+}
+
+/** A work request id (wr_id, a u64 cookie): a safe integer >= 0 or a bigint below 2^64, else EINVAL. */
+export function checkWrId(what: string, v: unknown): void {
+  if (typeof v === 'bigint' ? v < 0n || v >= 2n ** 64n : !(typeof v === 'number' && Number.isSafeInteger(v) && v >= 0)) {
+    throw new VerbsError('EINVAL', `${what} must be a non-negative safe integer or a bigint below 2^64, got ${typeof v === 'bigint' ? `${v}n` : String(v)}`);
+  }
+}
+
+/** An optional boolean option: undefined or a boolean, never a truthy coercion. */
+export function checkBool(what: string, v: unknown): void {
+  if (v !== undefined && typeof v !== 'boolean') throw new VerbsError('EINVAL', `${what} must be a boolean, got ${String(v)}`);
+}

@@ -34,7 +34,7 @@ import {
   WQE_OPMOD_READ_WITH_INV,
   WqeOpcode,
   dataSegByteCount,
-  encodeAtomicSeg,
+  encodeAtomicOperands,
   encodeCtrlSeg,
   encodeDataSeg,
   encodeInlineSeg,
@@ -50,7 +50,7 @@ import {
 } from '../rtl/formats/index.ts';
 import { ICM_BYTE3, ICM_FBO, ICM_ZERO_BASED } from '../rtl/memory/icm_mkey.ts';
 import type {
-  AtomicSeg,
+  AtomicOperands,
   CtrlSeg,
   Klm,
   MkeyContext,
@@ -112,8 +112,8 @@ export type RdmaWqeParams = WqeCommonParams &
 
 /** Parameters of an ATOMIC_CS or ATOMIC_FA WQE; sgList is where the original value lands. */
 export type AtomicWqeParams = WqeCommonParams & { remoteAddr: number; rkey: number; sgList: readonly Sge[] } & (
-    | { opcode: typeof WqeOpcode.ATOMIC_CS; compare: number; swap: number }
-    | { opcode: typeof WqeOpcode.ATOMIC_FA; add: number }
+    | { opcode: typeof WqeOpcode.ATOMIC_CS; compare: number | bigint; swap: number | bigint }
+    | { opcode: typeof WqeOpcode.ATOMIC_FA; add: number | bigint }
   );
 
 /** Access rights of a registration or window (verbs names; local read is always granted). */
@@ -376,9 +376,10 @@ export function buildAtomicWqe(view: DataView, off: number, p: AtomicWqeParams):
   const ds = 3 + dataDs({ sgList: p.sgList });
   checkWqeDs(ds);
   encodeRaddrSeg(view, off + CTRL_SEG_SIZE, { raddr: p.remoteAddr, rkey: p.rkey });
-  const atomic: AtomicSeg =
-    p.opcode === WqeOpcode.ATOMIC_CS ? { swapAdd: p.swap, compare: p.compare } : { swapAdd: p.add, compare: 0 };
-  encodeAtomicSeg(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE, atomic);
+  // any 64-bit operands (a negative one in two's complement: an add of -1 is 2^64 - 1)
+  const atomic: AtomicOperands =
+    p.opcode === WqeOpcode.ATOMIC_CS ? { swapAdd: BigInt(p.swap), compare: BigInt(p.compare) } : { swapAdd: BigInt(p.add), compare: 0n };
+  encodeAtomicOperands(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE, atomic);
   writeData(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE + ATOMIC_SEG_SIZE, { sgList: p.sgList });
   encodeCtrlSeg(view, off, ctrlOf(p, p.opcode, ds, 0));
   return ds;

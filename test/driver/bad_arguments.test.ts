@@ -4,7 +4,7 @@
  * polled in `partial`.
  */
 import { describe, expect, it } from 'vitest';
-import { Access, Testbed, VerbsError, type SendWr } from '../../src/index.ts';
+import { Access, Testbed, VerbsError, incRkey, type SendWr } from '../../src/index.ts';
 import { rcPair } from '../support/rc_pair.ts';
 
 function verbsError(f: () => unknown): string {
@@ -26,7 +26,7 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
       const b = tb.host(1).alloc(4096);
       const mr0 = await pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE | Access.MW_BIND);
       const mr1 = await pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
-      const write = (o: Partial<SendWr> & Record<string, unknown>): SendWr =>
+      const write = (o: Record<string, unknown>): SendWr =>
         ({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, ...o }) as SendWr;
       const cases: [string, () => unknown, RegExp][] = [
         ['postSend(null)', () => qp0.postSend(null as unknown as SendWr), /EINVAL: postSend: the work request must be an object/],
@@ -42,21 +42,98 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
         ['remoteAddr 2^60', () => qp0.postSend(write({ remoteAddr: 2 ** 60 })), /EINVAL: postSend: remoteAddr/],
         ['compareAdd NaN', () => qp0.postSend(write({ opcode: 'ATOMIC_FETCH_AND_ADD', compareAdd: NaN })), /EINVAL: postSend: compareAdd/],
         ['swap 2^53', () => qp0.postSend(write({ opcode: 'ATOMIC_CMP_AND_SWP', compareAdd: 0, swap: 2 ** 53 })), /EINVAL: postSend: swap/],
-        ['postRecv({})', () => qp1.postRecv({} as never), /EINVAL: postRecv: sgList must be an array/],
+        ['postRecv({})', () => qp1.postRecv({} as never), /EINVAL: postRecv: wrId must be/],
+        ['postRecv without sgList', () => qp1.postRecv({ wrId: 1 } as never), /EINVAL: postRecv: sgList must be an array/],
         ['postRecv length NaN', () => qp1.postRecv({ wrId: 1, sgList: [{ addr: b.addr, length: NaN, lkey: mr1.lkey }] }), /EINVAL: postRecv: SGE 0 length/],
         ['postRecv length -5', () => qp1.postRecv({ wrId: 1, sgList: [{ addr: b.addr, length: -5, lkey: mr1.lkey }] }), /EINVAL: postRecv: SGE 0 length/],
         ['postRecv length 2^31 (not cut to 2 GiB)', () => qp1.postRecv({ wrId: 1, sgList: [{ addr: b.addr, length: 2 ** 31, lkey: mr1.lkey }] }), /EINVAL: postRecv: SGE 0 length/],
         ['postRecv addr NaN', () => qp1.postRecv({ wrId: 1, sgList: [{ addr: NaN, length: 8, lkey: mr1.lkey }] }), /EINVAL: postRecv: SGE 0 addr/],
       ];
+      const fmr = await pd0.allocMr('MEM_REG', 4);
+      const mw2 = await pd0.allocMw(2);
+      const bind2 = (o: Record<string, unknown>): SendWr => ({ wrId: 1, opcode: 'BIND_MW', mw: mw2, rkey: incRkey(mw2.rkey), bindInfo: { mr: mr0, addr: a.addr, length: 64, access: Access.REMOTE_READ, ...o } }) as SendWr;
+      cases.push(
+        ['wrId NaN', () => qp0.postSend(write({ wrId: NaN })), /EINVAL: postSend: wrId/],
+        ['wrId -1', () => qp0.postSend(write({ wrId: -1 })), /EINVAL: postSend: wrId/],
+        ['wrId "3"', () => qp0.postSend(write({ wrId: '3' })), /EINVAL: postSend: wrId/],
+        ['sgList null (not "none")', () => qp0.postSend(write({ sgList: null })), /EINVAL: postSend: sgList must be an array, got null/],
+        ['signaled "yes"', () => qp0.postSend(write({ signaled: 'yes' })), /EINVAL: postSend: signaled must be a boolean/],
+        ['inline 2,000 B', () => qp0.postSend(write({ inline: true, sgList: [{ addr: a.addr, length: 2000, lkey: mr0.lkey }] })), /EINVAL: postSend: 2000 bytes of inline data exceed the 972/],
+        ['invalidateRkey "3"', () => qp0.postSend(write({ opcode: 'SEND_WITH_INV', invalidateRkey: '3' })), /EINVAL: postSend: invalidateRkey/],
+        ['LOCAL_INV without a key', () => qp0.postSend({ wrId: 1, opcode: 'LOCAL_INV' }), /EINVAL: postSend: LOCAL_INV needs invalidateRkey/],
+        ['REG_MR mr 3', () => qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: 3 as never, key: fmr.lkey, access: 1 }), /EINVAL: postSend: REG_MR needs `mr`, an MR/],
+        ['REG_MR access null', () => qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.lkey, access: null as never }), /EINVAL: postSend REG_MR: access flags null/],
+        ['BIND_MW mw {}', () => qp0.postSend({ wrId: 1, opcode: 'BIND_MW', mw: {} as never, rkey: 1 }), /EINVAL: postSend: BIND_MW needs `mw`, a memory window/],
+        ['BIND_MW bindInfo 3 (not an unbind)', () => qp0.postSend({ wrId: 1, opcode: 'BIND_MW', mw: mw2, rkey: incRkey(mw2.rkey), bindInfo: 3 as never }), /EINVAL: postSend: BIND_MW bindInfo must be an object/],
+        ['BIND_MW length NaN', () => qp0.postSend(bind2({ length: NaN })), /EINVAL: postSend: BIND_MW bindInfo.length/],
+        ['BIND_MW addr -1', () => qp0.postSend(bind2({ addr: -1 })), /EINVAL: postSend: BIND_MW bindInfo.addr/],
+        ['BIND_MW access 1.5', () => qp0.postSend(bind2({ access: 1.5 })), /EINVAL: postSend BIND_MW: access flags 1.5/],
+        ['poll NaN', () => cq0.poll(NaN), /EINVAL: poll: n must be a non-negative integer/],
+        ['incRkey NaN', () => incRkey(NaN), /EINVAL: incRkey: rkey/],
+      );
       const mw = await pd0.allocMw(1);
       cases.push(
+        ['bindMw mw null', () => qp0.bindMw(null as never, { mr: mr0, addr: a.addr, length: 64, access: Access.REMOTE_READ }), /EINVAL: bindMw: the window must be a memory window/],
+        ['bindMw access NaN', () => qp0.bindMw(mw, { mr: mr0, addr: a.addr, length: 64, access: NaN }), /EINVAL: bindMw: access flags NaN/],
+        ['bindMw mr 3', () => qp0.bindMw(mw, { mr: 3 as never, addr: a.addr, length: 64, access: Access.REMOTE_READ }), /EINVAL: bindMw: mr must be an MR or null/],
+        ['bindMw options null', () => qp0.bindMw(mw, { mr: mr0, addr: a.addr, length: 64, access: Access.REMOTE_READ }, null as never), /EINVAL: bindMw: options must be an object/],
+        ['postRecv wrId NaN', () => qp1.postRecv({ wrId: NaN, sgList: [] }), /EINVAL: postRecv: wrId/],
         ['bindMw addr NaN', () => qp0.bindMw(mw, { mr: mr0, addr: NaN, length: 64, access: Access.REMOTE_READ }), /EINVAL: bindMw: addr/],
         ['bindMw addr 2^60', () => qp0.bindMw(mw, { mr: mr0, addr: 2 ** 60, length: 64, access: Access.REMOTE_READ }), /EINVAL: bindMw: addr/],
         ['bindMw length -1 (not an unbind)', () => qp0.bindMw(mw, { mr: mr0, addr: a.addr, length: -1, access: Access.REMOTE_READ }), /EINVAL: bindMw: length/],
       );
       for (const [what, f, want] of cases) expect(`${what}: ${verbsError(f)}`).toMatch(new RegExp(`^${what.replace(/[()^[\]{}.*+?$|\\]/g, '\\$&')}: ${want.source}`));
       for (const t of [NaN, 0.5, 2 ** 60, -1]) await expect(cq0.wait(1, { timeout: t })).rejects.toThrow(/EINVAL: cq.wait: timeout/);
+      await expect(pd0.ctx.getAsyncEvent(NaN as never)).rejects.toThrow(/EINVAL: getAsyncEvent: options must be an object/);
+      await expect(pd0.ctx.getAsyncEvent({ timeout: 0.5 })).rejects.toThrow(/EINVAL: getAsyncEvent: timeout/);
+      await expect(pd0.ctx.createCompChannel().getCqEvent(null as never)).rejects.toThrow(/EINVAL: getCqEvent: options must be an object/);
+      await expect(pd0.ctx.queryMkey(NaN)).rejects.toThrow(/EINVAL: queryMkey: key/);
+      await expect(tb.openDevice(2)).rejects.toThrow(/EINVAL: openDevice: no adapter 2/);
+      await expect(pd0.regMr(a.addr, 4096, undefined as never)).rejects.toThrow(/EINVAL: regMr: access flags undefined/);
+      await expect(pd0.createQp({ sendCq: cq0, recvCq: cq0, maxSendWr: null as never })).rejects.toThrow(/EINVAL: createQp: maxSendWr must be in 1..32768, got null/);
+      const fresh = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
+      const peer = await pd1.createQp({ sendCq: cq0.ctx === pd1.ctx ? cq0 : (await pd1.ctx.createCq(4)), recvCq: (await pd1.ctx.createCq(4)) });
+      await expect(fresh.connect(peer, { mtu: null as never })).rejects.toThrow(/EINVAL: connect: mtu null is not an IB MTU/);
+      expect(fresh.state).toBe('RESET'); // refused before any command
       // nothing above was posted: the QPs work
+      await tb.quiesce();
+      expect(cq0.poll(16)).toEqual([]);
+    });
+  });
+
+  it('atomic operands are any 64-bit value: -1 (two\'s complement) and 2n ** 64n - 1n add 2^64 - 1, i.e. subtract one', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { pd0, pd1, cq0, qp0 } = await rcPair(tb);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(4096);
+      const mr0 = await pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+      const mr1 = await pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_ATOMIC);
+      tb.host(1).write(b.addr, new Uint8Array([5, 0, 0, 0, 0, 0, 0, 0])); // 5, little-endian host word
+      for (const add of [-1, 2n ** 64n - 1n]) {
+        qp0.postSend({ wrId: 1, opcode: 'ATOMIC_FETCH_AND_ADD', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, compareAdd: add, signaled: true });
+        const [wc] = await cq0.wait(1);
+        expect(wc.status).toBe('SUCCESS');
+      }
+      expect([...tb.host(1).read(b.addr, 8)]).toEqual([3, 0, 0, 0, 0, 0, 0, 0]);
+      expect(verbsError(() => qp0.postSend({ wrId: 1, opcode: 'ATOMIC_FETCH_AND_ADD', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, compareAdd: 2n ** 64n }))).toMatch(/^EINVAL: postSend: compareAdd must fit 64 bits/);
+    });
+  });
+
+  it('postSend, postRecv and bindMw outside tb.run() throw (before, a postSend there was taken and ran in the next run)', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    const got = await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(4096);
+      const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE | Access.MW_BIND);
+      return { ...p, a, mr0, mw: await p.pd0.allocMw(1) };
+    });
+    const { qp0, qp1, cq0, a, mr0, mw } = got;
+    expect(() => qp0.postSend({ wrId: 1, opcode: 'SEND', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], signaled: true })).toThrow(/postSend.*run/);
+    expect(() => qp0.bindMw(mw, { mr: mr0, addr: a.addr, length: 64, access: Access.REMOTE_READ })).toThrow(/run/);
+    expect(() => qp1.postRecv({ wrId: 1, sgList: [] })).toThrow(/postRecv.*run/);
+    // a later run finds nothing posted: no completion appears
+    await tb.run(async () => {
       await tb.quiesce();
       expect(cq0.poll(16)).toEqual([]);
     });
@@ -79,7 +156,8 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
   });
 
   it('Testbed: a seed that is not a safe integer is refused, not coerced', () => {
-    for (const seed of [NaN, 1.5, 2 ** 60, 'x' as unknown as number]) expect(() => new Testbed({ seed })).toThrow(/Testbed: seed must be a safe integer/);
+    for (const seed of [NaN, 1.5, 2 ** 60, 'x' as unknown as number]) expect(() => new Testbed({ seed })).toThrow(/^EINVAL: Testbed: seed must be a safe integer/);
+    for (const hcas of [0, 1.5, NaN, 17]) expect(() => new Testbed({ hcas })).toThrow(VerbsError);
     expect(() => new Testbed({ seed: 42 })).not.toThrow();
   });
 

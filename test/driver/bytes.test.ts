@@ -3,6 +3,7 @@
  * spec/mlx5.md: send WQEs read back from the send queue buffer (`qp.sq`), translation lists
  * given by pointer, and CQEs read back from the CQ buffer.
  */
+import { queueAddr } from '../../src/rtl/memory/pas.ts';
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, incRkey, type Cq, type Qp } from '../../src/index.ts';
 
@@ -34,12 +35,12 @@ function wqeAt(tb: Testbed, hca: number, qp: Qp, idx: number, nbb: number): Be {
 }
 
 /**
- * CQE number `n` of a CQ. Cq does not expose its buffer's address (API.md: qp.sq is exposed,
- * nothing for CQs), so read it where the hardware writes it: the CQ context's bufAddr.
+ * CQE number `n` of a CQ, read where the hardware writes it: through the page list (pas) of the
+ * CQ context.
  */
 function cqeAt(tb: Testbed, hca: number, cq: Cq, n: number): Be {
   const ctx = tb.hca(hca).cmdif.getCq(cq.cqn)!;
-  return new Be(tb.hca(hca).mem.read(ctx.bufAddr + (n % ctx.size) * 64, 64));
+  return new Be(tb.hca(hca).mem.read(queueAddr(ctx.pages, (n % ctx.size) * 64), 64));
 }
 
 /** The control segment (16 B) checks common to every WQE. */

@@ -11,6 +11,7 @@ import { encodeCqe } from '../formats/cqe.ts';
 import { CqeOpcode, EventType } from '../formats/constants.ts';
 import type { EqeJob } from './eq_writer.ts';
 import { EQE_DATA_SIZE } from '../formats/eqe.ts';
+import { queueAddr, type QueuePages } from '../memory/pas.ts';
 
 /** A completion to write. */
 export interface CqeJob {
@@ -47,6 +48,8 @@ export interface CqPlace {
   readonly eqn: number;
   /** The doorbell record (set_ci at +0, the arm word at +4), or 0: none. */
   readonly dbrAddr: number;
+  /** The ring's pages (CREATE_CQ's pas), or contiguous at bufAddr. */
+  readonly pages: QueuePages;
 }
 
 /** What the writer reads of host memory: the consumer index in a CQ's doorbell record. */
@@ -204,7 +207,8 @@ export class CqWriter extends Module {
       // the owner bit of pass n / size: software compares it with (n & size) != 0
       owner: (n & cq.size) !== 0 ? 1 : 0,
     });
-    this.port.req.push({ kind: 'write', addr: cq.bufAddr + (n & (cq.size - 1)) * 64, length: 64, tag: j.cqn, data: bytes });
+    // a CQE never crosses a page (64 B at a 64 B offset): addressed through the page list
+    this.port.req.push({ kind: 'write', addr: queueAddr(cq.pages, (n & (cq.size - 1)) * 64), length: 64, tag: j.cqn, data: bytes });
     // an armed CQ raises one completion event (solicited-only: for a solicited or error CQE)
     const a = this.arm.get(j.cqn);
     if (a !== undefined && a.armed && (!a.solicitedOnly || j.se || j.syndrome !== 0)) this.event(j.cqn, cq.eqn, a);

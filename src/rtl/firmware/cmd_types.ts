@@ -9,6 +9,7 @@ import type { Klm } from '../formats/klm.ts';
 import type { Mtu } from '../config.ts';
 import type { HcaCapQuery } from './hca_caps.ts';
 import { hex } from '../formats/field.ts';
+import type { QueuePages } from '../memory/pas.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Status
@@ -131,6 +132,8 @@ export interface CqContext {
   readonly bufAddr: number;
   /** Host physical address of the doorbell record (0: not given). */
   readonly dbrAddr: number;
+  /** How the device reaches the CQE ring: the page list of the command (pas), or `bufAddr`. */
+  readonly pages: QueuePages;
 }
 
 /** A QP as CREATE_QP and the modify commands left it. */
@@ -150,6 +153,15 @@ export interface QpContext {
   readonly sqBufAddr: number;
   readonly rqBufAddr: number;
   readonly dbrAddr: number;
+  /**
+   * How the device reaches the rings: with a page list (pas), one buffer holds the receive queue
+   * and then the send queue (at byte `sqOffset`); without, the two buffer addresses above.
+   */
+  readonly rqPages: QueuePages;
+  readonly sqPages: QueuePages;
+  readonly sqOffset: number;
+  /** qpc.fre (fast registration enabled): the QP may post UMR WQEs that write translations. */
+  readonly fre: boolean;
   readonly state: QpState;
   /** RST2INIT: remote access enabled (ib_access_flags bits). */
   readonly accessFlags: number;
@@ -236,8 +248,12 @@ export interface CmdInputs {
   PAGE_FAULT_RESUME: { flagsQpn: number };
   /** size: EQEs (a power of two); eventMask: bit t for EventType t (default: none). */
   CREATE_EQ: { size: number; bufAddr?: number; eventMask?: number };
-  /** size: CQEs (a power of two); eqn: an EQ from CREATE_EQ. */
-  CREATE_CQ: { size: number; eqn: number; bufAddr?: number; dbrAddr?: number };
+  /**
+   * size: CQEs (a power of two); eqn: an EQ from CREATE_EQ. The ring is reached through `pas`
+   * (create_cq_in.pas: the physical address of each page of the buffer, pages of
+   * 4 KiB << `logPageSize`, cqc.log_page_size) when given, else it is contiguous at `bufAddr`.
+   */
+  CREATE_CQ: { size: number; eqn: number; bufAddr?: number; dbrAddr?: number; pas?: readonly number[]; logPageSize?: number };
   /** The CQ from CREATE_CQ (mlx5_ifc destroy_cq_in.cqn). */
   DESTROY_CQ: { cqn: number };
   CREATE_QP: {
@@ -254,6 +270,19 @@ export interface CmdInputs {
     sqBufAddr?: number;
     rqBufAddr?: number;
     dbrAddr?: number;
+    /**
+     * create_qp_in.pas: the physical pages (4 KiB << `logPageSize`, qpc.log_page_size) of one
+     * buffer holding the receive queue (rqSize x its stride) and then the send queue (sqSize x
+     * 64 B); given, it replaces sqBufAddr and rqBufAddr.
+     */
+    pas?: readonly number[];
+    logPageSize?: number;
+    /**
+     * qpc.fre, fast registration enabled (default false): mlx5_ib sets it for every kernel QP
+     * (qp.c create_kernel_qp), never for a user QP. Only such a QP may post a UMR that writes
+     * translations (REG_MR: MTTs are physical addresses).
+     */
+    fre?: boolean;
   };
   /** The QP from CREATE_QP (mlx5_ifc destroy_qp_in.qpn), in any state. */
   DESTROY_QP: { qpn: number };

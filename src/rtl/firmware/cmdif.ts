@@ -32,7 +32,7 @@ import { ICM_BYTE3, ICM_ALLOCATED, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory
 import { CmdOpcode, MKEY_QPN_NONE, MkcAccessMode, PageFaultFlag, makeKey } from '../formats/constants.ts';
 import type { Klm } from '../formats/klm.ts';
 import { RESERVED_MKEY_INDICES, hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
-import { IndexAllocator } from './index_alloc.ts';
+import { IndexAllocator, RoundRobinAllocator } from './index_alloc.ts';
 import {
   CmdError,
   CmdOpcodeEnum,
@@ -50,6 +50,8 @@ import {
   type QpState,
 } from './cmd_types.ts';
 import { hex } from '../formats/field.ts';
+import { ADAPTER_PAGE_SHIFT, MAX_LOG_PAGE_SIZE, pasPagesFor, type QueuePages } from '../memory/pas.ts';
+import { rqStride } from '../formats/rq_wqe.ts';
 
 export * from './cmd_types.ts';
 
@@ -116,6 +118,11 @@ interface Posted {
   reject: (e: unknown) => void;
 }
 
+/** The command's name, whatever software posted (a mailbox may hold anything). */
+function opName(cmd: unknown): string {
+  return cmd !== null && typeof cmd === 'object' ? String((cmd as { op?: unknown }).op) : '';
+}
+
 function opcodeOf(op: string): number {
   return Object.hasOwn(CmdOpcode, op) ? CmdOpcode[op as keyof typeof CmdOpcode] : 0;
 }
@@ -155,7 +162,7 @@ export class Cmdif extends Module {
   private readonly mkeys: IndexAllocator;
   private readonly eqns: IndexAllocator;
   private readonly cqns: IndexAllocator;
-  private readonly qpns: IndexAllocator;
+  private readonly qpns: RoundRobinAllocator;
   private readonly eqs = new Map<number, EqContext>();
   private readonly cqs = new Map<number, CqContext>();
   private readonly qps = new Map<number, Mutable<QpContext>>();
@@ -193,7 +200,7 @@ export class Cmdif extends Module {
     this.mkeys = new IndexAllocator(FIRST_MKEY_INDEX, Math.max(FIRST_MKEY_INDEX, this.icm.mkeyEntries));
     this.eqns = new IndexAllocator(FIRST_EQN, FIRST_EQN + g.maxEq);
     this.cqns = new IndexAllocator(FIRST_CQN, Math.min(2 ** 24, FIRST_CQN + g.maxCq)); // cqn is 24 bits
-    this.qpns = new IndexAllocator(FIRST_QPN, FIRST_QPN + g.maxQp);
+    this.qpns = new RoundRobinAllocator(FIRST_QPN, FIRST_QPN + g.maxQp);
     for (const name of Object.keys(CmdOpcode)) this.perOp.set(name, this.stats.counter(`cmd_${name}`));
     this.sErrors = this.stats.counter('errors');
     this.sLatency = this.stats.histogram('latency_ps');
@@ -233,7 +240,7 @@ export class Cmdif extends Module {
    * Call it from a process (inside `sim.run`).
    */
   exec<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
-    this.sim.checkInProcess(`${this.path}.exec(${String(cmd.op)})`);
+    this.sim.checkInProcess(`${this.path}.exec(${opName(cmd)})`);
     return new Promise<CmdOutputs[K]>((resolve, reject) => {
       this.queue.push({ cmd: cmd as unknown as Cmd, posted: this.sim.now, resolve: resolve as (v: unknown) => void, reject });
       this.queued.setNow(Math.min(this.queue.length, QUEUED_MAX));
@@ -247,6 +254,11 @@ export class Cmdif extends Module {
   /** The firmware latency of a command (spec/timing.md "firmware command"). */
   latencyOf(op: string): number {
     return op === 'CREATE_MKEY' ? this.cfg.fwCreateMkeyPs : this.cfg.fwCommandPs;
+  }
+
+  /** Objects the firmware holds now (what a churn test keeps bounded). */
+  resourcesInUse(): { pds: number; mkeys: number; eqs: number; cqs: number; qps: number } {
+    return { pds: this.pds.size, mkeys: this.mkeys.size, eqs: this.eqs.size, cqs: this.cqs.size, qps: this.qps.size };
   }
 
   /** True when `pd` was allocated by ALLOC_PD. */
@@ -264,6 +276,11 @@ export class Cmdif extends Module {
     return [...this.eqs.values()].sort((a, b) => a.eqn - b.eqn);
   }
 
+  /** Every CQ, in increasing cqn order. */
+  cqList(): readonly Readonly<CqContext>[] {
+    return [...this.cqs.values()].sort((a, b) => a.cqn - b.cqn);
+  }
+
   /** The CQ `cqn`, or undefined. */
   getCq(cqn: number): Readonly<CqContext> | undefined {
     return this.cqs.get(cqn);
@@ -279,7 +296,7 @@ export class Cmdif extends Module {
     while (this.queue.length > 0) {
       const p = this.queue.shift() as Posted;
       this.queued.setNow(Math.min(this.queue.length, QUEUED_MAX));
-      const op = String(p.cmd.op);
+      const op = opName(p.cmd);
       this.state.setNow(CMDIF.EXEC);
       this.opcode.setNow(opcodeOf(op));
       this.busy.setNow(1);
@@ -342,7 +359,10 @@ export class Cmdif extends Module {
 
   /** A command's effect, at the end of its latency. */
   private execute(cmd: Cmd): unknown {
-    this.curOp = String(cmd.op);
+    this.curOp = opName(cmd);
+    this.curOpMod = 0;
+    // a mailbox that holds no command (software posted garbage): the firmware reads no opcode
+    if (cmd === null || typeof cmd !== 'object') return this.fail('BAD_OP', 'opcode', `no command in the mailbox (${typeof cmd})`);
     this.curOpMod = cmd.op === 'QUERY_HCA_CAP' && Number.isInteger(cmd.opMod) ? cmd.opMod & 0xffff : 0;
     switch (cmd.op) {
       case 'QUERY_HCA_CAP':
@@ -395,6 +415,20 @@ export class Cmdif extends Module {
     if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= 2 ** Math.min(bits, 53)) {
       this.fail('BAD_PARAM', `${name}_range`, `${name} ${String(v)} is not an unsigned integer of ${bits} bits`);
     }
+    return v;
+  }
+
+  /** A one-bit field (a boolean), `dflt` when absent, else BAD_PARAM. */
+  private bit(name: string, v: unknown, dflt: boolean): boolean {
+    if (v === undefined) return dflt;
+    if (typeof v !== 'boolean') this.fail('BAD_PARAM', `${name}_bit`, `${name} ${String(v)} is not a bit`);
+    return v;
+  }
+
+  /** A list field (translation entries), else BAD_PARAM. */
+  private list(name: string, v: unknown): readonly unknown[] | undefined {
+    if (v === undefined) return undefined;
+    if (!Array.isArray(v)) this.fail('BAD_PARAM', `${name}_list`, `${name} is not a list`);
     return v;
   }
 
@@ -468,12 +502,21 @@ export class Cmdif extends Module {
     if (mode === MkcAccessMode.KSM && (c.mtt !== undefined || c.klm !== undefined)) this.fail('BAD_PARAM', 'translations_mode', 'a KSM mkey starts with every entry null (write them by UMR)');
     if (c.mtt !== undefined && mode !== MkcAccessMode.MTT) this.fail('BAD_PARAM', 'translations_mode', 'an MTT list needs access mode MTT');
     if (c.klm !== undefined && mode !== MkcAccessMode.KLMS) this.fail('BAD_PARAM', 'translations_mode', 'a KLM list needs access mode KLMS');
-    const mtt = c.mtt?.map((e, i) => this.uint(`mtt[${i}]`, e, 64));
-    const klm: Klm[] | undefined = c.klm?.map((k, i) => ({
-      bcount: this.uint(`klm[${i}].bcount`, k.bcount, 32),
-      key: this.uint(`klm[${i}].key`, k.key, 32),
-      va: this.uint(`klm[${i}].va`, k.va, 64),
-    }));
+    const mtt = this.list('mtt', c.mtt)?.map((e, i) => this.uint(`mtt[${i}]`, e, 64));
+    const klm: Klm[] | undefined = this.list('klm', c.klm)?.map((k, i) => {
+      if (k === null || typeof k !== 'object') return this.fail('BAD_PARAM', 'klm_entry', `klm[${i}] is not an entry`);
+      const e = k as Partial<Klm>;
+      return { bcount: this.uint(`klm[${i}].bcount`, e.bcount, 32), key: this.uint(`klm[${i}].key`, e.key, 32), va: this.uint(`klm[${i}].va`, e.va, 64) };
+    });
+    const free = this.bit('free', c.free, false);
+    const umrEn = this.bit('umr_en', c.umrEn, false);
+    const remoteInval = this.bit('en_rinval', c.remoteInval, false);
+    const len64 = this.bit('length64', c.len64, false);
+    const pgAccess = this.bit('pg_access', c.pgAccess, false);
+    const mwBind = this.bit('mw_bind', c.mwBind, false);
+    const zeroBased = this.bit('zero_based', c.zeroBased, false);
+    const kind = this.uint('kind', c.kind ?? 0, 2);
+    const fbo = this.uint('fbo', c.fbo ?? 0, 32);
     const xltCapacity = this.uint('xlt_capacity', c.xltCapacity ?? 0, 32);
     if (mode === MkcAccessMode.KLMS && Math.max(klm?.length ?? 0, xltCapacity) > g.maxFastRegPageListLen) {
       this.fail(
@@ -488,25 +531,25 @@ export class Cmdif extends Module {
     const desc = {
       index,
       tag,
-      free: c.free ?? false,
+      free,
       accessMode: mode,
       access,
-      umrEn: c.umrEn ?? false,
-      remoteInval: c.remoteInval ?? false,
+      umrEn,
+      remoteInval,
       pd,
       qpn,
       start,
       length,
-      len64: c.len64 ?? false,
+      len64,
       logPageSize,
-      pgAccess: c.pgAccess ?? false,
+      pgAccess,
       mtt,
       klm,
       xltCapacity,
-      mwBind: c.mwBind ?? false,
-      kind: c.kind ?? 0,
-      zeroBased: c.zeroBased ?? false,
-      fbo: this.uint('fbo', c.fbo ?? 0, 32),
+      mwBind,
+      kind,
+      zeroBased,
+      fbo,
     };
     try {
       this.writer.createMkey(desc);
@@ -580,9 +623,10 @@ export class Cmdif extends Module {
     if (!this.eqs.has(eqn)) this.fail('BAD_RESOURCE', 'eq_not_found', `eqn ${hex(eqn)} does not exist`);
     const bufAddr = this.uint('buf_addr', c.bufAddr ?? 0, 64);
     const dbrAddr = this.uint('dbr_addr', c.dbrAddr ?? 0, 64);
+    const pages = this.pagesOf(c.pas, c.logPageSize, size * 64, bufAddr);
     const cqn = this.cqns.alloc();
     if (cqn < 0) this.fail('NO_RESOURCES', 'cq_exhausted', 'no free CQ number');
-    this.cqs.set(cqn, Object.freeze({ cqn, size, eqn, bufAddr, dbrAddr }));
+    this.cqs.set(cqn, Object.freeze({ cqn, size, eqn, bufAddr, dbrAddr, pages }));
     return { cqn };
   }
 
@@ -609,8 +653,9 @@ export class Cmdif extends Module {
   private destroyQp(c: CmdInputs['DESTROY_QP']): CmdOutputs['DESTROY_QP'] {
     const qp = this.qpOf(c.qpn);
     this.qps.delete(qp.qpn);
-    // the number is not handed out again (a modelling choice): a type-2 window still bound to
-    // this QP must never match a later QP, as the reference model compares QP objects
+    // the number comes back only after every other QP number had its turn (RoundRobinAllocator):
+    // a type-2 window still bound to this QP must not match a new QP soon, as the reference
+    // model compares QP objects
     for (const l of this.destroyListeners) l('QP', qp.qpn);
   }
 
@@ -618,6 +663,28 @@ export class Cmdif extends Module {
     const cqn = this.uint(name, v, 24);
     if (!this.cqs.has(cqn)) this.fail('BAD_RESOURCE', 'cq_not_found', `${name} ${hex(cqn)} does not exist`);
     return cqn;
+  }
+
+  /**
+   * A queue's page list (create_cq_in / create_qp_in pas, memory/pas.ts): pages of
+   * 4 KiB << log_page_size, each page-aligned and below 2^53, enough of them for `bytes`.
+   * Without a list the queue is the contiguous buffer at `base`.
+   */
+  private pagesOf(pas: unknown, logPageSize: unknown, bytes: number, base: number): QueuePages {
+    const log = this.uint('log_page_size', logPageSize ?? 0, 5);
+    if (log > MAX_LOG_PAGE_SIZE - ADAPTER_PAGE_SHIFT) this.fail('BAD_PARAM', 'log_page_size', `log_page_size ${log} gives pages past 2^${MAX_LOG_PAGE_SIZE}`);
+    const pageBytes = 2 ** (ADAPTER_PAGE_SHIFT + log);
+    if (pas === undefined) return Object.freeze({ pas: [], pageBytes, base });
+    if (!Array.isArray(pas)) return this.fail('BAD_PARAM', 'pas', 'pas is not a list of page addresses');
+    const need = pasPagesFor(bytes, pageBytes);
+    if (pas.length < need) this.fail('BAD_PARAM', 'pas_short', `pas has ${pas.length} pages of ${pageBytes} B; the queue's ${bytes} B need ${need}`);
+    const list: number[] = [];
+    for (let i = 0; i < need; i++) {
+      const pa = this.uint(`pas[${i}]`, pas[i], 64);
+      if (pa % pageBytes !== 0) this.fail('BAD_PARAM', 'pas_align', `pas[${i}] ${hex(pa)} is not aligned to the ${pageBytes} B page`);
+      list.push(pa);
+    }
+    return Object.freeze({ pas: Object.freeze(list), pageBytes, base: 0 });
   }
 
   private createQp(c: CmdInputs['CREATE_QP']): CmdOutputs['CREATE_QP'] {
@@ -639,7 +706,20 @@ export class Cmdif extends Module {
     const sqBufAddr = this.uint('sq_buf_addr', c.sqBufAddr ?? 0, 64);
     const rqBufAddr = this.uint('rq_buf_addr', c.rqBufAddr ?? 0, 64);
     const dbrAddr = this.uint('dbr_addr', c.dbrAddr ?? 0, 64);
-    const qpn = this.qpns.alloc();
+    const fre = this.bit('fre', c.fre, false);
+    // one buffer, the receive queue first and the send queue after it (mlx5 qp.c sq.offset)
+    const rqBytes = rqSize * rqStride(maxRecvSge);
+    let rqPages: QueuePages;
+    let sqPages: QueuePages;
+    let sqOffset = 0;
+    if (c.pas !== undefined) {
+      rqPages = sqPages = this.pagesOf(c.pas, c.logPageSize, rqBytes + sqSize * 64, 0);
+      sqOffset = rqBytes;
+    } else {
+      rqPages = this.pagesOf(undefined, c.logPageSize, 0, rqBufAddr);
+      sqPages = this.pagesOf(undefined, c.logPageSize, 0, sqBufAddr);
+    }
+    const qpn = this.qpns.alloc((n) => this.qps.has(n));
     if (qpn < 0) this.fail('NO_RESOURCES', 'qp_exhausted', `all ${g.maxQp} QPs exist`);
     const cfg = this.cfg;
     this.qps.set(qpn, {
@@ -655,6 +735,10 @@ export class Cmdif extends Module {
       sqBufAddr,
       rqBufAddr,
       dbrAddr,
+      rqPages,
+      sqPages,
+      sqOffset,
+      fre,
       state: 'RESET',
       accessFlags: 0,
       port: 1,

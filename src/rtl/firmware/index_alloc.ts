@@ -97,3 +97,35 @@ export class IndexAllocator {
     }
   }
 }
+
+/**
+ * Numbers handed out in turn through `[first, limit)` and around again, skipping those still
+ * live (`live(n)`): a freed number comes back only after every other one had its turn. QP
+ * numbers: a window still bound to a destroyed QP (IBTA leaves it bound) names its number, so a
+ * new QP must not get it soon; mlx5 reuses QP numbers too, so this only puts it off as long as
+ * the range allows. Constant memory, however many numbers were ever handed out.
+ */
+export class RoundRobinAllocator {
+  private next: number;
+
+  constructor(
+    readonly first: number,
+    readonly limit: number,
+  ) {
+    if (!(Number.isSafeInteger(first) && Number.isSafeInteger(limit) && first >= 0 && limit > first)) {
+      throw new RangeError(`RoundRobinAllocator: need integers 0 <= first < limit, got [${first}, ${limit})`);
+    }
+    this.next = first;
+  }
+
+  /** The next number not live, or -1 when every number is. */
+  alloc(live: (n: number) => boolean): number {
+    const span = this.limit - this.first;
+    for (let i = 0; i < span; i++) {
+      const n = this.next;
+      this.next = n + 1 === this.limit ? this.first : n + 1;
+      if (!live(n)) return n;
+    }
+    return -1;
+  }
+}

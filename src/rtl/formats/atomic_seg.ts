@@ -32,3 +32,24 @@ export function decodeAtomicSeg(view: DataView, off: number): AtomicSeg {
     compare: getU64(view, off + 8, 'compare'),
   };
 }
+
+/**
+ * The operands as the hardware reads them: any 64-bit values. An atomic's operands are data,
+ * not addresses: 2^64 - 1 (an add of -1) is as legal as 1, so the send queue engine decodes
+ * them whole (the number fields of `AtomicSeg` stop at 2^53).
+ */
+export interface AtomicOperands {
+  swapAdd: bigint;
+  compare: bigint;
+}
+
+/** Writes the operands (each taken modulo 2^64: -1 is 2^64 - 1) as a 16-byte atomic segment at `off`. */
+export function encodeAtomicOperands(view: DataView, off: number, f: AtomicOperands): void {
+  view.setBigUint64(off + 0, BigInt.asUintN(64, f.swapAdd));
+  view.setBigUint64(off + 8, BigInt.asUintN(64, f.compare));
+}
+
+/** Reads the 16-byte atomic segment at `off`, every 64-bit value. */
+export function decodeAtomicOperands(view: DataView, off: number): AtomicOperands {
+  return { swapAdd: view.getBigUint64(off + 0), compare: view.getBigUint64(off + 8) };
+}

@@ -8,7 +8,7 @@ import { DS_SIZE, MKEY_CONTEXT_SIZE, UmrCtrlFlag, WqeOpcode } from './constants.
 import { CTRL_SEG_SIZE, decodeCtrlSeg, type CtrlSeg } from './ctrl_seg.ts';
 import { MLX5_INLINE_SEG, decodeDataSeg, decodeInlineSeg, inlineSegDs, type DataSeg } from './data_seg.ts';
 import { RADDR_SEG_SIZE, decodeRaddrSeg, type RaddrSeg } from './raddr_seg.ts';
-import { decodeAtomicSeg, type AtomicSeg } from './atomic_seg.ts';
+import { decodeAtomicOperands, type AtomicOperands } from './atomic_seg.ts';
 import { UMR_CTRL_SEG_SIZE, decodeUmrCtrlSeg, type UmrCtrlSeg } from './umr_ctrl_seg.ts';
 import { decodeMkeyContext, type MkeyContext } from './mkey_context.ts';
 
@@ -32,7 +32,7 @@ export type ParsedWqe =
   | { kind: 'nop'; ctrl: CtrlSeg }
   | { kind: 'send'; ctrl: CtrlSeg; data: WqeData[] }
   | { kind: 'rdma'; ctrl: CtrlSeg; raddr: RaddrSeg; data: WqeData[] }
-  | { kind: 'atomic'; ctrl: CtrlSeg; raddr: RaddrSeg; atomic: AtomicSeg; data: WqeData[] }
+  | { kind: 'atomic'; ctrl: CtrlSeg; raddr: RaddrSeg; atomic: AtomicOperands; data: WqeData[] }
   | { kind: 'umr'; ctrl: CtrlSeg; umrCtrl: UmrCtrlSeg; mkeySeg: MkeyContext; xlt: UmrXlt }
   | { kind: 'invalid'; ctrl: CtrlSeg; reason: string };
 
@@ -98,7 +98,7 @@ export function parseWqe(view: DataView, off: number): ParsedWqe {
       const short = need(ctrl, 3);
       if (short) return invalidWqe(ctrl, short);
       const raddr = decodeRaddrSeg(view, off + CTRL_SEG_SIZE);
-      const atomic = decodeAtomicSeg(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE);
+      const atomic = decodeAtomicOperands(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE);
       const data = parseData(view, off, 3, ds);
       return typeof data === 'string' ? invalidWqe(ctrl, data) : { kind: 'atomic', ctrl, raddr, atomic, data };
     }

@@ -10,7 +10,6 @@ import type { EventTarget } from '../../sim/event_queue.ts';
 import type { Counter, Histogram } from '../../sim/stats.ts';
 import type { HcaConfig } from '../config.ts';
 import type { DeviceMemory } from './icm.ts';
-import { hex } from '../formats/field.ts';
 
 /** A DMA request from an HCA client. Addresses are physical. */
 export interface DmaReq {
@@ -86,6 +85,8 @@ interface PostedWrite {
   data: Uint8Array;
   landed: EventTarget | null;
   tag: number;
+  /** Memory is behind it (else it is dropped when it lands). */
+  backed: boolean;
 }
 
 interface Doorbell {
@@ -129,6 +130,8 @@ export class Pcie extends Module implements EventTarget {
   private readonly cWrites: Counter;
   private readonly cBytesRead: Counter;
   private readonly cBytesWritten: Counter;
+  /** DMAs to addresses with no memory behind them (the root complex's Unsupported Request). */
+  private readonly cUnsupported: Counter;
   private readonly hReadLatency: Histogram;
   private readonly cMaxOutstanding: Counter;
   private readonly cTagStalls: Counter;
@@ -149,6 +152,8 @@ export class Pcie extends Module implements EventTarget {
   private readonly slotData: (Uint8Array | null)[];
   private readonly slotDst: (Uint8Array | null)[];
   private readonly slotDstOff: Float64Array;
+  /** The read of this slot has no memory behind it: it completes with all-ones. */
+  private readonly slotUr: Uint8Array;
   private readonly freeSlots: Int32Array;
   private nFree: number;
   private lastFinish = 0;
@@ -193,6 +198,7 @@ export class Pcie extends Module implements EventTarget {
     this.hReadLatency = this.stats.histogram('read_latency_ps');
     this.cMaxOutstanding = this.stats.counter('max_outstanding');
     this.cTagStalls = this.stats.counter('tag_stalls');
+    this.cUnsupported = this.stats.counter('unsupported_requests');
     this.cDoorbells = this.stats.counter('doorbells');
 
     const n = this.maxOut;
@@ -204,6 +210,7 @@ export class Pcie extends Module implements EventTarget {
     this.slotData = new Array<Uint8Array | null>(n).fill(null);
     this.slotDst = new Array<Uint8Array | null>(n).fill(null);
     this.slotDstOff = new Float64Array(n);
+    this.slotUr = new Uint8Array(n);
     this.freeSlots = new Int32Array(n);
     for (let i = 0; i < n; i++) this.freeSlots[i] = n - 1 - i;
     this.nFree = n;
@@ -310,7 +317,14 @@ export class Pcie extends Module implements EventTarget {
   /** @internal A read completes: `slot` is its tag slot. */
   fire(slot: number): void {
     const dst = this.slotDst[slot];
-    if (dst !== null) {
+    if (this.slotUr[slot] === 1) {
+      // no memory there: the completion carries all-ones (as a root complex answers such a read)
+      const off = this.slotDstOff[slot];
+      const len = this.slotLen[slot];
+      if (dst !== null) dst.fill(0xff, off, off + len);
+      this.slotData[slot] = dst ?? new Uint8Array(len).fill(0xff);
+      this.slotDst[slot] = null;
+    } else if (dst !== null) {
       this.mem.readInto(this.slotAddr[slot], dst, this.slotDstOff[slot], this.slotLen[slot]);
       this.slotData[slot] = dst;
       this.slotDst[slot] = null;
@@ -325,15 +339,22 @@ export class Pcie extends Module implements EventTarget {
     }
   }
 
-  private check(pi: number, r: DmaReq): void {
+  /**
+   * Checks a request from a client (its tag and length are the client's own invariants) and
+   * says whether memory is behind its address range. A DMA to an address with none (a kernel
+   * QP's REG_MR may name any physical page) is the root complex's Unsupported Request: a write is
+   * dropped, a read completes with all-ones, both counted (`unsupported_requests`); the device
+   * is not told (a modelling choice: the PCIe error reporting is not modelled).
+   */
+  private check(pi: number, r: DmaReq): boolean {
     // runs for every request: no closure, the message is built only on failure
     if (!(Number.isInteger(r.tag) && r.tag >= 0 && r.tag < 2 ** 32)) throw new RangeError(`${this.where(pi, r)}: tag must be a u32`);
     if (!(Number.isInteger(r.length) && r.length >= 1 && r.length < 2 ** 32)) {
       throw new RangeError(`${this.where(pi, r)}: length must be an integer in 1..2^32-1, got ${r.length}`);
     }
-    if (!this.mem.covers(r.addr, r.length)) {
-      throw new RangeError(`${this.where(pi, r)}: ${hex(r.addr)}+${r.length} is outside host memory and ICM`);
-    }
+    if (this.mem.covers(r.addr, r.length)) return true;
+    this.cUnsupported.inc();
+    return false;
   }
 
   private where(pi: number, r: DmaReq): string {
@@ -341,9 +362,10 @@ export class Pcie extends Module implements EventTarget {
   }
 
   private acceptRead(pi: number, r: DmaReq): void {
-    this.check(pi, r);
+    const backed = this.check(pi, r);
     const now = this.sim.now;
     const s = this.freeSlots[--this.nFree];
+    this.slotUr[s] = backed ? 0 : 1;
     this.slotPort[s] = pi;
     this.slotTag[s] = r.tag;
     this.slotAddr[s] = r.addr;
@@ -374,13 +396,13 @@ export class Pcie extends Module implements EventTarget {
   }
 
   private acceptWrite(pi: number, r: DmaReq): void {
-    this.check(pi, r);
+    const backed = this.check(pi, r);
     const d = r.data;
     if (d === undefined || d.length !== r.length) {
       throw new Error(`${this.path}: ${this.ports[pi].port.name} write tag ${r.tag}: data must hold length (${r.length}) bytes, got ${d === undefined ? 'none' : d.length}`);
     }
     const due = this.sim.now + this.cfg.pcieWritePs;
-    this.writes.push({ addr: r.addr, data: r.owned === true ? d : d.slice(), landed: r.landed ?? null, tag: r.tag });
+    this.writes.push({ addr: r.addr, data: r.owned === true ? d : d.slice(), landed: r.landed ?? null, tag: r.tag, backed });
     this.lastWriteDue = due;
     this.sim.at(due, this.writeLand);
     this.cWrites.inc();
@@ -395,7 +417,7 @@ export class Pcie extends Module implements EventTarget {
   /** A posted write lands (all have the same latency, so the oldest is due). */
   private landWrite(): void {
     const w = this.writes.shift();
-    this.mem.write(w.addr, w.data);
+    if (w.backed) this.mem.write(w.addr, w.data);
     if (w.landed !== null) w.landed.fire(w.tag);
   }
 

@@ -14,9 +14,15 @@ export interface QpView {
   readonly sqSize: number;
   readonly rqSize: number;
   readonly maxRecvSge: number;
-  /** Host physical addresses of the queue buffers. */
+  /** Host physical addresses of the queue buffers (without a page list). */
   readonly sqBufAddr: number;
   readonly rqBufAddr: number;
+  /** The rings' pages (memory/pas.ts): the send queue starts `sqOffset` bytes into sqPages. */
+  readonly rqPages: QueuePages;
+  readonly sqPages: QueuePages;
+  readonly sqOffset: number;
+  /** qpc.fre: fast registration enabled (UMR WQEs that write translations are allowed). */
+  readonly fre: boolean;
   readonly state: 'RESET' | 'INIT' | 'RTR' | 'RTS' | 'ERR';
   readonly remoteQpn: number;
   readonly remoteHca: number;
@@ -30,6 +36,7 @@ export interface QpView {
 }
 
 import type { QpErrorEvent } from '../formats/constants.ts';
+import type { QueuePages } from '../memory/pas.ts';
 export type { QpErrorEvent };
 
 export interface QpTable {

@@ -734,10 +734,8 @@ export class Requester extends Module implements EventTarget, FaultClient {
 const EMPTY = new Uint8Array(0);
 
 /** An 8-byte operand as a little-endian host word. */
-function le64(v: number): Uint8Array {
+function le64(v: bigint): Uint8Array {
   const b = new Uint8Array(8);
-  const dv = new DataView(b.buffer);
-  dv.setUint32(0, v >>> 0, true);
-  dv.setUint32(4, Math.floor(v / 2 ** 32), true);
+  new DataView(b.buffer).setBigUint64(0, v, true);
   return b;
 }

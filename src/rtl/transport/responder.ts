@@ -42,6 +42,8 @@ import type { FaultReporter } from './requester.ts';
 import { decodeDataSeg, dataSegLength } from '../formats/data_seg.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_READ, IB_REMOTE_WRITE } from '../memory/icm_mkey.ts';
 import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from '../umr/umr_ops.ts';
+import { queueAddr } from '../memory/pas.ts';
+import { rqStride } from '../formats/rq_wqe.ts';
 
 /** A receive queue doorbell: the driver posted receive WQEs up to counter `pi`. */
 export interface RqDoorbell {
@@ -599,7 +601,8 @@ export class Responder extends Module implements FaultClient {
     const qp = c.qp!;
     const rq = c.rq!;
     const stride = rqStride(qp.maxRecvSge);
-    this.port.req.push({ kind: 'read', addr: qp.rqBufAddr + (rq.ci & (qp.rqSize - 1)) * stride, length: stride, tag: RWQE_CHUNK * MOVER_TAG_SPAN + c.idx });
+    // a receive WQE never crosses a page: its stride is a power of two up to 4 KiB
+    this.port.req.push({ kind: 'read', addr: queueAddr(qp.rqPages, (rq.ci & (qp.rqSize - 1)) * stride), length: stride, tag: RWQE_CHUNK * MOVER_TAG_SPAN + c.idx });
     c.rwqeAsked = true;
     return false;
   }
@@ -688,7 +691,7 @@ export class Responder extends Module implements FaultClient {
       if (!u.req.canPush()) return true; // the engine's queue is full: try again next edge
       const qp = c.qp!;
       encodeLocalInvWqe(c.invWqe, key, qp.qpn, c.rq!.ci & 0xffff);
-      u.req.push({ tag: qp.qpn, qpn: qp.qpn, pd: qp.pd, wqe: c.invWqe });
+      u.req.push({ tag: qp.qpn, qpn: qp.qpn, pd: qp.pd, fre: true, wqe: c.invWqe });
       this.rinvWaiting.push(c);
       c.invIssued = true;
       c.invStarted = this.sim.now;
@@ -853,12 +856,7 @@ export class Responder extends Module implements FaultClient {
   }
 }
 
-/** Bytes of a receive WQE: 16 per SGE, a power of two (the list ends with the invalid lkey). */
-export function rqStride(maxRecvSge: number): number {
-  let s = 16;
-  while (s < 16 * Math.max(1, maxRecvSge + 1)) s *= 2;
-  return s;
-}
+export { rqStride };
 
 function sumLen(sges: readonly { length: number }[], n: number): number {
   let t = 0;

@@ -38,6 +38,7 @@ import { parseWqe, type ParsedWqe } from '../formats/wqe_parse.ts';
 import { ctrlCe, ctrlFence, ctrlOpcode, ctrlWqeIndex, ctrlWqebbs } from '../formats/ctrl_seg.ts';
 import { CeMode, CqeOpcode, CqeSyndrome, WQE_OPMOD_READ_WITH_INV, WqeOpcode } from '../formats/constants.ts';
 import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from '../umr/umr_ops.ts';
+import { bytesToPageEnd, queueAddr } from '../memory/pas.ts';
 
 /** A send queue doorbell: the driver posted WQEBBs up to counter `pi`. */
 export interface SqDoorbell {
@@ -359,7 +360,9 @@ export class Sq extends Module {
       const start = q.fetchPtr;
       const ring = start & (qp.sqSize - 1);
       const pre = start & (PREFETCH_BBS - 1);
-      const n = Math.min(q.pi - start, FETCH_BURST_BBS, qp.sqSize - ring, PREFETCH_BBS - pre, PREFETCH_BBS - (start - q.parsePtr));
+      // a read stays within one page of the ring's page list (memory/pas.ts)
+      const off = qp.sqOffset + ring * 64;
+      const n = Math.min(q.pi - start, FETCH_BURST_BBS, qp.sqSize - ring, PREFETCH_BBS - pre, PREFETCH_BBS - (start - q.parsePtr), bytesToPageEnd(qp.sqPages, off) / 64);
       const c: Chunk = { start, n, arrived: false };
       let tag = this.freeTags.pop();
       if (tag === undefined) {
@@ -368,7 +371,7 @@ export class Sq extends Module {
       }
       this.reads[tag] = { q, c };
       q.chunks.push(c);
-      this.port.req.push({ kind: 'read', addr: qp.sqBufAddr + ring * 64, length: n * 64, tag, dst: q.prefetch, dstOff: pre * 64 });
+      this.port.req.push({ kind: 'read', addr: queueAddr(qp.sqPages, off), length: n * 64, tag, dst: q.prefetch, dstOff: pre * 64 });
       q.fetchPtr += n;
       this.sFetches.inc();
       act = FETCH;
@@ -406,7 +409,7 @@ export class Sq extends Module {
           break;
         }
         encodeLocalInvWqe(s.invWqe, s.invKey, qp.qpn, s.wqeIndex);
-        this.umr!.req.push({ tag: s.idx, qpn: qp.qpn, pd: qp.pd, wqe: s.invWqe });
+        this.umr!.req.push({ tag: s.idx, qpn: qp.qpn, pd: qp.pd, fre: true, wqe: s.invWqe });
         s.state = S_INV_WAIT;
         act = Math.max(act, INVALIDATE);
         continue;
@@ -539,7 +542,7 @@ export class Sq extends Module {
           this.sEngineStalls.inc();
           return -1;
         }
-        this.umr.req.push({ tag: s.idx, qpn: qp.qpn, pd: qp.pd, wqe: s.bytes.subarray(0, w.ctrl.ds * 16) });
+        this.umr.req.push({ tag: s.idx, qpn: qp.qpn, pd: qp.pd, fre: qp.fre, wqe: s.bytes.subarray(0, w.ctrl.ds * 16) });
         break;
       default:
         if (!this.requester.req.canPush()) {

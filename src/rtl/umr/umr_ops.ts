@@ -194,10 +194,11 @@ export interface UmrPolicy {
   regMrPdCheck: boolean;
 }
 
-/** The posting QP. */
+/** The posting QP: its number, PD and qpc.fre. */
 export interface UmrPoster {
   qpn: number;
   pd: number;
+  fre: boolean;
 }
 
 /**
@@ -234,6 +235,11 @@ function freeFlagsFail(w: UmrWqe, t: MkeyEntry): boolean {
 
 /** REG_MR (and XLT_UPDATE): an MR, allocated and UMR-enabled; "must be free" honoured; same PD as the QP. */
 function checkMrUpdate(w: UmrWqe, q: UmrPoster, t: MkeyEntry, pol: UmrPolicy): number {
+  // UMR privilege (README "UMR privilege"): MTT entries are physical addresses, so only a QP
+  // with qpc.fre, which mlx5_ib sets for kernel QPs alone (qp.c create_kernel_qp: "fast
+  // registration enabled for all kernel QPs"), may write an MR's translations. A user QP's
+  // attempt is a local QP operation error (the PRM is not public: the syndrome is assumed).
+  if (!q.fre) return QP_OP;
   if (!t.allocated || !t.umrEn) return QP_OP;
   // a window's translation is written only by a bind (its one KLM names the MR it counts on)
   if (t.kind !== MKEY_KIND_MR) return QP_OP;

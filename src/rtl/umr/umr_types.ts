@@ -11,6 +11,12 @@ export interface UmrJob {
   /** The posting QP (CHECK_QPN, type-2 windows) and its PD (C10-72). */
   qpn: number;
   pd: number;
+  /**
+   * The posting QP's qpc.fre (fast registration enabled): without it a UMR may not write an
+   * MR's translations (REG_MR, translation updates; umr_ops.ts checkUmr). The hardware's own
+   * invalidations (RDMA_READ_WITH_INV, SEND_WITH_INV) carry true.
+   */
+  fre: boolean;
   /** The WQE's bytes (ds * 16), as fetched from the send queue. */
   wqe: Uint8Array;
 }

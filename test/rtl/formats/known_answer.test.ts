@@ -652,7 +652,7 @@ describe('parseWqe(build(x)) round-trips', () => {
         const p = { ...c, ...o, sgList, remoteAddr, rkey } as AtomicWqeParams;
         const { w, ds } = buildAndParse((v, at) => buildAtomicWqe(v, at, p), off);
         expectCtrl(w, p, p.opcode, ds, 0);
-        const atomic = p.opcode === WqeOpcode.ATOMIC_CS ? { swapAdd: p.swap, compare: p.compare } : { swapAdd: p.add, compare: 0 };
+        const atomic = p.opcode === WqeOpcode.ATOMIC_CS ? { swapAdd: BigInt(p.swap), compare: BigInt(p.compare) } : { swapAdd: BigInt(p.add), compare: 0n };
         expect(w).toEqual({ kind: 'atomic', ctrl: w.ctrl, raddr: { raddr: remoteAddr, rkey }, atomic, data: expectedData(p) });
       }),
       { numRuns: 100 },

@@ -72,7 +72,7 @@ describe('coherence of the on-chip caches', () => {
       let doneAt = -1;
       const umr = b.hca.umrEngine;
       const job = b.sim.spawn(async () => {
-        await umr.req.pushWait({ tag: 7, qpn: 1, pd: 1, wqe });
+        await umr.req.pushWait({ tag: 7, qpn: 1, pd: 1, fre: true, wqe });
         expect((await umr.resp.popWait()).syndrome).toBe(0);
         doneAt = b.sim.now;
       });

@@ -66,10 +66,10 @@ function bench(opts: UmrEngineOptions = {}) {
     hca,
     umr,
     /** Posts one UMR WQE from the QP (qpn, pd) and waits for its completion. */
-    async post(wqe: Uint8Array, q: { qpn?: number; pd?: number } = {}): Promise<{ syndrome: number; ps: number }> {
+    async post(wqe: Uint8Array, q: { qpn?: number; pd?: number; fre?: boolean } = {}): Promise<{ syndrome: number; ps: number }> {
       const t0 = sim.now;
       const me = ++tag;
-      await umr.req.pushWait({ tag: me, qpn: q.qpn ?? QPN, pd: q.pd ?? PD, wqe });
+      await umr.req.pushWait({ tag: me, qpn: q.qpn ?? QPN, pd: q.pd ?? PD, fre: q.fre ?? true, wqe });
       const d = await umr.resp.popWait();
       expect(d.tag).toBe(me);
       return { syndrome: d.syndrome, ps: sim.now - t0 };
@@ -475,7 +475,7 @@ describe('UmrEngine: remote invalidation (rinv, SEND_WITH_INV at the responder)'
   /** Submits a LOCAL_INV WQE of `key` on the rinv queues, as the responder of QP (qpn, pd) does. */
   async function remoteInv(b: Bench, key: number, pd = PD): Promise<{ syndrome: number; ps: number }> {
     const t0 = b.sim.now;
-    await b.umr.rinv.req.pushWait({ tag: 9, qpn: QPN, pd, wqe: localInv(key) });
+    await b.umr.rinv.req.pushWait({ tag: 9, qpn: QPN, pd, fre: true, wqe: localInv(key) });
     const d = await b.umr.rinv.resp.popWait();
     return { syndrome: d.syndrome, ps: b.sim.now - t0 };
   }
@@ -531,10 +531,10 @@ describe('UmrEngine: remote invalidation (rinv, SEND_WITH_INV at the responder)'
     for (const i of [5, 6, 7, 10]) frmr(b, i, 4);
     await b.sim.run(async () => {
       for (const i of [5, 6, 7, 10]) expect((await b.post(regMr(makeKey(i, 1), 0, 4096, mtts(i, 1)))).syndrome).toBe(OK);
-      await b.umr.req.pushWait({ tag: 1, qpn: QPN, pd: PD, wqe: localInv(makeKey(5, 1)) });
-      await b.umr.req.pushWait({ tag: 2, qpn: QPN, pd: PD, wqe: localInv(makeKey(6, 1)) });
-      await b.umr.rinv.req.pushWait({ tag: 3, qpn: QPN, pd: PD, wqe: localInv(makeKey(7, 1)) });
-      await b.umr.rinv.req.pushWait({ tag: 4, qpn: QPN, pd: OTHER_PD, wqe: localInv(makeKey(10, 1)) });
+      await b.umr.req.pushWait({ tag: 1, qpn: QPN, pd: PD, fre: true, wqe: localInv(makeKey(5, 1)) });
+      await b.umr.req.pushWait({ tag: 2, qpn: QPN, pd: PD, fre: true, wqe: localInv(makeKey(6, 1)) });
+      await b.umr.rinv.req.pushWait({ tag: 3, qpn: QPN, pd: PD, fre: true, wqe: localInv(makeKey(7, 1)) });
+      await b.umr.rinv.req.pushWait({ tag: 4, qpn: QPN, pd: OTHER_PD, fre: true, wqe: localInv(makeKey(10, 1)) });
       const local = [await b.umr.resp.popWait(), await b.umr.resp.popWait()];
       const rem = [await b.umr.rinv.resp.popWait(), await b.umr.rinv.resp.popWait()];
       expect(local).toEqual([{ tag: 1, syndrome: OK }, { tag: 2, syndrome: OK }]);
@@ -570,7 +570,7 @@ describe('UmrEngine: translation update, queueing, trace names', () => {
     frmr(b, 5, 4);
     await b.sim.run(async () => {
       const jobs = [regMr(makeKey(5, 1), 0, 4096, mtts(1, 1)), localInv(makeKey(5, 1)), regMr(makeKey(5, 2), 0, 4096, mtts(2, 1)), regMr(makeKey(5, 3), 0, 4096, mtts(3, 1))];
-      for (let i = 0; i < jobs.length; i++) await b.umr.req.pushWait({ tag: i, qpn: QPN, pd: PD, wqe: jobs[i] });
+      for (let i = 0; i < jobs.length; i++) await b.umr.req.pushWait({ tag: i, qpn: QPN, pd: PD, fre: true, wqe: jobs[i] });
       const done = [];
       for (let i = 0; i < jobs.length; i++) done.push(await b.umr.resp.popWait());
       expect(done).toEqual([{ tag: 0, syndrome: OK }, { tag: 1, syndrome: OK }, { tag: 2, syndrome: OK }, { tag: 3, syndrome: QP_OP }]);
