@@ -8,6 +8,7 @@ const ITEMS = 200;
 const scenario: Scenario = {
   name: 'kernel-pipeline',
   summary: 'kernel example: a bursty source, a FIFO with latency and back-pressure, a consumer FSM on a second clock',
+  configurable: false,
   async run({ seed, trace }) {
     const sim = new Sim({ seed });
     const demo = new KernelDemo(sim, ITEMS);

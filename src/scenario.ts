@@ -28,6 +28,11 @@ export interface Scenario {
   name: string;
   /** One line for `mlx5sim list`. */
   summary: string;
+  /**
+   * False for a scenario that builds no adapter (the kernel's own example): `--config` has
+   * nothing to configure there, so the command line refuses it instead of ignoring it.
+   */
+  configurable?: boolean;
   run(opts: ScenarioOptions): Promise<ScenarioResult>;
 }
 

@@ -163,6 +163,9 @@ async function main(argv: string[]): Promise<number> {
     throw new UsageError("--fst needs GTKWave's vcd2fst on PATH, and there is none (Debian/Ubuntu: apt-get install gtkwave); without --fst the run writes its VCD");
   }
   const s = await loadScenario(a.target);
+  if (a.config && s.configurable === false) {
+    throw new UsageError(`--config: scenario '${s.name}' builds no adapter, so there is nothing to configure`);
+  }
   const config = a.config ? readConfigFile(a.config) : undefined;
   const trace = traceOf(a, s.name);
   if (trace) checkTraceArgs(a, trace);

@@ -32,6 +32,7 @@ const CASES: [string[], RegExp][] = [
   [['run', 'frwr', '--config', join(dir, 'syntax.json')], /syntax\.json:2:\d+: invalid JSON/],
   [['run', 'frwr', '--config', join(dir, 'array.json')], /array\.json: the configuration must be a JSON object/],
   [['run', 'frwr', '--config', join(dir, 'unknown.json')], /--config .*unknown\.json: .*noSuchField/],
+  [['run', 'kernel-pipeline', '--config', join(dir, 'negative.json')], /--config: scenario 'kernel-pipeline' builds no adapter, so there is nothing to configure/],
   [['run', 'frwr', '--stats', 'xml'], /--stats must be 'text' or 'json'/],
   [['run', 'frwr', '--from', '5', '--to', '1'], /--to 1 is before --from 5/],
   [['frob'], /unknown command 'frob'/],
