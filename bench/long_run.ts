@@ -6,6 +6,7 @@
  *   npx tsx src/cli/main.ts run bench/long_run.ts --fst
  */
 import { Access, Checks, Testbed, type Mr, type Qp, type Scenario } from '../src/index.ts';
+import { openReadPair } from '../experiments/support/read_pair.ts';
 
 const QPS = 8;
 const DEPTH = 16;
@@ -20,19 +21,7 @@ const scenario: Scenario = {
     const c = new Checks();
     let done = 0;
     await tb.run(async () => {
-      const [c0, c1] = [await tb.openDevice(0), await tb.openDevice(1)];
-      const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];
-      const cq = await c0.createCq(4096);
-      const cq1 = await c1.createCq(256);
-      const dst = tb.host(0).alloc(64 * 1024);
-      const mr0 = await pd0.regMr(dst.addr, dst.length, Access.LOCAL_WRITE);
-      const qps: Qp[] = [];
-      for (let i = 0; i < QPS; i++) {
-        const a = await pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 64 });
-        const b = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-        await a.connect(b);
-        qps.push(a);
-      }
+      const { pd1, cq, dst, mr0, qps } = await openReadPair(tb, { qps: QPS, dstBytes: 64 * 1024 });
       const src = tb.host(1).alloc(MRS * 4096, { align: 4096 });
       const mrs: Mr[] = [];
       for (let i = 0; i < MRS; i++) mrs.push(await pd1.regMr(src.addr + i * 4096, 4096, Access.LOCAL_WRITE | Access.REMOTE_READ));

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Access, Testbed, type Mr, type Qp, type Cq } from '../src/index.ts';
+import { openReadPair } from '../experiments/support/read_pair.ts';
 
 const BATCH = 32;
 
@@ -101,23 +102,9 @@ export async function readDeep(qps: number, depth: number, ops: number, warm: nu
   let simPs = 0;
   let cpu0 = process.cpuUsage();
   await tb.run(async () => {
-    const c0 = await tb.openDevice(0);
-    const c1 = await tb.openDevice(1);
-    const pd0 = await c0.allocPd();
-    const pd1 = await c1.allocPd();
-    const cq = await c0.createCq(4096);
-    const cq1 = await c1.createCq(256);
-    const dst = tb.host(0).alloc(4096);
+    const { pd1, cq, dst, mr0, qps: list } = await openReadPair(tb, { qps, dstBytes: 4096, maxSendWr: Math.max(64, depth * 2) });
     const src = tb.host(1).alloc(4096);
-    const mr0 = await pd0.regMr(dst.addr, 4096, Access.LOCAL_WRITE);
     const mr1 = await pd1.regMr(src.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_READ);
-    const list: Qp[] = [];
-    for (let i = 0; i < qps; i++) {
-      const a = await pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: Math.max(64, depth * 2) });
-      const b = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-      await a.connect(b, { maxRdAtomic: 16 });
-      list.push(a);
-    }
     const byQpn = new Map(list.map((q) => [q.qpNum, q]));
     // completions are moderated as perftest's ib_read_bw does (--cq-mod): one READ in MOD is
     // signaled, so each QP keeps between depth - MOD + 1 and depth READs outstanding

@@ -7,6 +7,7 @@
  */
 import { Access, Testbed, type Context, type HcaConfig, type Mr, type Pd, type Qp } from '../../src/index.ts';
 import { counters, delta, missRate, type Counters } from './stats.ts';
+import { openReadPair } from './read_pair.ts';
 
 export const PAGE_4K = 4096;
 export const PAGE_2M = 2 * 1024 * 1024;
@@ -82,23 +83,7 @@ export async function randomReads(o: ReadsOptions): Promise<ReadsResult> {
   let d: Counters = {};
   let co: Record<string, number> = {};
   await tb.run(async () => {
-    const c0 = await tb.openDevice(0);
-    const c1 = await tb.openDevice(1);
-    const pd0 = await c0.allocPd();
-    const pd1 = await c1.allocPd();
-    const cq = await c0.createCq(4096);
-    const cq1 = await c1.createCq(256);
-    const dst = tb.host(0).alloc(64 * 1024);
-    const mr0 = await pd0.regMr(dst.addr, dst.length, Access.LOCAL_WRITE);
-    // the QPs first: their queue buffers need contiguous frames, which a large scattered
-    // allocation may leave none of
-    const qps: Qp[] = [];
-    for (let i = 0; i < QPS; i++) {
-      const a = await pd0.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 64 });
-      const b = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-      await a.connect(b);
-      qps.push(a);
-    }
+    const { c1, pd1, cq, dst, mr0, qps } = await openReadPair(tb, { qps: QPS, dstBytes: 64 * 1024 });
     const targets: Mr[] = [];
     if (o.mrs === undefined) {
       targets.push(await targetMr(tb, pd1, o.workingSet ?? PAGE_4K, o.pageSize ?? PAGE_4K));
