@@ -213,7 +213,9 @@ function program(done: (a: Args) => void): Command {
     .description('join the outputs of shards (--shard i/n) into one sweep')
     .argument('<dirs...>', 'the shards\' output folders')
     .option('--out <dir>', 'where the joined sweep goes (default results/<experiment>)')
-    .action(merge);
+    // `sweep merge a b --out X`: commander hands --out to the parent `sweep`, which declares it
+    // too; the merge takes it from there
+    .action((dirs: string[], _o: { out?: string }, cmd: Command) => merge(dirs, cmd.optsWithGlobals<{ out?: string }>()));
   p.command('merge')
     .description('the same as `sweep merge`')
     .argument('<dirs...>', 'the shards\' output folders')

@@ -3,17 +3,17 @@
  * partition it, points identical for any number of jobs and joined back identical by merge,
  * plots byte-identical for the same points, and the progress bar silent off a terminal.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { UsageError } from '../../src/cli/args.ts';
+import { UsageError, parseArgs } from '../../src/cli/args.ts';
 import { expandGrid, shardOf } from '../../src/cli/sweep/grid.ts';
 import { mergeSweeps } from '../../src/cli/sweep/output.ts';
 import { plotSpec, renderSvg } from '../../src/cli/sweep/plot.ts';
 import { Progress } from '../../src/cli/sweep/progress.ts';
-import { findExperiment, runSweep } from '../../src/cli/sweep/sweep.ts';
+import { defaultOut, findExperiment, runSweep } from '../../src/cli/sweep/sweep.ts';
 import type { PointLine } from '../../src/experiment.ts';
 import { tempDir } from '../support/tmp.ts';
 
@@ -90,6 +90,21 @@ describe('running a sweep', () => {
     expect(m.meta).toEqual(one.meta);
     expect(mergeSweeps([s0]).missing).toEqual([1, 3]);
     expect(() => mergeSweeps([s0, dir2, tempDir('mlx5sim-empty-')])).toThrow(/not a sweep's folder/);
+  });
+
+  it('sweep merge takes its own --out; shards write to folders of their own by default; a line of another sweep is refused', async () => {
+    // commander gives --out to the parent `sweep`: the merge must still see it
+    expect(parseArgs(['sweep', 'merge', 'a', 'b', '--out', 'X'])).toEqual({ cmd: 'merge', dirs: ['a', 'b'], out: 'X' });
+    expect(parseArgs(['merge', 'a', '--out', 'Y'])).toEqual({ cmd: 'merge', dirs: ['a'], out: 'Y' });
+    expect(parseArgs(['sweep', 'merge', 'a'])).toEqual({ cmd: 'merge', dirs: ['a'] });
+    expect(defaultOut('mr-count')).toBe(join('results', 'mr-count'));
+    expect(defaultOut('mr-count', { i: 1, n: 4 })).toBe(join('results', 'mr-count', 'shard-1-of-4'));
+    const s = tempDir('mlx5sim-tampered-');
+    await runSweep(ind, { quick: true, sets: [], out: s, jobs: 1, shard: { i: 0, n: 2 } });
+    const path = join(s, 'points.jsonl');
+    const lines = readFileSync(path, 'utf8').trimEnd().split('\n');
+    writeFileSync(path, [JSON.stringify({ ...JSON.parse(lines[0]), index: 99 }), ...lines.slice(1)].join('\n') + '\n');
+    expect(() => mergeSweeps([s])).toThrow(/a point line \(index 99, experiment indirection, seed 1\) is not of this sweep \(indirection, seed 1, 5 points\)/);
   });
 
   it('draws the same SVG bytes for the same points, with the published figures on it', async () => {

@@ -110,6 +110,10 @@ export function mergeSweeps(dirs: readonly string[]): { meta: SweepMeta; lines: 
   const same = (a: PointLine, b: PointLine): boolean => JSON.stringify({ ...a, wallSeconds: 0 }) === JSON.stringify({ ...b, wallSeconds: 0 });
   for (const p of parts) {
     for (const l of p.lines) {
+      // a line must belong to the sweep its folder's meta.json names, at a point of its grid
+      if (l.experiment !== p.meta.experiment || l.seed !== p.meta.seed || !Number.isInteger(l.index) || l.index < 0 || l.index >= p.meta.gridPoints) {
+        throw new UsageError(`${p.dir}: a point line (index ${String(l.index)}, experiment ${String(l.experiment)}, seed ${String(l.seed)}) is not of this sweep (${p.meta.experiment}, seed ${p.meta.seed}, ${p.meta.gridPoints} points)`);
+      }
       const had = byIndex.get(l.index);
       if (had && !same(had, l)) throw new UsageError(`${p.dir}: point ${l.index} differs from another shard's`);
       if (!had) byIndex.set(l.index, l);

@@ -54,13 +54,21 @@ export interface SweepResult {
   svg: string | null;
 }
 
+/**
+ * Where a sweep writes without --out: results/<experiment>, and a shard of several its own
+ * folder in it (shards sharing a file system must not overwrite each other's points).
+ */
+export function defaultOut(experiment: string, shard?: { i: number; n: number }): string {
+  return shard && shard.n > 1 ? join('results', experiment, `shard-${shard.i}-of-${shard.n}`) : join('results', experiment);
+}
+
 /** Runs an experiment's grid (or one shard of it) and writes its folder. */
 export async function runSweep(exp: Experiment, o: SweepOptions): Promise<SweepResult> {
   const seed = o.seed ?? 1;
   const choice: GridChoice = { quick: o.quick, sets: o.sets, ...(o.pages ? { pages: o.pages } : {}) };
   const grid = expandGrid(exp, choice);
   const mine = shardOf(grid, o.shard);
-  const out = o.out === undefined ? join('results', exp.name) : o.out;
+  const out = o.out === undefined ? defaultOut(exp.name, o.shard) : o.out;
   if (out !== null) ensureWritable('--out', out);
   const tasks = mine.map((p) => ({ experiment: exp.name, index: p.index, params: p.params, seed }));
   const lines = await runPoints(exp, tasks, { jobs: o.jobs ?? 1, ...(o.onPoint ? { onPoint: o.onPoint } : {}) });
@@ -94,16 +102,21 @@ export async function sweepCommand(a: SweepArgs): Promise<number> {
   const exp = findExperiment(a.experiment);
   // the grid is checked (exit code 2) before the progress bar starts
   const grid = shardOf(expandGrid(exp, { quick: a.quick, sets: a.sets, ...(a.pages ? { pages: a.pages } : {}) }), a.shard);
-  ensureWritable('--out', a.out ?? join('results', exp.name));
+  const dir = a.out ?? defaultOut(exp.name, a.shard);
+  ensureWritable('--out', dir);
   const bar = new Progress(grid.length, exp.name);
   const t0 = performance.now();
-  const r = await runSweep(exp, {
-    quick: a.quick, sets: a.sets, seed: a.seed, jobs: a.jobs,
-    ...(a.pages ? { pages: a.pages } : {}), ...(a.shard ? { shard: a.shard } : {}), out: a.out ?? join('results', exp.name),
-    onPoint: () => bar.tick(),
-  });
-  bar.finish();
-  const dir = a.out ?? join('results', exp.name);
+  let r: SweepResult;
+  try {
+    r = await runSweep(exp, {
+      quick: a.quick, sets: a.sets, seed: a.seed, jobs: a.jobs,
+      ...(a.pages ? { pages: a.pages } : {}), ...(a.shard ? { shard: a.shard } : {}), out: dir,
+      onPoint: () => bar.tick(),
+    });
+  } finally {
+    // an error is printed on a line of its own, not over the bar
+    bar.finish();
+  }
   const wall = (performance.now() - t0) / 1000;
   console.log(`${exp.name}: ${r.lines.length} points${a.shard ? ` (shard ${a.shard.i}/${a.shard.n} of ${r.meta.gridPoints})` : ''} in ${wall.toFixed(1)} s with ${a.jobs} job${a.jobs === 1 ? '' : 's'}: ${join(dir, 'points.jsonl')}, plot ${r.svg}`);
   if (a.shard && a.shard.n > 1) {
