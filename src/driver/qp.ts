@@ -16,7 +16,7 @@ import {
 } from './wqe_builder.ts';
 import { FenceMode, MLX5_INVALID_LKEY, WqeOpcode, incRkey } from '../rtl/formats/constants.ts';
 import { decodeDataSeg, encodeDataSeg } from '../rtl/formats/data_seg.ts';
-import { rqStride } from '../rtl/transport/responder.ts';
+import { rqStride, rqWqeCount } from '../rtl/formats/rq_wqe.ts';
 import type { Mtu } from '../rtl/config.ts';
 import type { QpState } from '../rtl/firmware/cmd_types.ts';
 import type { DmaBuf } from './dma_pool.ts';
@@ -129,7 +129,7 @@ export class Qp {
     if (sqWqebbs > dev.maxQpWr) {
       throw new VerbsError('EINVAL', `createQp: maxSendWr ${attr.maxSendWr} needs a ring of ${sqWqebbs} WQEBBs (4 per request), more than the device's ${dev.maxQpWr}`);
     }
-    const rqSize = pow2(attr.maxRecvWr);
+    const rqSize = rqWqeCount(attr.maxRecvWr, attr.maxRecvSge);
     const stride = rqStride(attr.maxRecvSge);
     // one buffer, the receive queue first and the send queue after it (mlx5 qp.c), over
     // scattered 4 KiB pages the device reaches through the command's page list (pas)

@@ -89,4 +89,30 @@ describe('CREATE_CQ / CREATE_QP page lists are checked', () => {
       expect(cmdif.getQp(qpn)).toMatchObject({ sqOffset: 64, fre: false });
     });
   });
+  it('a receive queue smaller than a WQEBB: the send queue after it still starts on a WQEBB, and a ring of writes wraps its pages', async () => {
+    // maxRecvWr 1 x one SGE is a 32-byte receive queue; the send queue after it in the shared
+    // buffer started at byte 32, and WQEBB 63, across a page end, was fetched only in half
+    // (found by a review: the 64th write LOC_PROT_ERR, every later one flushed)
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const [c0, c1] = [await tb.openDevice(0), await tb.openDevice(1)];
+      const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];
+      const [cq0, cq1] = [await c0.createCq(256), await c1.createCq(16)];
+      const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0, maxSendWr: 16, maxSendSge: 1, maxRecvWr: 1, maxRecvSge: 1 });
+      const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+      await qp0.connect(qp1);
+      expect((qp0.sq.addr - tb.hca(0).cmdif.getQp(qp0.qpNum)!.sqOffset) % 4096).toBe(0);
+      expect(tb.hca(0).cmdif.getQp(qp0.qpNum)!.sqOffset % 64).toBe(0);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(4096);
+      const mr0 = await pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+      const mr1 = await pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      const got: WorkCompletion[] = [];
+      for (let i = 0; i < 200; i++) {
+        qp0.postSend({ wrId: i, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+        got.push(...(await cq0.wait(1, { timeout: 1e10 })));
+      }
+      expect(got.filter((w) => w.status !== 'SUCCESS').map((w) => `${String(w.wrId)} ${w.status}`)).toEqual([]);
+    });
+  });
 });

@@ -714,6 +714,9 @@ export class Cmdif extends Module {
     let sqOffset = 0;
     if (c.pas !== undefined) {
       rqPages = sqPages = this.pagesOf(c.pas, c.logPageSize, rqBytes + sqSize * 64, 0);
+      // the send queue follows the receive queue on a WQEBB boundary (mlx5's set_rq_size makes
+      // the receive queue at least 64 bytes); WQE fetches are in whole WQEBBs
+      if (rqBytes % 64 !== 0) this.fail('BAD_PARAM', 'rq_size', `a receive queue of ${rqBytes} bytes leaves the send queue off a 64-byte boundary in the shared buffer`);
       sqOffset = rqBytes;
     } else {
       rqPages = this.pagesOf(undefined, c.logPageSize, 0, rqBufAddr);

@@ -856,7 +856,6 @@ export class Responder extends Module implements FaultClient {
   }
 }
 
-export { rqStride };
 
 function sumLen(sges: readonly { length: number }[], n: number): number {
   let t = 0;

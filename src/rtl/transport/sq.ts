@@ -362,7 +362,7 @@ export class Sq extends Module {
       const pre = start & (PREFETCH_BBS - 1);
       // a read stays within one page of the ring's page list (memory/pas.ts)
       const off = qp.sqOffset + ring * 64;
-      const n = Math.min(q.pi - start, FETCH_BURST_BBS, qp.sqSize - ring, PREFETCH_BBS - pre, PREFETCH_BBS - (start - q.parsePtr), bytesToPageEnd(qp.sqPages, off) / 64);
+      const n = Math.min(q.pi - start, FETCH_BURST_BBS, qp.sqSize - ring, PREFETCH_BBS - pre, PREFETCH_BBS - (start - q.parsePtr), Math.floor(bytesToPageEnd(qp.sqPages, off) / 64));
       const c: Chunk = { start, n, arrived: false };
       let tag = this.freeTags.pop();
       if (tag === undefined) {
