@@ -98,7 +98,7 @@ export class Hca extends Module {
     this.pcie = new Pcie(this, 'pcie', { clock, ports: {}, deps: { mem: this.icm }, cfg }); // host memory and ICM
     this.mkeyCache = new MkeyCache(this, 'mkey_cache', {
       clock,
-      ports: { dma: this.pcie.port('mkey_cache') },
+      ports: { dma: this.pcie.port('mkey_cache', { tables: true }) },
       deps: { icm: this.icm },
       entries: cfg.mkeyCacheEntries,
       ways: cfg.mkeyCacheWays,
@@ -107,7 +107,7 @@ export class Hca extends Module {
     });
     this.mtt = new Mtt(this, 'mtt', {
       clock,
-      ports: { dma: this.pcie.port('mtt') },
+      ports: { dma: this.pcie.port('mtt', { tables: true }) },
       deps: {},
       lineBytes: cfg.mttCacheLineBytes,
       lines: cfg.mttCacheLines,
@@ -156,7 +156,7 @@ export class Hca extends Module {
     // is MW_BIND_ERR (o10-37.2.40), as the reference model has it
     this.umrEngine = new UmrEngine(this, 'umr_engine', {
       clock,
-      ports: { dma: this.pcie.port('umr') },
+      ports: { dma: this.pcie.port('umr', { tables: true }) },
       deps: { icm: this.icm, writer: this.icmWriter, mem: this.mem },
       regMrPdCheck: false,
       type2Unbind: 'bind_error',

@@ -37,9 +37,14 @@ export const ICM_XLT_SPAN = 2 ** 46;
 export interface DeviceMemory {
   read(addr: number, len: number): Uint8Array;
   readInto(addr: number, dst: Uint8Array, dstOff: number, len: number): void;
-  write(addr: number, bytes: Uint8Array): void;
-  /** True when every byte of [addr, addr + len) is memory the device can reach. */
-  covers(addr: number, len: number): boolean;
+  /** Writes `bytes`; false (nothing written) where no memory is behind a byte of them. */
+  write(addr: number, bytes: Uint8Array): boolean;
+  /**
+   * True when every byte of [addr, addr + len) is memory the device can reach: host memory, and
+   * with `tables` (the translation clients: mkey cache, MTT cache, UMR) ICM table pages a
+   * translation table holds.
+   */
+  covers(addr: number, len: number, tables?: boolean): boolean;
 }
 
 /** Host memory could not back a translation table (firmware answers NO_RESOURCES). */
@@ -195,11 +200,21 @@ export class Icm implements DeviceMemory {
 
   // --- the device's view of memory: host physical addresses, and ICM table space ---------------
 
-  /** True for host physical memory and ICM table space the device may reach. */
-  covers(addr: number, len: number): boolean {
+  /**
+   * True for host physical memory, and with `tables` for ICM table pages a table holds: a data
+   * DMA (a WQE's buffer, an MTT entry naming any address) never reaches the device's tables.
+   */
+  covers(addr: number, len: number, tables = true): boolean {
     if (!(Number.isSafeInteger(addr) && Number.isSafeInteger(len) && addr >= 0 && len >= 0)) return false;
     if (addr + len <= this.mem.size) return true;
-    return addr >= ICM_XLT_BASE && addr + len <= ICM_XLT_BASE + this.xltTop;
+    return tables && addr >= ICM_XLT_BASE && addr + len <= ICM_XLT_BASE + this.xltTop && this.xltBacked(addr, len);
+  }
+
+  /** Every ICM table page of [addr, addr + len) is backed. */
+  private xltBacked(addr: number, len: number): boolean {
+    const last = Math.floor((addr + Math.max(len, 1) - 1 - ICM_XLT_BASE) / FRAME_SIZE);
+    for (let p = Math.floor((addr - ICM_XLT_BASE) / FRAME_SIZE); p <= last; p++) if (this.xltPages[p] === 0) return false;
+    return true;
   }
 
   /** A copy of `len` bytes at device address `addr`. */
@@ -229,24 +244,28 @@ export class Icm implements DeviceMemory {
     }
   }
 
-  /** Writes `bytes` at device address `addr` (ICM table space: only pages a table holds). */
-  write(addr: number, bytes: Uint8Array): void {
+  /**
+   * Writes `bytes` at device address `addr`. In ICM table space only pages a table holds take a
+   * write: false, nothing written, where one does not (a UMR's table write still in flight when
+   * its table was freed lands nowhere).
+   */
+  write(addr: number, bytes: Uint8Array): boolean {
     if (addr < ICM_XLT_BASE) {
       this.mem.write(addr, bytes);
-      return;
+      return true;
     }
     const len = bytes.length;
     this.checkXlt('write', addr, len);
+    if (!this.xltBacked(addr, len)) return false;
     let done = 0;
     while (done < len) {
       const a = addr + done - ICM_XLT_BASE;
       const off = a % FRAME_SIZE;
       const n = Math.min(len - done, FRAME_SIZE - off);
-      const pa = this.xltPages[Math.floor(a / FRAME_SIZE)];
-      if (pa === 0) throw new RangeError(`icm.write: ${hex(addr + done)} is in no translation table`);
-      this.mem.writeFrom(pa + off, bytes, done, n);
+      this.mem.writeFrom(this.xltPages[Math.floor(a / FRAME_SIZE)] + off, bytes, done, n);
       done += n;
     }
+    return true;
   }
 
   private checkXlt(op: string, addr: number, len: number): void {

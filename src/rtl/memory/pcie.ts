@@ -56,6 +56,8 @@ export interface DmaPortOptions {
   reqCapacity?: number;
   /** Completions waiting for the client (default 4); a full one holds completions back. */
   respCapacity?: number;
+  /** The client reads or writes the device's translation tables in ICM (default false). */
+  tables?: boolean;
 }
 
 /** The configuration fields the PCIe block uses. */
@@ -75,6 +77,8 @@ export interface PcieOptions extends WireOptions<Nothing, { readonly mem: Device
 /** Per-port state: the port and the completions held back by its full `resp` FIFO (read slots, in order). */
 interface PortState {
   readonly port: DmaPort;
+  /** The port may reach ICM table space (DmaPortOptions.tables). */
+  readonly tables: boolean;
   readonly held: Int32Array;
   head: number;
   count: number;
@@ -232,7 +236,7 @@ export class Pcie extends Module implements EventTarget {
     const resp = new Fifo<DmaResp>(this, `${name}_resp`, { capacity: opts.respCapacity ?? 4 });
     req.consumer = this;
     const port: DmaPort = { name, req, resp };
-    this.ports.push({ port, held: new Int32Array(this.maxOut), head: 0, count: 0 });
+    this.ports.push({ port, tables: opts.tables === true, held: new Int32Array(this.maxOut), head: 0, count: 0 });
     return port;
   }
 
@@ -352,7 +356,7 @@ export class Pcie extends Module implements EventTarget {
     if (!(Number.isInteger(r.length) && r.length >= 1 && r.length < 2 ** 32)) {
       throw new RangeError(`${this.where(pi, r)}: length must be an integer in 1..2^32-1, got ${r.length}`);
     }
-    if (this.mem.covers(r.addr, r.length)) return true;
+    if (this.mem.covers(r.addr, r.length, this.ports[pi].tables)) return true;
     this.cUnsupported.inc();
     return false;
   }
@@ -417,7 +421,8 @@ export class Pcie extends Module implements EventTarget {
   /** A posted write lands (all have the same latency, so the oldest is due). */
   private landWrite(): void {
     const w = this.writes.shift();
-    if (w.backed) this.mem.write(w.addr, w.data);
+    // a table page freed while the write was in flight takes nothing: counted as unsupported
+    if (w.backed && !this.mem.write(w.addr, w.data)) this.cUnsupported.inc();
     if (w.landed !== null) w.landed.fire(w.tag);
   }
 

@@ -24,7 +24,14 @@ function rig(cfg: Partial<HcaConfig> = {}): Rig {
   const hca = new Module(sim, sim.top, 'hca0');
   const clk = new Clock(hca, 'core_clk', PERIOD);
   const mem = new HostMem(16 * MiB, sim.rng.fork());
-  const pcie = new Pcie(hca, 'pcie', { clock: clk, ports: {}, deps: { mem }, cfg: resolveConfig(cfg) });
+  // the device's view of a host without ICM: host memory only
+  const view = {
+    read: (a: number, n: number) => mem.read(a, n),
+    readInto: (a: number, d: Uint8Array, o: number, n: number) => mem.readInto(a, d, o, n),
+    write: (a: number, b: Uint8Array) => (mem.write(a, b), true),
+    covers: (a: number, n: number) => mem.covers(a, n),
+  };
+  const pcie = new Pcie(hca, 'pcie', { clock: clk, ports: {}, deps: { mem: view }, cfg: resolveConfig(cfg) });
   return { sim, clk, mem, pcie };
 }
 
