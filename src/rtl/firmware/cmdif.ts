@@ -223,7 +223,7 @@ export class Cmdif extends Module {
    * promise resolves or rejects as exec's.
    */
   execBackground<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
-    this.sim.checkInProcess(`${this.path}.execBackground(${String(cmd.op)})`);
+    this.sim.checkInProcess(`${this.path}.execBackground(${opName(cmd)})`);
     return new Promise<CmdOutputs[K]>((resolve, reject) => {
       this.bgQueue.push({ cmd: cmd as unknown as Cmd, posted: this.sim.now, resolve: resolve as (v: unknown) => void, reject });
       this.bgQueued.setNow(Math.min(this.bgQueue.length, QUEUED_MAX));
@@ -334,10 +334,10 @@ export class Cmdif extends Module {
       this.bgQueued.setNow(Math.min(this.bgQueue.length, QUEUED_MAX));
       this.bgBusy.setNow(1);
       let latency = 0;
-      for (const p of round) latency = Math.max(latency, this.latencyOf(String(p.cmd.op)));
+      for (const p of round) latency = Math.max(latency, this.latencyOf(opName(p.cmd)));
       await this.sim.delay(latency);
       for (const p of round) {
-        this.perOp.get(String(p.cmd.op))?.inc();
+        this.perOp.get(opName(p.cmd))?.inc();
         let out: unknown;
         let failed: unknown = null;
         try {

@@ -515,6 +515,11 @@ describe('cmdif queues and QPs', () => {
       expect(unknown.statusName).toBe('BAD_OP');
       expect(unknown.message).toMatch(/unknown command 'FROB'/);
       expect(sim.now).toBe(2 * COMMAND_PS);
+      // the background lane answers the same, never a TypeError (found by a review)
+      const none = await rejection(cmdif.execBackground(null as unknown as CmdOf<'ALLOC_PD'>));
+      expect(none.statusName).toBe('BAD_OP');
+      const frob = await rejection(cmdif.execBackground({ op: 'FROB' } as unknown as CmdOf<'ALLOC_PD'>));
+      expect(frob.statusName).toBe('BAD_OP');
     });
   });
 });
