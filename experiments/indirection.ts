@@ -13,6 +13,7 @@ import { writeMkey, type MkeyDesc } from '../src/rtl/firmware/icm_writer.ts';
 import { MkcAccessMode } from '../src/rtl/formats/constants.ts';
 import type { Experiment, PointLine, ShapeCheck } from '../src/experiment.ts';
 import { counters, delta } from './support/stats.ts';
+import { intIn } from './support/shape.ts';
 
 const PAGE = 4096;
 const NS = 1000;
@@ -32,7 +33,7 @@ const experiment: Experiment = {
   summary: 'cold translation latency against KLM depth 0..4: each level adds a KLM read and an mkey read',
   shape: 'spec/timing.md shape 7: each indirection level of a cold KLM access adds a dependent host read',
   axes: {
-    depth: { what: 'KLM levels above the direct MTT mkey', check: (v) => (Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 64 ? null : 'must be an integer in 0..64'), format: 'number' },
+    depth: { what: 'KLM levels above the direct MTT mkey', check: intIn(0, 64), format: 'number' },
   },
   grid: {
     full: [{ depth: [0, 1, 2, 3, 4] }],

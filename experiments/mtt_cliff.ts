@@ -8,7 +8,7 @@
 import type { Experiment, ShapeCheck } from '../src/experiment.ts';
 import { DEFAULT_HCA_CONFIG } from '../src/rtl/config.ts';
 import { PAGE_2M, PAGE_4K, randomReads } from './support/random_reads.ts';
-import { formatBytes, groupBy, isPow2Size } from './support/shape.ts';
+import { formatBytes, groupBy, intIn, isSizeFrom4k, positiveInt } from './support/shape.ts';
 
 const MiB = 2 ** 20;
 const GiB = 2 ** 30;
@@ -31,9 +31,9 @@ const experiment: Experiment = {
   shape: 'spec/timing.md shape 1: flat up to the MTT cache reach, then a cliff to a PCIe-bound plateau; 2 MB pages move it out 512x',
   axes: {
     pages: { what: 'page size of the MR (4k: regMr over ordinary memory; 2m: regMr over huge pages, 2 MiB MTT entries)', check: (v) => (v === PAGE_4K || v === PAGE_2M ? null : 'must be 4k or 2m'), format: 'bytes' },
-    workingSet: { what: 'bytes of the MR the READs go to', check: (v) => (isPow2Size(v) ? null : 'must be a size of at least 4 KiB (4k, 64m, 1g, ...)'), format: 'bytes' },
-    reads: { what: 'READs measured (after as many of warm-up)', check: (v) => (Number.isInteger(v) && (v as number) > 0 ? null : 'must be a positive integer') },
-    readBytes: { what: 'bytes per READ', check: (v) => (Number.isInteger(v) && (v as number) > 0 && (v as number) <= 4096 ? null : 'must be 1..4096') },
+    workingSet: { what: 'bytes of the MR the READs go to', check: (v) => (isSizeFrom4k(v) ? null : 'must be a size of at least 4 KiB (4k, 64m, 1g, ...)'), format: 'bytes' },
+    reads: { what: 'READs measured (after as many of warm-up)', check: positiveInt },
+    readBytes: { what: 'bytes per READ', check: intIn(1, 4096, 'must be 1..4096') },
   },
   grid: {
     full: [

@@ -7,16 +7,16 @@
  */
 import { formatBytes, type Experiment, type ShapeCheck } from '../src/experiment.ts';
 import { odpWrite } from './support/odp_write.ts';
+import { intIn } from './support/shape.ts';
 
 const KiB = 1024;
 const MiB = 2 ** 20;
-const sizeOk = (v: unknown): string | null => (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 4 * MiB ? null : 'must be a size in 1 B..4 MiB');
 
 const experiment: Experiment = {
   name: 'odp-latency',
   summary: 'ODP first-touch fault cost against message size (4 KB .. 4 MB): strongly sublinear, one fault per message',
   shape: 'spec/timing.md shape 4: ODP fault latency against message size is strongly sublinear (220 us at 4 KB, 350 us at 4 MB)',
-  axes: { size: { what: 'bytes of the RDMA WRITE (and of the ODP MR)', check: sizeOk, format: 'bytes' } },
+  axes: { size: { what: 'bytes of the RDMA WRITE (and of the ODP MR)', check: intIn(1, 4 * MiB, 'must be a size in 1 B..4 MiB'), format: 'bytes' } },
   grid: {
     full: [{ size: [4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB] }],
     quick: [{ size: [4 * KiB, 64 * KiB, 4 * MiB] }],

@@ -19,6 +19,7 @@ import { Access, Testbed, type Mr, type Qp, type SendWr } from '../src/index.ts'
 import type { Experiment, PointLine, ShapeCheck } from '../src/experiment.ts';
 import { counters, delta } from './support/stats.ts';
 import { hash32, xorshift } from './support/random_reads.ts';
+import { intIn, positiveInt } from './support/shape.ts';
 
 const PAGE = 4096;
 const SCOPES = ['tb.hca0.requester', 'tb.hca0.umr_engine', 'tb.hca0.klm_walker', 'tb.hca0.mkey_cache', 'tb.hca0.mtt', 'tb.hca0.pcie', 'tb.hca0.sq'];
@@ -121,13 +122,13 @@ const experiment: Experiment = {
   summary: 'N-page READs: N SGEs (split past the SGE limit) against one READ through a KLM (SG_GAPS) registration per I/O',
   shape: 'spec/timing.md shape 6: many-SGE READ against one KLM-registered READ; past the SGE limit the UMR path wins (NVMe-oF on ConnectX-5: 70 -> 84 Gb/s)',
   axes: {
-    pages: { what: 'scattered 4 KiB pages per I/O', check: (v) => (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 1024 ? null : 'must be an integer in 1..1024') },
+    pages: { what: 'scattered 4 KiB pages per I/O', check: intIn(1, 1024) },
     method: { what: "'sge': a scatter list; 'klm': REG_MR (KLM) + one READ + LOCAL_INV", check: (v) => (v === 'sge' || v === 'klm' ? null : "must be 'sge' or 'klm'"), format: 'text' },
-    segBytes: { what: 'bytes of each segment (4096: whole pages; less: one segment per page at a random offset in it)', check: (v) => (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= PAGE ? null : 'must be an integer in 1..4096'), format: 'bytes' },
-    qps: { what: 'QPs issuing I/Os', check: (v) => (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 64 ? null : 'must be an integer in 1..64') },
-    depth: { what: 'I/Os in flight per QP', check: (v) => (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 8 ? null : 'must be an integer in 1..8') },
+    segBytes: { what: 'bytes of each segment (4096: whole pages; less: one segment per page at a random offset in it)', check: intIn(1, PAGE), format: 'bytes' },
+    qps: { what: 'QPs issuing I/Os', check: intIn(1, 64) },
+    depth: { what: 'I/Os in flight per QP', check: intIn(1, 8) },
     maxRdAtomic: { what: "READs outstanding per QP (max_rd_atomic)", check: (v) => (Number.isInteger(v) && [1, 2, 4, 8, 16, 32, 64, 128].includes(v as number) ? null : 'must be a power of two in 1..128') },
-    ios: { what: 'I/Os per QP', check: (v) => (Number.isInteger(v) && (v as number) >= 1 ? null : 'must be a positive integer') },
+    ios: { what: 'I/Os per QP', check: positiveInt },
   },
   grid: {
     full: [{ method: ['sge', 'klm'], pages: [1, 4, 16, 30, 31, 60, 64, 128, 256], ios: [64] }],
