@@ -38,7 +38,7 @@ describe('the built-in experiments at --quick size hold their shapes', () => {
   it('mtt-cliff: flat to the MTT cache reach, a cliff past it, 512x further out with 2 MiB pages', async () => {
     const r = await quick('mtt-cliff');
     expect(failed(r)).toEqual([]);
-    expect(r.checks.map((c) => c.what)).toContain('with 2 MiB pages the cliff is 512x further out');
+    expect(r.checks.map((c) => c.what)).toContain('with 2 MiB pages the cliff is 512x further out (mttCacheLines 64)');
     // the reach is the configured one (64 lines x 8 x page), drawn on the plot
     expect(fig(r, (p) => p.pages === 4096, 'mttReach')).toBe(64 * 8 * 4096);
     expect(fig(r, (p) => p.pages === 2 ** 21, 'mttReach')).toBe(64 * 8 * 2 ** 21);
