@@ -8,7 +8,7 @@
 import type { Experiment, ShapeCheck } from '../src/experiment.ts';
 import { DEFAULT_HCA_CONFIG } from '../src/rtl/config.ts';
 import { PAGE_2M, PAGE_4K, randomReads } from './support/random_reads.ts';
-import { formatBytes, groupBy, intIn, isSizeFrom4k, paramsWithout, positiveInt } from './support/shape.ts';
+import { formatBytes, groupBy, groupLabel, intIn, isSizeFrom4k, paramsWithout, positiveInt } from './support/shape.ts';
 
 const MiB = 2 ** 20;
 const GiB = 2 ** 30;
@@ -104,9 +104,7 @@ const experiment: Experiment = {
       const a = m.get(PAGE_4K);
       const b = m.get(PAGE_2M);
       if (a === undefined || b === undefined) continue;
-      const named = (JSON.parse(geometry) as [string, unknown][]).filter(([k]) => !['reads', 'readBytes'].includes(k));
-      const of = named.length ? ` (${named.map(([k, v]) => `${k} ${String(v)}`).join(', ')})` : '';
-      out.push({ what: `with 2 MiB pages the cliff is 512x further out${of}`, ok: b / a === 512, detail: `first point below 90%: ${formatBytes(a)} and ${formatBytes(b)}` });
+      out.push({ what: `with 2 MiB pages the cliff is 512x further out${groupLabel(geometry, ['reads', 'readBytes'])}`, ok: b / a === 512, detail: `first point below 90%: ${formatBytes(a)} and ${formatBytes(b)}` });
     }
     return out;
   },

@@ -35,3 +35,9 @@ export const isBoolean = (v: ParamValue): string | null => (typeof v === 'boolea
 export function isSizeFrom4k(v: ParamValue): boolean {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 4096;
 }
+
+/** A group key of `paramsWithout` as a label suffix: ' (mttCacheLines 64, ...)', or '' for none. */
+export function groupLabel(key: string, skip: readonly string[] = []): string {
+  const named = (JSON.parse(key) as [string, ParamValue][]).filter(([k]) => !skip.includes(k));
+  return named.length ? ` (${named.map(([k, v]) => `${k} ${String(v)}`).join(', ')})` : '';
+}
