@@ -8,7 +8,7 @@
  */
 import { Sim } from '../src/sim/index.ts';
 import { Hca } from '../src/rtl/hca.ts';
-import { resolveConfig } from '../src/rtl/config.ts';
+import { DEFAULT_HCA_CONFIG, resolveConfig } from '../src/rtl/config.ts';
 import { writeMkey, type MkeyDesc } from '../src/rtl/firmware/icm_writer.ts';
 import { MkcAccessMode } from '../src/rtl/formats/constants.ts';
 import type { Experiment, PointLine, ShapeCheck } from '../src/experiment.ts';
@@ -26,6 +26,9 @@ function desc(index: number, accessMode: number, start: number, length: number, 
   };
 }
 
+/** The axis's limit: the adapter's default nesting limit (HcaConfig.klmMaxIndirection). */
+const MAX_DEPTH = DEFAULT_HCA_CONFIG.klmMaxIndirection;
+
 const byDepth = (points: readonly PointLine[]): Map<number, PointLine> => new Map(points.map((p) => [p.params.depth as number, p]));
 
 const experiment: Experiment = {
@@ -33,7 +36,13 @@ const experiment: Experiment = {
   summary: 'cold translation latency against KLM depth 0..4: each level adds a KLM read and an mkey read',
   shape: 'spec/timing.md shape 7: each indirection level of a cold KLM access adds a dependent host read',
   axes: {
-    depth: { what: 'KLM levels above the direct MTT mkey', check: intIn(0, 64), format: 'number' },
+    // AxisDef.check sees the value alone, not the point's configuration: the limit is the
+    // default klmMaxIndirection (a deeper key fails its translation, the point with an exception)
+    depth: {
+      what: 'KLM levels above the direct MTT mkey',
+      check: intIn(0, MAX_DEPTH, `must be an integer in 0..${MAX_DEPTH} (klmMaxIndirection: the deepest KLM nesting the adapter walks)`),
+      format: 'number',
+    },
   },
   grid: {
     full: [{ depth: [0, 1, 2, 3, 4] }],
@@ -41,8 +50,11 @@ const experiment: Experiment = {
   },
   async run(params, { seed, config }) {
     const depth = params.depth as number;
+    const cfg = resolveConfig(config);
+    // a --set klmMaxIndirection below the depth: say so rather than fail inside the translation
+    if (depth > cfg.klmMaxIndirection) throw new Error(`indirection: depth ${depth} is past klmMaxIndirection ${cfg.klmMaxIndirection}`);
     const sim = new Sim({ seed });
-    const hca = new Hca(sim, sim.top, 'hca0', resolveConfig(config));
+    const hca = new Hca(sim, sim.top, 'hca0', cfg);
     const port = hca.atu.port('experiment');
     const buf = hca.host.alloc(4 * PAGE);
     const pas = Array.from({ length: 4 }, (_, i) => hca.host.dmaAddress(buf.addr + i * PAGE));

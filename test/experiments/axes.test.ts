@@ -7,6 +7,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { experiments } from '../../experiments/index.ts';
 import { intIn, isSizeFrom4k, positiveInt } from '../../experiments/support/shape.ts';
+import indirection from '../../experiments/indirection.ts';
+import { UsageError } from '../../src/cli/args.ts';
+import { expandGrid } from '../../src/cli/sweep/grid.ts';
 
 describe('axis checks', () => {
   it('intIn(lo, hi) accepts exactly the safe integers in lo..hi', () => {
@@ -37,5 +40,15 @@ describe('axis checks', () => {
         }
       }
     }
+  });
+
+  it('indirection: depths past klmMaxIndirection (4) are refused before any point runs', async () => {
+    const check = indirection.axes.depth.check!;
+    expect([0, 4].map(check)).toEqual([null, null]);
+    expect(check(5)).toMatch(/^must be an integer in 0\.\.4 \(klmMaxIndirection/);
+    expect(() => expandGrid(indirection, { quick: true, sets: [{ field: 'depth', values: ['6'] }] })).toThrow(UsageError);
+    expect(() => expandGrid(indirection, { quick: true, sets: [{ field: 'depth', values: ['6'] }] })).toThrow(/--set depth: must be an integer in 0\.\.4 \(klmMaxIndirection/);
+    // a lower klmMaxIndirection set beside it: the point says which limit it passed
+    await expect(indirection.run({ depth: 3 }, { seed: 1, config: { klmMaxIndirection: 2 } })).rejects.toThrow('indirection: depth 3 is past klmMaxIndirection 2');
   });
 });
