@@ -13,6 +13,7 @@
 import { Access, POOL_BUCKETS } from '../src/index.ts';
 import type { Experiment, PointLine, ShapeCheck } from '../src/experiment.ts';
 import { randomReads } from './support/random_reads.ts';
+import { intIn, isBoolean, isSizeFrom4k, positiveInt } from './support/shape.ts';
 
 const PAGE = 4096;
 const MiB = 2 ** 20;
@@ -32,10 +33,10 @@ const experiment: Experiment = {
   summary: "a victim's random READs with and without a co-tenant looping regMr/dereg, per invalidation policy ('entry' | 'all')",
   shape: "spec/timing.md shape 3: a co-tenant looping reg/dereg halves a victim's throughput if deregistration flushes the caches (Husky: miss rate 49%, 96.6 -> 48 Gb/s)",
   axes: {
-    cotenant: { what: 'a co-tenant loops regMr + dereg on the responder during the measurement', check: (v) => (typeof v === 'boolean' ? null : 'must be true or false') },
-    cotenantPages: { what: "4 KiB pages of each co-tenant MR (up to 512: from the driver's mkey pool)", check: (v) => (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 4096 ? null : 'must be an integer in 1..4096') },
-    victimBytes: { what: "the victim's working set (one MR, 4 KiB pages)", check: (v) => (Number.isInteger(v) && (v as number) >= 4096 ? null : 'must be a size of at least 4 KiB'), format: 'bytes' },
-    reads: { what: "the victim's READs measured (after as many of warm-up)", check: (v) => (Number.isInteger(v) && (v as number) > 0 ? null : 'must be a positive integer') },
+    cotenant: { what: 'a co-tenant loops regMr + dereg on the responder during the measurement', check: isBoolean },
+    cotenantPages: { what: "4 KiB pages of each co-tenant MR (up to 512: from the driver's mkey pool)", check: intIn(1, 4096) },
+    victimBytes: { what: "the victim's working set (one MR, 4 KiB pages)", check: (v) => (isSizeFrom4k(v) ? null : 'must be a size of at least 4 KiB'), format: 'bytes' },
+    reads: { what: "the victim's READs measured (after as many of warm-up)", check: positiveInt },
   },
   grid: {
     full: [

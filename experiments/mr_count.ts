@@ -7,7 +7,7 @@
 import type { Experiment, ShapeCheck } from '../src/experiment.ts';
 import { DEFAULT_HCA_CONFIG } from '../src/rtl/config.ts';
 import { randomReads } from './support/random_reads.ts';
-import { groupBy } from './support/shape.ts';
+import { groupBy, intIn, positiveInt } from './support/shape.ts';
 
 const entriesOf = (p: Readonly<Record<string, unknown>>): number => (p.mkeyCacheEntries as number | undefined) ?? DEFAULT_HCA_CONFIG.mkeyCacheEntries;
 
@@ -16,8 +16,8 @@ const experiment: Experiment = {
   summary: 'random 64 B READs over N one-page MRs: the mkey cache cliff once live mkeys exceed its entries',
   shape: 'spec/timing.md shape 2: degradation once live mkeys exceed the mkey cache (Husky NSDI\'23, LITE SOSP\'17)',
   axes: {
-    mrs: { what: 'live one-page MRs the READs spread over', check: (v) => (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 60_000 ? null : 'must be an integer in 1..60000') },
-    reads: { what: 'READs measured (after as many of warm-up)', check: (v) => (Number.isInteger(v) && (v as number) > 0 ? null : 'must be a positive integer') },
+    mrs: { what: 'live one-page MRs the READs spread over', check: intIn(1, 60_000) },
+    reads: { what: 'READs measured (after as many of warm-up)', check: positiveInt },
   },
   grid: {
     full: [{ mrs: [16, 64, 256, 384, 512, 640, 768, 1024, 2048, 4096], reads: [20_000] }],

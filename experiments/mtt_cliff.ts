@@ -8,7 +8,7 @@
 import type { Experiment, ShapeCheck } from '../src/experiment.ts';
 import { DEFAULT_HCA_CONFIG } from '../src/rtl/config.ts';
 import { PAGE_2M, PAGE_4K, randomReads } from './support/random_reads.ts';
-import { formatBytes, groupBy, isPow2Size } from './support/shape.ts';
+import { formatBytes, groupBy, groupLabel, intIn, isSizeFrom4k, paramsWithout, positiveInt } from './support/shape.ts';
 
 const MiB = 2 ** 20;
 const GiB = 2 ** 30;
@@ -31,9 +31,9 @@ const experiment: Experiment = {
   shape: 'spec/timing.md shape 1: flat up to the MTT cache reach, then a cliff to a PCIe-bound plateau; 2 MB pages move it out 512x',
   axes: {
     pages: { what: 'page size of the MR (4k: regMr over ordinary memory; 2m: regMr over huge pages, 2 MiB MTT entries)', check: (v) => (v === PAGE_4K || v === PAGE_2M ? null : 'must be 4k or 2m'), format: 'bytes' },
-    workingSet: { what: 'bytes of the MR the READs go to', check: (v) => (isPow2Size(v) ? null : 'must be a size of at least 4 KiB (4k, 64m, 1g, ...)'), format: 'bytes' },
-    reads: { what: 'READs measured (after as many of warm-up)', check: (v) => (Number.isInteger(v) && (v as number) > 0 ? null : 'must be a positive integer') },
-    readBytes: { what: 'bytes per READ', check: (v) => (Number.isInteger(v) && (v as number) > 0 && (v as number) <= 4096 ? null : 'must be 1..4096') },
+    workingSet: { what: 'bytes of the MR the READs go to', check: (v) => (isSizeFrom4k(v) ? null : 'must be a size of at least 4 KiB (4k, 64m, 1g, ...)'), format: 'bytes' },
+    reads: { what: 'READs measured (after as many of warm-up)', check: positiveInt },
+    readBytes: { what: 'bytes per READ', check: intIn(1, 4096, 'must be 1..4096') },
   },
   grid: {
     full: [
@@ -77,9 +77,11 @@ const experiment: Experiment = {
   },
   checks(points) {
     const out: ShapeCheck[] = [];
-    const cliffAt = new Map<string, number>();
+    // the first point below 90% of the flat rate, per cache geometry (the params other than
+    // pages and workingSet) and page size
+    const cliffAt = new Map<string, Map<number, number>>();
     // per page size (and cache geometry): flat to the reach, below 70% past 2x the reach
-    for (const [key, pts] of groupBy(points, (pt) => JSON.stringify({ ...pt.params, workingSet: 0 }))) {
+    for (const pts of groupBy(points, (pt) => paramsWithout(pt, 'workingSet')).values()) {
       const reach = pts[0].figures.mttReach;
       const inside = pts.filter((pt) => (pt.params.workingSet as number) <= reach);
       const beyond = pts.filter((pt) => (pt.params.workingSet as number) >= 2 * reach);
@@ -91,16 +93,19 @@ const experiment: Experiment = {
       out.push({ what: `${label}: flat up to the reach (within 5%), no MTT misses there`, ok: lowIn >= 0.95 * flat && inside.every((pt) => pt.figures.mttMissRate <= 0.01), detail: `${lowIn}..${flat} M/s` });
       out.push({ what: `${label}: past twice the reach, below 70% of the flat rate`, ok: highOut < 0.7 * flat, detail: `${highOut} M/s against ${flat} M/s` });
       const firstDrop = [...pts].sort((a, b) => (a.params.workingSet as number) - (b.params.workingSet as number)).find((pt) => pt.figures.mReadsPerSec < 0.9 * flat);
-      if (firstDrop) cliffAt.set(key, firstDrop.params.workingSet as number);
+      if (!firstDrop) continue;
+      const geometry = paramsWithout(pts[0], 'pages', 'workingSet');
+      const m = cliffAt.get(geometry) ?? new Map<number, number>();
+      m.set(pts[0].params.pages as number, firstDrop.params.workingSet as number);
+      cliffAt.set(geometry, m);
     }
-    const byPages = new Map<number, number[]>();
-    for (const [key, ws] of cliffAt) {
-      const p = JSON.parse(key) as { pages: number };
-      byPages.set(p.pages, [...(byPages.get(p.pages) ?? []), ws]);
+    // each geometry's 4 KiB and 2 MiB cliffs; the geometry named when it is not the defaults'
+    for (const [geometry, m] of cliffAt) {
+      const a = m.get(PAGE_4K);
+      const b = m.get(PAGE_2M);
+      if (a === undefined || b === undefined) continue;
+      out.push({ what: `with 2 MiB pages the cliff is 512x further out${groupLabel(geometry, ['reads', 'readBytes'])}`, ok: b / a === 512, detail: `first point below 90%: ${formatBytes(a)} and ${formatBytes(b)}` });
     }
-    const a = byPages.get(PAGE_4K);
-    const b = byPages.get(PAGE_2M);
-    if (a?.length === 1 && b?.length === 1) out.push({ what: 'with 2 MiB pages the cliff is 512x further out', ok: b[0] / a[0] === 512, detail: `first point below 90%: ${formatBytes(a[0])} and ${formatBytes(b[0])}` });
     return out;
   },
 };

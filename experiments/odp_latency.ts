@@ -7,16 +7,16 @@
  */
 import { formatBytes, type Experiment, type ShapeCheck } from '../src/experiment.ts';
 import { odpWrite } from './support/odp_write.ts';
+import { groupBy, groupLabel, intIn, paramsWithout } from './support/shape.ts';
 
 const KiB = 1024;
 const MiB = 2 ** 20;
-const sizeOk = (v: unknown): string | null => (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 4 * MiB ? null : 'must be a size in 1 B..4 MiB');
 
 const experiment: Experiment = {
   name: 'odp-latency',
   summary: 'ODP first-touch fault cost against message size (4 KB .. 4 MB): strongly sublinear, one fault per message',
   shape: 'spec/timing.md shape 4: ODP fault latency against message size is strongly sublinear (220 us at 4 KB, 350 us at 4 MB)',
-  axes: { size: { what: 'bytes of the RDMA WRITE (and of the ODP MR)', check: sizeOk, format: 'bytes' } },
+  axes: { size: { what: 'bytes of the RDMA WRITE (and of the ODP MR)', check: intIn(1, 4 * MiB, 'must be a size in 1 B..4 MiB'), format: 'bytes' } },
   grid: {
     full: [{ size: [4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB] }],
     quick: [{ size: [4 * KiB, 64 * KiB, 4 * MiB] }],
@@ -40,13 +40,17 @@ const experiment: Experiment = {
   },
   checks(points) {
     const out: ShapeCheck[] = [];
-    const at = (s: number) => points.find((p) => p.params.size === s);
-    const small = at(4 * KiB);
-    const big = at(4 * MiB);
-    for (const p of points) out.push({ what: `${formatBytes(p.params.size as number)}: one fault maps the message`, ok: p.figures.pageFaults === 1, detail: `${p.figures.pageFaults} faults` });
-    if (small) out.push({ what: '4 KB: the fault costs ~220 us (within 15%)', ok: Math.abs(small.figures.faultUs / 220 - 1) <= 0.15, detail: `${small.figures.faultUs} us` });
-    if (big) out.push({ what: '4 MB: the fault costs ~350 us (within 15%)', ok: Math.abs(big.figures.faultUs / 350 - 1) <= 0.15, detail: `${big.figures.faultUs} us` });
-    if (small && big) out.push({ what: 'strongly sublinear: 1024x the bytes, less than 2x the fault', ok: big.figures.faultUs < 2 * small.figures.faultUs, detail: `x${(big.figures.faultUs / small.figures.faultUs).toFixed(2)}` });
+    // per configuration (the params other than size): a --set axis gives each its own checks
+    for (const [key, pts] of groupBy(points, (p) => paramsWithout(p, 'size'))) {
+      const of = groupLabel(key);
+      const at = (s: number) => pts.find((p) => p.params.size === s);
+      const small = at(4 * KiB);
+      const big = at(4 * MiB);
+      for (const p of pts) out.push({ what: `${formatBytes(p.params.size as number)}${of}: one fault maps the message`, ok: p.figures.pageFaults === 1, detail: `${p.figures.pageFaults} faults` });
+      if (small) out.push({ what: `4 KB${of}: the fault costs ~220 us (within 15%)`, ok: Math.abs(small.figures.faultUs / 220 - 1) <= 0.15, detail: `${small.figures.faultUs} us` });
+      if (big) out.push({ what: `4 MB${of}: the fault costs ~350 us (within 15%)`, ok: Math.abs(big.figures.faultUs / 350 - 1) <= 0.15, detail: `${big.figures.faultUs} us` });
+      if (small && big) out.push({ what: `strongly sublinear${of}: 1024x the bytes, less than 2x the fault`, ok: big.figures.faultUs < 2 * small.figures.faultUs, detail: `x${(big.figures.faultUs / small.figures.faultUs).toFixed(2)}` });
+    }
     return out;
   },
 };

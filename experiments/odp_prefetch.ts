@@ -6,6 +6,7 @@
  */
 import { formatBytes, type Experiment, type PointLine, type ShapeCheck } from '../src/experiment.ts';
 import { odpWrite } from './support/odp_write.ts';
+import { intIn, isBoolean } from './support/shape.ts';
 
 const KiB = 1024;
 const MiB = 2 ** 20;
@@ -15,8 +16,8 @@ const experiment: Experiment = {
   summary: 'first RDMA WRITE from a fresh ODP MR with and without adviseMr(PREFETCH): prefetch removes the first-touch fault',
   shape: 'spec/timing.md shape 5: prefetch (advise_mr) takes the first-touch fault off the critical path',
   axes: {
-    size: { what: 'bytes of the RDMA WRITE (and of the ODP MR)', check: (v) => (Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 4 * MiB ? null : 'must be a size in 1 B..4 MiB'), format: 'bytes' },
-    prefetch: { what: 'adviseMr(PREFETCH, flush) over the range before the first WRITE', check: (v) => (typeof v === 'boolean' ? null : 'must be true or false') },
+    size: { what: 'bytes of the RDMA WRITE (and of the ODP MR)', check: intIn(1, 4 * MiB, 'must be a size in 1 B..4 MiB'), format: 'bytes' },
+    prefetch: { what: 'adviseMr(PREFETCH, flush) over the range before the first WRITE', check: isBoolean },
   },
   grid: {
     full: [{ prefetch: [false, true], size: [4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB] }],
