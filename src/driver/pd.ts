@@ -344,20 +344,22 @@ function bitLength(x: number): number {
  * ends on a P boundary of the virtual range, and P is no larger than one page spanning the whole
  * range needs (the VA bits that change from its first to its last byte).
  */
-export function bestPageShift(host: { dmaAddress(a: number): number }, addr: number, length: number): number {
+export function bestPageShift(host: { dmaAddress(a: number): number; pageSizeAt?(a: number): number }, addr: number, length: number): number {
   const last = addr + length - 1;
   // the VA bits that change between the first and the last byte: a page of 2^k covers them
   const hi = Math.floor(addr / 2 ** 32) === Math.floor(last / 2 ** 32)
     ? bitLength(((addr >>> 0) ^ (last >>> 0)) >>> 0)
     : 32 + bitLength((Math.floor(addr / 2 ** 32) ^ Math.floor(last / 2 ** 32)) >>> 0);
   let k = Math.min(MAX_LOG_PAGE_SIZE, Math.max(hi, 12));
-  // walk the 4 KiB pages as runs of physically contiguous memory
+  // walk the pages as runs of physically contiguous memory (a huge page is one step: a 512 GiB
+  // MR over 2 MiB pages is 262,144 steps, not 2^27)
   let va = addr;
   let runVa = addr;
   let runDma = host.dmaAddress(addr);
   let next = runDma;
   while (va <= last && k > 12) {
-    const n = Math.min(last + 1 - va, PAGE - (va % PAGE));
+    const ps = host.pageSizeAt?.(va) ?? PAGE;
+    const n = Math.min(last + 1 - va, ps - (va % ps));
     const dma = host.dmaAddress(va);
     if (dma !== next) {
       // a run ended at va: its end must be P-aligned, the new run's offset must pass through

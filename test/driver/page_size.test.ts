@@ -54,6 +54,16 @@ describe('regMr page size', () => {
         const addr = vaBase + Math.min(startOff, total - 1);
         const length = Math.max(1, total - (addr - vaBase) - lenCut);
         expect(bestPageShift({ dmaAddress: dma }, addr, length)).toBe(bruteForce(dma, addr, length));
+        // a host that says where its 2 MiB pages are (2 MiB-aligned, physically contiguous
+        // blocks): the walk steps a huge page at once and must find the same size
+        const HUGE = 2 * 1024 * 1024;
+        const pageSizeAt = (a: number): number => {
+          const b = a - (a % HUGE);
+          if (b < vaBase || b + HUGE > vaBase + total || dma(b) % HUGE !== 0) return PAGE;
+          for (let o = PAGE; o < HUGE; o += PAGE) if (dma(b + o) !== dma(b) + o) return PAGE;
+          return HUGE;
+        };
+        expect(bestPageShift({ dmaAddress: dma, pageSizeAt }, addr, length)).toBe(bruteForce(dma, addr, length));
       }),
       { numRuns: 300 },
     );
