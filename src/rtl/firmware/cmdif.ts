@@ -224,14 +224,12 @@ export class Cmdif extends Module {
    */
   execBackground<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
     this.sim.checkInProcess(`${this.path}.execBackground(${opName(cmd)})`);
-    return new Promise<CmdOutputs[K]>((resolve, reject) => {
-      this.bgQueue.push({ cmd: cmd as unknown as Cmd, posted: this.sim.now, resolve: resolve as (v: unknown) => void, reject });
-      this.bgQueued.setNow(Math.min(this.bgQueue.length, QUEUED_MAX));
-      if (!this.bgServing) {
-        this.bgServing = true;
-        void this.sim.spawn(() => this.serveBackground());
-      }
-    });
+    const done = this.post<K>(this.bgQueue, this.bgQueued, cmd);
+    if (!this.bgServing) {
+      this.bgServing = true;
+      void this.sim.spawn(() => this.serveBackground());
+    }
+    return done;
   }
 
   /**
@@ -241,13 +239,19 @@ export class Cmdif extends Module {
    */
   exec<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
     this.sim.checkInProcess(`${this.path}.exec(${opName(cmd)})`);
+    const done = this.post<K>(this.queue, this.queued, cmd);
+    if (!this.serving) {
+      this.serving = true;
+      void this.sim.spawn(() => this.serve());
+    }
+    return done;
+  }
+
+  /** Queues `cmd` on a lane (its queue and the signal tracing its depth); settled when it executes. */
+  private post<K extends CmdName>(queue: Posted[], queued: Signal, cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
     return new Promise<CmdOutputs[K]>((resolve, reject) => {
-      this.queue.push({ cmd: cmd as unknown as Cmd, posted: this.sim.now, resolve: resolve as (v: unknown) => void, reject });
-      this.queued.setNow(Math.min(this.queue.length, QUEUED_MAX));
-      if (!this.serving) {
-        this.serving = true;
-        void this.sim.spawn(() => this.serve());
-      }
+      queue.push({ cmd: cmd as unknown as Cmd, posted: this.sim.now, resolve: resolve as (v: unknown) => void, reject });
+      queued.setNow(Math.min(queue.length, QUEUED_MAX));
     });
   }
 
