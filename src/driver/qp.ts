@@ -12,7 +12,7 @@ import { Mw } from './mw.ts';
 import { checkAccess, checkAccessBits } from './pd.ts';
 import {
   buildAtomicWqe, buildBindMwWqe, buildLocalInvWqe, buildRdmaWqe, buildRegMrWqe, buildSendWqe, wqeBasicBlocks,
-  type MrAccess, type Sge as WqeSge, encodeXltList,
+  type MrAccess, type Sge as WqeSge, encodeXltList, MAX_WQE_DS,
 } from './wqe_builder.ts';
 import { FenceMode, MLX5_INVALID_LKEY, WqeOpcode, incRkey } from '../rtl/formats/constants.ts';
 import { decodeDataSeg, encodeDataSeg } from '../rtl/formats/data_seg.ts';
@@ -30,6 +30,12 @@ export interface QpInitAttr {
   maxSendSge?: number;
   maxRecvSge?: number;
   /**
+   * Bytes of inline data a work request may carry (ibv_qp_cap.max_inline_data), default 0. As
+   * mlx5 does, the QP reports back what its WQE size really holds (`qp.attr.maxInlineData`, at
+   * least what was asked), and postSend of more inline data than that is ENOMEM.
+   */
+  maxInlineData?: number;
+  /**
    * A QP of a user process (ibv_create_qp through uverbs) instead of a kernel consumer's
    * (ib_create_qp, the default): mlx5_ib creates it without qpc.fre (fast registration
    * enabled), so it may not register memory by work request: postSend REG_MR is EINVAL, and a
@@ -41,6 +47,22 @@ export interface QpInitAttr {
 
 const GiB2 = 2 ** 31;
 const NO_SGES: readonly WqeSge[] = [];
+/** Control and remote-address segments, then the inline segment's 4-byte header. */
+const INLINE_OVERHEAD = 16 + 16 + 4;
+/** The inline data the largest WQE (ds 63) holds after them. */
+const MAX_INLINE_DATA = MAX_WQE_DS * 16 - INLINE_OVERHEAD;
+
+/**
+ * Bytes of the largest WQE a send queue must hold, as mlx5's calc_send_wqe: control and remote
+ * address (the atomic segment fits the same room with its one SGE), then maxSendSge data
+ * segments or the inline data, in whole WQEBBs; at least 4 WQEBBs, the largest UMR this driver
+ * writes (control, UMR control, mkey context, inline KLMs).
+ */
+export function sendWqeBytes(maxSendSge: number, maxInlineData: number): number {
+  const bySge = 16 + 16 + 16 * maxSendSge;
+  const byInline = maxInlineData > 0 ? INLINE_OVERHEAD + maxInlineData : 0;
+  return Math.max(256, Math.ceil(Math.max(bySge, byInline) / 64) * 64);
+}
 
 const WC_OF: Record<string, WcOpcode> = {
   RDMA_WRITE: 'RDMA_WRITE', RDMA_WRITE_WITH_IMM: 'RDMA_WRITE', SEND: 'SEND', SEND_WITH_IMM: 'SEND', SEND_WITH_INV: 'SEND',
@@ -119,15 +141,17 @@ export class Qp {
     const or = (v: number | undefined, d: number): number => (v === undefined ? d : v);
     const attr = {
       maxSendWr: or(a.maxSendWr, 64), maxRecvWr: or(a.maxRecvWr, 64), maxSendSge: or(a.maxSendSge, 4), maxRecvSge: or(a.maxRecvSge, 4),
-      sendCq: a.sendCq, recvCq: a.recvCq, userSpace: a.userSpace ?? false,
+      maxInlineData: or(a.maxInlineData, 0), sendCq: a.sendCq, recvCq: a.recvCq, userSpace: a.userSpace ?? false,
     };
-    for (const [k, v, max] of [['maxSendWr', attr.maxSendWr, dev.maxQpWr], ['maxRecvWr', attr.maxRecvWr, dev.maxQpWr], ['maxSendSge', attr.maxSendSge, dev.maxSge], ['maxRecvSge', attr.maxRecvSge, dev.maxSge]] as const) {
-      if (!(Number.isInteger(v) && v >= 1 && v <= max)) throw new VerbsError('EINVAL', `createQp: ${k} must be in 1..${max}, got ${String(v)}`);
+    for (const [k, v, min, max] of [['maxSendWr', attr.maxSendWr, 1, dev.maxQpWr], ['maxRecvWr', attr.maxRecvWr, 1, dev.maxQpWr], ['maxSendSge', attr.maxSendSge, 1, dev.maxSge], ['maxRecvSge', attr.maxRecvSge, 1, dev.maxSge], ['maxInlineData', attr.maxInlineData, 0, MAX_INLINE_DATA]] as const) {
+      if (!(Number.isInteger(v) && v >= min && v <= max)) throw new VerbsError('EINVAL', `createQp: ${k} must be in ${min}..${max}, got ${String(v)}`);
     }
-    // a WQE takes at most 4 WQEBBs here (a UMR with inline KLMs or 4 SGEs); room for maxSendWr of them
-    const sqWqebbs = pow2(attr.maxSendWr * 4);
+    // the ring holds maxSendWr WQEs of the largest size this QP may post (mlx5 calc_sq_size)
+    const wqeBytes = sendWqeBytes(attr.maxSendSge, attr.maxInlineData);
+    attr.maxInlineData = Math.min(wqeBytes, MAX_WQE_DS * 16) - INLINE_OVERHEAD;
+    const sqWqebbs = pow2(attr.maxSendWr * (wqeBytes / 64));
     if (sqWqebbs > dev.maxQpWr) {
-      throw new VerbsError('EINVAL', `createQp: maxSendWr ${attr.maxSendWr} needs a ring of ${sqWqebbs} WQEBBs (4 per request), more than the device's ${dev.maxQpWr}`);
+      throw new VerbsError('EINVAL', `createQp: maxSendWr ${attr.maxSendWr} needs a ring of ${sqWqebbs} WQEBBs (${wqeBytes / 64} per request), more than the device's ${dev.maxQpWr}`);
     }
     const rqSize = rqWqeCount(attr.maxRecvWr, attr.maxRecvSge);
     const stride = rqStride(attr.maxRecvSge);
@@ -433,11 +457,11 @@ export class Qp {
       throw new VerbsError('EINVAL', `postSend: ${w.opcode} needs invalidateRkey`);
     }
     if (w.inline) {
-      // the whole WQE must fit ds (6 bits): control 16 B, remote address 16 B, then the
-      // inline segment (a 4-byte header and the data, padded to 16 B)
+      // as libmlx5's set_data_inl_seg: more than the QP's max_inline_data is ENOMEM
       const bytes = sg.reduce((n, e) => n + e.length, 0);
-      const max = 63 * 16 - 32 - 4;
-      if (bytes > max) throw new VerbsError('EINVAL', `postSend: ${bytes} bytes of inline data exceed the ${max} a WQE holds (max_inline_data)`);
+      if (bytes > this.attr.maxInlineData) {
+        throw new VerbsError('ENOMEM', `postSend: ${bytes} bytes of inline data exceed the QP's maxInlineData ${this.attr.maxInlineData} (createQp's maxInlineData, at most ${MAX_INLINE_DATA})`);
+      }
     }
     const data = w.inline ? { inlineData: this.inlineBytes(sg) } : { sgList: sg };
     let ds: number;

@@ -42,11 +42,12 @@ describe('objects of another adapter', () => {
 });
 
 describe('the send ring is counted in WQEBBs', () => {
-  it('maxSendWr 4 with 30 SGEs: the third 30-SGE WRITE finds the ring full (ENOMEM); the first two complete as posted', async () => {
+  it('maxSendWr 4 with 30 SGEs: the ring holds four of the largest WQEs (mlx5 calc_sq_size); the fifth is ENOMEM, and each completes as posted', async () => {
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {
       const { pd0, pd1, cq0, cq1 } = await rcPair(tb);
       const qp = await pd0.createQp({ sendCq: cq0, recvCq: cq0, maxSendWr: 4, maxSendSge: 30 });
+      expect(qp.sq.wqeCnt).toBe(32); // 4 x 8 WQEBBs (control, remote address, 30 data segments)
       const peer = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
       await qp.connect(peer);
       const a = tb.host(0).alloc(30 * 64);
@@ -56,14 +57,49 @@ describe('the send ring is counted in WQEBBs', () => {
       const mr1 = await pd1.regMr(b.addr, 30 * 64, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
       const sgl = Array.from({ length: 30 }, (_, i) => ({ addr: a.addr + i * 64, length: 2, lkey: mr0.lkey }));
       const w = (id: number) => ({ wrId: id, opcode: 'RDMA_WRITE' as const, sgList: sgl, remoteAddr: b.addr + (id - 100) * 64, rkey: mr1.rkey, signaled: true });
-      qp.postSend([w(100), w(101)]); // 2 x 8 WQEBBs: the 16-WQEBB ring is full
-      expect(errno(() => qp.postSend(w(102)))).toMatch(/^ENOMEM: postSend: send queue full/);
-      const wcs = await cq0.wait(2);
-      expect(wcs.map((c) => [c.wrId, c.status, c.byteLen])).toEqual([[100, 'SUCCESS', 60], [101, 'SUCCESS', 60]]);
+      qp.postSend([w(100), w(101), w(102), w(103)]);
+      expect(errno(() => qp.postSend(w(104)))).toMatch(/^ENOMEM: postSend: send queue full/);
+      const wcs = await cq0.wait(4);
+      expect(wcs.map((c) => [c.wrId, c.status, c.byteLen])).toEqual([100, 101, 102, 103].map((id) => [id, 'SUCCESS', 60]));
+      for (let k = 0; k < 4; k++) expect(Array.from(tb.host(1).read(b.addr + k * 64, 4))).toEqual([1, 1, 2, 2]);
       // room again once their completions are polled
-      qp.postSend(w(102));
-      expect((await cq0.wait(1)).map((c) => [c.wrId, c.status])).toEqual([[102, 'SUCCESS']]);
-      expect(Array.from(tb.host(1).read(b.addr + 128, 4))).toEqual([1, 1, 2, 2]);
+      qp.postSend(w(100));
+      expect((await cq0.wait(1)).map((c) => [c.wrId, c.status])).toEqual([[100, 'SUCCESS']]);
+    });
+  });
+
+  it('maxInlineData 900: four 900 B inline WRITEs fit the ring and land; more than the QP reports is ENOMEM (libmlx5 set_data_inl_seg)', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { pd0, pd1, cq0, cq1 } = await rcPair(tb);
+      const qp = await pd0.createQp({ sendCq: cq0, recvCq: cq0, maxSendWr: 4, maxInlineData: 900 });
+      expect(qp.attr.maxInlineData).toBe(924); // 15 WQEBBs (960 B) less control, remote address and the inline header
+      const peer = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+      await qp.connect(peer);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(4 * 1024);
+      for (let k = 0; k < 4; k++) tb.host(0).fill(a.addr + k * 900, 900, 0x10 + k);
+      const mr1 = await pd1.regMr(b.addr, 4 * 1024, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      const w = (k: number, len = 900) => ({ wrId: 200 + k, opcode: 'RDMA_WRITE' as const, inline: true, sgList: [{ addr: a.addr + k * 900, length: len, lkey: 0 }], remoteAddr: b.addr + k * 1024, rkey: mr1.rkey, signaled: true });
+      expect(errno(() => qp.postSend(w(0, 925)))).toMatch(/^ENOMEM: postSend: 925 bytes of inline data exceed the QP's maxInlineData 924/);
+      qp.postSend([w(0), w(1), w(2), w(3)]);
+      const wcs = await cq0.wait(4);
+      expect(wcs.map((c) => [c.wrId, c.status])).toEqual([200, 201, 202, 203].map((id) => [id, 'SUCCESS']));
+      for (let k = 0; k < 4; k++) expect(tb.host(1).read(b.addr + k * 1024, 901)).toEqual(Uint8Array.from([...new Array<number>(900).fill(0x10 + k), 0]));
+    });
+  });
+
+  it('the default QP holds 220 B of inline data; maxInlineData past what a WQE holds (972) is EINVAL', async () => {
+    const tb = new Testbed({ hcas: 1 });
+    await tb.run(async () => {
+      const ctx = await tb.openDevice(0);
+      const pd = await ctx.allocPd();
+      const cq = await ctx.createCq(16);
+      const qp = await pd.createQp({ sendCq: cq, recvCq: cq });
+      expect(qp.attr.maxInlineData).toBe(220);
+      expect(qp.sq.wqeCnt).toBe(256); // 64 requests x 4 WQEBBs, as before maxInlineData
+      await expect(pd.createQp({ sendCq: cq, recvCq: cq, maxInlineData: 973 })).rejects.toThrow(/^EINVAL: createQp: maxInlineData must be in 0..972, got 973/);
+      await expect(pd.createQp({ sendCq: cq, recvCq: cq, maxInlineData: -1 })).rejects.toThrow(/^EINVAL: createQp: maxInlineData/);
     });
   });
 });
