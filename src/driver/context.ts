@@ -104,7 +104,7 @@ export class Context {
 
   /** ibv_create_comp_channel: a channel CQs may report their completion events to. */
   createCompChannel(): CompChannel {
-    this.tb.sim.checkInProcess('createCompChannel');
+    this.tb.checkInRun('createCompChannel');
     return new CompChannel(this.tb.sim, this.index);
   }
 

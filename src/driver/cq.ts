@@ -79,7 +79,7 @@ export class Cq {
     if (opts === null || typeof opts !== 'object') throw new VerbsError('EINVAL', 'reqNotify: options must be an object');
     if (opts.solicitedOnly !== undefined && typeof opts.solicitedOnly !== 'boolean') throw new VerbsError('EINVAL', 'reqNotify: solicitedOnly must be a boolean');
     if (this.channel === null) throw new VerbsError('EINVAL', 'reqNotify: the CQ has no completion channel (createCq(n, { channel }))');
-    this.ctx.tb.sim.checkInProcess('reqNotify');
+    this.ctx.tb.checkInRun('reqNotify');
     const word = cqArmWord(this.armSn & 3, opts.solicitedOnly === true, this.ci);
     this.dbrWrite(4, word);
     this.ctx.hca.uar.ringCq(word, this.cqn);

@@ -147,7 +147,7 @@ export class Pd {
       }
       return { addr, length, lkey };
     });
-    this.ctx.tb.sim.checkInProcess('adviseMr');
+    this.ctx.tb.checkInRun('adviseMr');
     const work = this.ctx.tb.spawn(() => this.ctx.odp.prefetch(advice, list));
     if (opts.flush === true) await work;
   }

@@ -94,6 +94,8 @@ export class Qp {
   private rqCi = 0;
   /** The driver's view of the QP's state: its modify commands, error completions, query(). */
   private swState: QpState = 'RESET';
+  /** A connect of this QP (as either side) is in progress: its modify commands are under way. */
+  private connecting = false;
   /** The last WQE was a UMR (REG_MR, LOCAL_INV, BIND_MW): the next one gets the small fence. */
   private nextFence: number = FenceMode.NONE;
   /** The work request behind each WQE index of the ring (slot = index & (wqeCnt - 1)): no map on the hot path. */
@@ -232,6 +234,9 @@ export class Qp {
     checkObject('connect: options', opts);
     if (peer === this) throw new VerbsError('EINVAL', 'connect: a QP cannot be its own peer (connect two QPs, on one adapter or two)');
     if (peer.pd.ctx.tb !== this.pd.ctx.tb) throw new VerbsError('EINVAL', 'connect: the peer QP belongs to another Testbed (no link joins them)');
+    if (this.connecting || peer.connecting) {
+      throw new VerbsError('EBUSY', `connect: a connect of ${this.connecting ? 'this QP' : 'the peer QP'} is already in progress`);
+    }
     if (this.swState !== 'RESET' || peer.swState !== 'RESET') {
       throw new VerbsError('EINVAL', `connect: both QPs must be in RESET (this one is ${this.swState}, the peer ${peer.swState})`);
     }
@@ -241,6 +246,19 @@ export class Qp {
     if (!Number.isSafeInteger(maxRdAtomic) || maxRdAtomic < 1 || maxRdAtomic > 128 || (maxRdAtomic & (maxRdAtomic - 1)) !== 0) {
       throw new VerbsError('EINVAL', `connect: maxRdAtomic ${String(maxRdAtomic)} must be a power of two in 1..128 (log_sra_max is 3 bits)`);
     }
+    // the checks above and the commands below are one step to other callers: a second connect
+    // of either QP while these commands are under way is refused before it sends any, instead of
+    // failing half-way and leaving its own QP in INIT
+    this.connecting = peer.connecting = true;
+    try {
+      await this.modifyToRts(peer, mtu, maxRdAtomic);
+    } finally {
+      this.connecting = peer.connecting = false;
+    }
+  }
+
+  /** RST2INIT, INIT2RTR, RTR2RTS on both QPs (connect's commands). */
+  private async modifyToRts(peer: Qp, mtu: Mtu, maxRdAtomic: number): Promise<void> {
     const sides: [Qp, Qp][] = [[this, peer], [peer, this]];
     for (const [q] of sides) {
       const c = q.pd.ctx;
@@ -291,6 +309,7 @@ export class Qp {
 
   /** ibv_bind_mw (type 1): returns the new rkey (incRkey) and sets mw.rkey at once. */
   bindMw(mw: Mw, bind: BindInfo, opts: { wrId?: number | bigint; signaled?: boolean } = {}): number {
+    this.pd.ctx.tb.checkInRun('bindMw');
     this.pd.ctx.tb.workPosted();
     this.checkAlive('bindMw');
     if (!(mw instanceof Mw)) throw new VerbsError('EINVAL', `bindMw: the window must be a memory window (pd.allocMw), got ${mw === null ? 'null' : typeof mw}`);
@@ -319,7 +338,7 @@ export class Qp {
 
   /** ibv_post_recv */
   postRecv(wr: RecvWr | readonly RecvWr[]): void {
-    this.pd.ctx.tb.sim.checkInProcess('postRecv');
+    this.pd.ctx.tb.checkInRun('postRecv');
     this.pd.ctx.tb.workPosted();
     checkObject('postRecv: the work request', wr);
     const list = Array.isArray(wr) ? (wr as readonly RecvWr[]) : [wr as RecvWr];
@@ -399,6 +418,7 @@ export class Qp {
    */
   async destroy(): Promise<void> {
     this.checkAlive('destroy');
+    if (this.connecting) throw new VerbsError('EBUSY', 'destroy: a connect of this QP is in progress (await it first)');
     this.destroyed = true;
     this.pd.ctx.qps.delete(this.qpNum);
     this.attr.sendCq.qps.delete(this.qpNum);
@@ -419,7 +439,7 @@ export class Qp {
   private postOne(w: SendWr, fromBindVerb = false): void {
     this.checkAlive('postSend');
     checkObject('postSend: the work request', w);
-    this.pd.ctx.tb.sim.checkInProcess('postSend');
+    this.pd.ctx.tb.checkInRun('postSend');
     const st = this.state;
     if (st !== 'RTS' && st !== 'ERR') throw new VerbsError('EINVAL', `postSend: the QP is in ${st} (needs RTS)`);
     const inFlight = this.posted - this.sqDone;

@@ -9,7 +9,12 @@ import type { HostSpace } from '../rtl/memory/host_space.ts';
 import type { HcaCapsOverride } from '../rtl/firmware/hca_caps.ts';
 import { Link } from '../rtl/transport/link.ts';
 import { Context } from './context.ts';
-import { VerbsError } from './verbs_error.ts';
+import { VerbsError, checkObject } from './verbs_error.ts';
+
+/** A span of simulated time: a whole number of picoseconds, 0 .. 2^53 - 1. */
+function checkPs(what: string, v: unknown): void {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new VerbsError('EINVAL', `${what} must be a whole, non-negative number of picoseconds, got ${typeof v === 'string' ? JSON.stringify(v) : String(v)}`);
+}
 import type { RcRequest, RcResponse } from '../rtl/transport/rc_types.ts';
 
 /** Options of a testbed. */
@@ -34,6 +39,12 @@ export class Testbed {
   private firstWork: Ps | null = null;
 
   constructor(opts: TestbedOptions = {}) {
+    checkObject('Testbed: options', opts);
+    // absent means the default; null is refused, never taken for it
+    for (const k of ['seed', 'hcas', 'config', 'trace', 'caps'] as const) {
+      if (opts[k] === null) throw new VerbsError('EINVAL', `Testbed: ${k} must be absent or given, got null`);
+    }
+    for (const k of ['config', 'trace', 'caps'] as const) if (opts[k] !== undefined) checkObject(`Testbed: ${k}`, opts[k]);
     const seed = opts.seed ?? 1;
     // no coercion: NaN or "x" would silently become another seed, and another run
     if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw new VerbsError('EINVAL', `Testbed: seed must be a safe integer, got ${typeof seed === 'string' ? JSON.stringify(seed) : String(seed)}`);
@@ -63,12 +74,24 @@ export class Testbed {
 
   /** A concurrent process (call inside run); returns its promise. */
   spawn<T>(fn: () => Promise<T>): Promise<T> {
+    if (typeof fn !== 'function') throw new VerbsError('EINVAL', `spawn: the process must be a function, got ${fn === null ? 'null' : typeof fn}`);
+    this.checkInRun('spawn');
     return this.sim.spawn(fn);
   }
 
   /** Lets `ps` of simulated time pass (inside run). */
   delay(ps: Ps): Promise<void> {
+    checkPs('delay', ps);
+    this.checkInRun('delay');
     return this.sim.delay(ps);
+  }
+
+  /**
+   * Verbs and testbed calls that post work or let time pass need a run in progress (API.md):
+   * outside one they throw VerbsError EINVAL naming the call, and nothing is posted.
+   */
+  checkInRun(what: string): void {
+    if (!this.sim.inRun) throw new VerbsError('EINVAL', `${what}: called outside tb.run(): simulated time only passes inside run(), call it from the process given to run()`);
   }
 
   /**
@@ -78,7 +101,9 @@ export class Testbed {
    * still in flight after `timeout` ps (default 1 s of simulated time), naming the modules.
    */
   async quiesce(opts: { timeout?: Ps } = {}): Promise<void> {
-    this.sim.checkInProcess('quiesce');
+    checkObject('quiesce: options', opts);
+    if (opts.timeout !== undefined) checkPs('quiesce: timeout', opts.timeout);
+    this.checkInRun('quiesce');
     const limit = this.now + (opts.timeout ?? 1e12);
     for (;;) {
       const busy = this.busyModules();
@@ -120,7 +145,7 @@ export class Testbed {
     if (!(Number.isSafeInteger(i) && i >= 0 && i < this.hcas.length)) {
       throw new VerbsError('EINVAL', `openDevice: no adapter ${String(i)} (this testbed has ${this.hcas.length}: 0..${this.hcas.length - 1})`);
     }
-    this.sim.checkInProcess('openDevice');
+    this.checkInRun('openDevice');
     const ctx = new Context(this, this.hca(i), i);
     await ctx.queryDevice();
     return ctx;

@@ -201,6 +201,11 @@ export class Sim {
     return new Error(`simulation stalled at ${this.now} ps: the main process waits (${waits}), but nothing is in flight: no clock runs, no module has work, ${pending}`);
   }
 
+  /** Whether a run is in progress (simulated time can pass). */
+  get inRun(): boolean {
+    return this.running;
+  }
+
   /** Throws a clear error when simulated time cannot pass (no run in progress). */
   checkInProcess(what: string): void {
     if (!this.running) throw new Error(`${what}: simulated time only passes inside run(): call it from the process given to run()`);

@@ -129,9 +129,12 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
       return { ...p, a, mr0, mw: await p.pd0.allocMw(1) };
     });
     const { qp0, qp1, cq0, a, mr0, mw } = got;
-    expect(() => qp0.postSend({ wrId: 1, opcode: 'SEND', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], signaled: true })).toThrow(/postSend.*run/);
-    expect(() => qp0.bindMw(mw, { mr: mr0, addr: a.addr, length: 64, access: Access.REMOTE_READ })).toThrow(/run/);
-    expect(() => qp1.postRecv({ wrId: 1, sgList: [] })).toThrow(/postRecv.*run/);
+    expect(verbsError(() => qp0.postSend({ wrId: 1, opcode: 'SEND', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], signaled: true }))).toMatch(/^EINVAL: postSend: called outside tb.run\(\)/);
+    expect(verbsError(() => qp0.bindMw(mw, { mr: mr0, addr: a.addr, length: 64, access: Access.REMOTE_READ }))).toMatch(/^EINVAL: bindMw: called outside tb.run\(\)/);
+    expect(verbsError(() => qp1.postRecv({ wrId: 1, sgList: [] }))).toMatch(/^EINVAL: postRecv: called outside tb.run\(\)/);
+    expect(verbsError(() => void tb.delay(10))).toMatch(/^EINVAL: delay: called outside tb.run\(\)/);
+    expect(verbsError(() => void tb.spawn(async () => {}))).toMatch(/^EINVAL: spawn: called outside tb.run\(\)/);
+    await expect(tb.quiesce()).rejects.toThrow(/^EINVAL: quiesce: called outside tb.run\(\)/);
     // a later run finds nothing posted: no completion appears
     await tb.run(async () => {
       await tb.quiesce();
@@ -159,6 +162,45 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
     for (const seed of [NaN, 1.5, 2 ** 60, 'x' as unknown as number]) expect(() => new Testbed({ seed })).toThrow(/^EINVAL: Testbed: seed must be a safe integer/);
     for (const hcas of [0, 1.5, NaN, 17]) expect(() => new Testbed({ hcas })).toThrow(VerbsError);
     expect(() => new Testbed({ seed: 42 })).not.toThrow();
+    // absent is the default; null is refused, never taken for it
+    expect(verbsError(() => new Testbed(null as never))).toMatch(/^EINVAL: Testbed: options must be an object, got null/);
+    for (const k of ['seed', 'hcas', 'config', 'trace', 'caps']) {
+      expect(verbsError(() => new Testbed({ [k]: null } as never))).toMatch(new RegExp(`^EINVAL: Testbed: ${k} must be absent or given, got null`));
+    }
+    expect(verbsError(() => new Testbed({ config: 5 } as never))).toMatch(/^EINVAL: Testbed: config must be an object/);
+  });
+
+  it('spawn, delay and quiesce take a function and whole picoseconds (VerbsError EINVAL, not a TypeError or a silent default)', async () => {
+    const tb = new Testbed();
+    await tb.run(async () => {
+      expect(verbsError(() => void tb.spawn(null as never))).toMatch(/^EINVAL: spawn: the process must be a function, got null/);
+      for (const ps of [NaN, -1, 0.5, 2 ** 53, '5' as never]) expect(verbsError(() => void tb.delay(ps))).toMatch(/^EINVAL: delay must be a whole, non-negative number of picoseconds/);
+      await expect(tb.quiesce(null as never)).rejects.toThrow(/^EINVAL: quiesce: options must be an object, got null/);
+      for (const timeout of [NaN, 'x' as never, -5]) await expect(tb.quiesce({ timeout })).rejects.toThrow(/^EINVAL: quiesce: timeout must be a whole/);
+      await tb.delay(0);
+      await tb.quiesce({ timeout: 1000 });
+    });
+  });
+
+  it('two connects of one QP at once: the second is EBUSY before it sends a command, so no QP is left half-connected; destroy waits for a connect', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { pd0, pd1, cq0, cq1 } = await rcPair(tb);
+      const x = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
+      const y = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
+      const z = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+      const first = x.connect(z);
+      await expect(y.connect(z)).rejects.toThrow(/^EBUSY: connect: a connect of the peer QP is already in progress/);
+      await expect(x.connect(z)).rejects.toThrow(/^EBUSY: connect: a connect of this QP is already in progress/);
+      await expect(z.destroy()).rejects.toThrow(/^EBUSY: destroy: a connect of this QP is in progress/);
+      await first;
+      expect([x.state, y.state, z.state]).toEqual(['RTS', 'RESET', 'RTS']);
+      expect((await y.query()).state).toBe('RESET'); // the hardware agrees: no command was sent for y
+      // y can still be connected to another QP
+      const z2 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+      await y.connect(z2);
+      expect(y.state).toBe('RTS');
+    });
   });
 
   it('createQp, connect and mapSg refuse what is not theirs: null, a QP as its own peer, a connected QP, a QP of another Testbed', async () => {

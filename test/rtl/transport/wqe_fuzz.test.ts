@@ -11,6 +11,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { fuzzCase, openSession, runFuzzCase, strayWrites, type FuzzCase } from '../../support/wqe_fuzz.ts';
+import { Access, Testbed } from '../../../src/index.ts';
+import { rcPair } from '../../support/rc_pair.ts';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 2000);
 
@@ -59,5 +61,37 @@ describe("the fuzzer's stray-write check", () => {
     tb.hca(0).mem.write(tb.host(0).mem.size - 4096, new Uint8Array(8));
     s.armed = false;
     expect(strayWrites(s)).toBe(1);
+  });
+});
+
+describe('a WQE the application rewrites in its ring after posting it', () => {
+  // The device reads a WQE by its ds when it fetches it: what the bytes say then is the WQE.
+  // Grown to 3 WQEBBs before the fetch, it takes in the two WQEs posted after it, as the
+  // hardware does (the consumer index moves by the WQE's own ds; libmlx5 moves the send queue's
+  // tail from the CQE's wqe_counter): one error completion, no flush for the swallowed ones (the
+  // device saw no WQE after it), the QP in ERR, and no write of theirs lands.
+  it('ds grown to 12 before the fetch swallows the next two WQEs: one error CQE, none for them, nothing written', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { pd0, pd1, cq0, qp0 } = await rcPair(tb);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(4096);
+      tb.host(0).fill(a.addr, 4096, 0xab);
+      const mr0 = await pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+      const mr1 = await pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      const w = (id: number) => ({ wrId: id, opcode: 'RDMA_WRITE' as const, sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr + id * 64, rkey: mr1.rkey, signaled: true });
+      qp0.postSend(w(1)); // one WQEBB; the doorbell rings at once
+      const ctrl = tb.host(0).read(qp0.sq.addr, 16);
+      ctrl[7] = 12; // ds 12: three WQEBBs
+      tb.host(0).write(qp0.sq.addr, ctrl);
+      qp0.postSend([w(2), w(3)]); // in the same instant: before the device fetches WQE 0
+      const [wc] = await cq0.wait(1);
+      expect(wc.wrId).toBe(1);
+      expect(wc.status).not.toBe('SUCCESS');
+      await tb.quiesce();
+      expect(cq0.poll(16)).toEqual([]); // 2 and 3 were bytes of WQE 0: no completion, not even a flush
+      expect((await qp0.query()).state).toBe('ERR');
+      expect(Array.from(tb.host(1).read(b.addr, 256))).toEqual(new Array<number>(256).fill(0));
+    });
   });
 });
