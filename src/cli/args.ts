@@ -1,23 +1,13 @@
 /**
  * Command-line parsing for `mlx5sim`: commander builds the subcommands and the generated
  * `--help`; every value is checked here, strictly, with errors that name the bad argument
- * (a `UsageError`: exit code 2 with the usage lines).
+ * (a `UsageError`: exit code 2 with one line naming the argument).
  */
 import { Command, CommanderError, Option } from 'commander';
 import { availableParallelism } from 'node:os';
+import { packageVersion } from './package_info.ts';
 
-export const USAGE = `usage: mlx5sim list
-       mlx5sim run <scenario|file.ts> [--vcd waves/x.vcd | --no-vcd] [--no-gtkw] [--vcd-strings]
-                   [--fst] [--scope GLOB]... [--depth N] [--from PS] [--to PS] [--seed N]
-                   [--config cfg.json] [--stats text|json]
-       mlx5sim demo [--seed N]
-       mlx5sim sweep <experiment> [--quick] [--set field=v1,v2]... [--pages 4k,2m] [--jobs N]
-                   [--shard i/n] [--out results/<experiment>] [--seed N]
-       mlx5sim sweep merge <dir>... [--out DIR]
-       mlx5sim plot <dir>
-       mlx5sim --help | <command> --help`;
-
-/** A usage error: exit code 2 with the usage line. */
+/** A usage error: exit code 2 with one line naming the argument. */
 export class UsageError extends Error {}
 
 export interface RunArgs {
@@ -136,6 +126,7 @@ function program(done: (a: Args) => void): Command {
     .description('A cycle-level simulator of the mlx5 (ConnectX) memory-translation pipeline, with VCD waveforms for GTKWave')
     .usage('<command> [options]')
     .addHelpText('after', '\nExit codes: 0 success, 1 a scenario\'s (or a sweep\'s) own checks failed, 2 bad usage.')
+    .version(packageVersion(), '-V, --version', 'the package version')
     .exitOverride()
     .configureOutput({ writeErr: () => {}, outputError: () => {} })
     .showSuggestionAfterError(false);
@@ -230,7 +221,7 @@ function program(done: (a: Args) => void): Command {
 }
 
 export function parseArgs(argv: readonly string[]): Args {
-  if (argv.length === 0) throw new UsageError('no command given');
+  if (argv.length === 0) throw new UsageError('no command given (list, run, demo, sweep, plot)');
   let out: Args | null = null;
   const p = program((a) => { out = a; });
   try {

@@ -10,7 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import { Testbed } from '../driver/testbed.ts';
 import { globToRegExp } from '../sim/trace/glob.ts';
 import { pathToFileURL } from 'node:url';
-import { parseArgs, USAGE, UsageError, type RunArgs } from './args.ts';
+import { parseArgs, UsageError, type RunArgs } from './args.ts';
 import { readConfigFile } from './config_file.ts';
 import { scenarios } from '../../scenarios/index.ts';
 import type { Scenario, ScenarioResult } from '../scenario.ts';
@@ -19,6 +19,15 @@ import { gtkwPath, type TraceOptions } from '../sim/index.ts';
 import { convertToFst, findVcd2fst } from '../sim/trace/fst.ts';
 import { experiments } from '../../experiments/index.ts';
 import { mergeCommand, plotCommand, sweepCommand } from './sweep/sweep.ts';
+
+// A reader that stops early (`mlx5sim list | head -1`) closes the pipe: that ends the command
+// quietly, as it ends a Unix tool, not with an unhandled EPIPE and exit code 1 (read as failed checks).
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(0);
+    throw e;
+  });
+}
 
 const progress = (msg: string): void => {
   if (process.stderr.isTTY) process.stderr.write(msg + '\n');
@@ -186,7 +195,8 @@ main(process.argv.slice(2)).then(
   (code) => { process.exitCode = code; },
   (e: unknown) => {
     if (e instanceof UsageError) {
-      console.error(`mlx5sim: ${e.message}\n${USAGE}`);
+      // one line naming the argument; the usage is one --help away
+      console.error(`mlx5sim: ${e.message} (usage: mlx5sim --help)`);
       process.exitCode = 2;
     } else {
       console.error(`mlx5sim: ${e instanceof Error ? e.message : String(e)}`);

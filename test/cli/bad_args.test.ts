@@ -3,7 +3,7 @@
  * names the argument or field, before any run; nothing is written.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync, existsSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -15,6 +15,10 @@ writeFileSync(join(dir, 'negative.json'), '{"coreClockMHz": -5}');
 writeFileSync(join(dir, 'syntax.json'), '{"mtu":\n 4096,,}');
 writeFileSync(join(dir, 'array.json'), '[1, 2]');
 writeFileSync(join(dir, 'unknown.json'), '{"noSuchField": 1}');
+// a sweep's folder whose points file is empty
+mkdirSync(join(dir, 'nopoints'));
+writeFileSync(join(dir, 'nopoints', 'meta.json'), JSON.stringify({ experiment: 'mtt-cliff' }));
+writeFileSync(join(dir, 'nopoints', 'points.jsonl'), '');
 
 const CASES: [string[], RegExp][] = [
   [['run', 'frwr', '--seed', ''], /--seed must be a decimal integer >= 0, got ''/],
@@ -49,17 +53,32 @@ const CASES: [string[], RegExp][] = [
   [['sweep', 'mtt-cliff', '--shard', '2/2'], /--shard 2\/2: must be i\/n with 0 <= i < n/],
   [['sweep', 'mtt-cliff', '--out', '/proc/mlx5sim/x'], /--out \/proc\/mlx5sim\/x: cannot write there/],
   [['plot', dir], /: not a sweep's folder \(no meta\.json\)/],
+  [['plot', join(dir, 'nopoints')], /nopoints: points\.jsonl holds no point: nothing to plot/],
   [['sweep', 'merge', dir], /: not a sweep's folder \(no meta\.json\)/],
   [['merge'], /missing required argument 'dirs'/],
+  [[], /no command given \(list, run, demo, sweep, plot\)/],
 ];
 
 describe('the CLI refuses bad arguments with exit code 2 and a line naming them', () => {
+  it('a reader that closes the pipe early ends the command quietly (exit 0, no EPIPE stack), and --version prints the version', () => {
+    const cli = (...args: string[]) => [process.execPath, join(root, 'node_modules/tsx/dist/cli.mjs'), join(root, 'src/cli/main.ts'), ...args].map((a) => `'${a}'`).join(' ');
+    // the reader exits before the CLI writes (it starts in a second); PIPESTATUS[0] is the CLI's code
+    const r = spawnSync('bash', ['-c', `${cli('list')} | true; echo "rc=\${PIPESTATUS[0]}"`], { encoding: 'utf8' });
+    expect(r.stdout.trim()).toBe('rc=0');
+    expect(r.stderr).not.toMatch(/EPIPE/);
+    const v = spawnSync('bash', ['-c', cli('--version')], { encoding: 'utf8' });
+    expect(v.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+  });
+
   it.each(CASES)('mlx5sim %j', (args, message) => {
     const cwd = mkdtempSync(join(dir, 'run-'));
     const r = spawnSync(process.execPath, [join(root, 'node_modules/tsx/dist/cli.mjs'), join(root, 'src/cli/main.ts'), ...args], { cwd, encoding: 'utf8' });
     expect(r.status).toBe(2);
-    const first = r.stderr.split('\n').find((l) => l.startsWith('mlx5sim: ')) ?? '';
-    expect(first).toMatch(message);
+    // one line, naming the argument (the usage is one --help away)
+    const lines = r.stderr.split('\n').filter((l) => l !== '');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^mlx5sim: /);
+    expect(lines[0]).toMatch(message);
     expect(existsSync(join(cwd, 'waves'))).toBe(false); // refused before the run wrote anything
     expect(existsSync(join(cwd, 'results'))).toBe(false);
   });

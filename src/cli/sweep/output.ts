@@ -5,11 +5,11 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { DEFAULT_HCA_CONFIG, type HcaConfig } from '../../rtl/config.ts';
 import type { GridBlock, PointLine } from '../../experiment.ts';
 import { UsageError } from '../args.ts';
+import { packageRoot, packageVersion } from '../package_info.ts';
 
 /** `meta.json`: what the points are of. Nothing in it depends on the number of jobs or the wall clock. */
 export interface SweepMeta {
@@ -32,16 +32,10 @@ export interface SweepMeta {
 }
 
 /** The package root: the folder of the package.json above this module (sources or dist/). */
-function packageRoot(): string {
-  let d = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(d, 'package.json')) && dirname(d) !== d) d = dirname(d);
-  return d;
-}
-
 /** The package version, and HEAD when the package is a git checkout of its own. */
 export function provenance(): { version: string; gitCommit: string | null } {
   const root = packageRoot();
-  const version = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version;
+  const version = packageVersion();
   let gitCommit: string | null = null;
   try {
     const git = (args: string[]): string => execFileSync('git', args, { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();

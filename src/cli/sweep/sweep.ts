@@ -10,7 +10,7 @@ import { experiments } from '../../../experiments/index.ts';
 import type { Experiment, PointLine, ShapeCheck } from '../../experiment.ts';
 import { UsageError, type MergeArgs, type PlotArgs, type SweepArgs } from '../args.ts';
 import { expandGrid, gridBlocks, shardOf, type GridChoice } from './grid.ts';
-import { baseConfig, mergeSweeps, provenance, readSweep, writeSweep, type SweepMeta } from './output.ts';
+import { POINTS_FILE, baseConfig, mergeSweeps, provenance, readSweep, writeSweep, type SweepMeta } from './output.ts';
 import { writePlot } from './plot.ts';
 import { runPoints } from './pool.ts';
 import { Progress } from './progress.ts';
@@ -94,6 +94,8 @@ export async function runSweep(exp: Experiment, o: SweepOptions): Promise<SweepR
 
 /** Prints the checks; true when every one holds. */
 function report(checks: readonly ShapeCheck[]): boolean {
+  // a grid the shape's checks cannot judge (one side of the cliff only, say) says so
+  if (checks.length === 0) console.log('no shape check applies to this grid (the points are written; widen the grid to judge the shape)');
   for (const c of checks) console.log(`${c.ok ? 'ok  ' : 'FAIL'} ${c.what}${c.detail ? `: ${c.detail}` : ''}`);
   return checks.every((c) => c.ok);
 }
@@ -144,6 +146,7 @@ export async function mergeCommand(a: MergeArgs): Promise<number> {
 export async function plotCommand(a: PlotArgs): Promise<number> {
   const { meta, lines } = readSweep(a.dir);
   const exp = findExperiment(meta.experiment);
+  if (lines.length === 0) throw new UsageError(`${a.dir}: ${POINTS_FILE} holds no point: nothing to plot`);
   console.log(`${exp.name}: plot ${await writePlot(a.dir, exp, lines)} (${lines.length} points)`);
   return 0;
 }
