@@ -168,6 +168,8 @@ export class MkeyPool {
       }
       this.refilling.delete(bucket);
       if (list.length > 2 * POOL_LIMIT) this.shrinkLater(bucket);
+      // takes during the round drained it again: another round (not only at the next take)
+      else if (!refused && list.length < POOL_LIMIT) this.refill(bucket);
     });
   }
 
