@@ -22,6 +22,16 @@ const PROBES = 32;
  */
 const CHUNK_SHIFT = 20;
 const CHUNK_FRAMES = 2 ** CHUNK_SHIFT;
+/** Frames of a 2 MiB block: what a huge page needs free, aligned. */
+const BLOCK_FRAMES = 512;
+/**
+ * Blocks open for single frames at a time. Single 4 KiB frames are taken at random from a few
+ * open blocks (a new one opened when one fills), as Linux's buddy allocator splits one large
+ * block after another: pages still land on scattered frames, and the rest of memory keeps its
+ * whole 2 MiB blocks for huge pages. (Frames drawn from all of memory at random left no free
+ * 2 MiB block after about 1 GiB of 4 KiB pages on a 64 GiB host.)
+ */
+const OPEN_BLOCKS = 16;
 
 /** Options of `HostMem.allocFrames`. */
 export interface AllocFramesOptions {
@@ -75,6 +85,12 @@ export class HostMem {
   private readonly bitmap: (Uint32Array | undefined)[] = [];
   private nUsed = 0;
   private readonly watches: MemWatch[] = [];
+  /** Allocated frames per 2 MiB block. */
+  private readonly blockUsed: Uint16Array;
+  /** Blocks single frames are taken from (see OPEN_BLOCKS), and each one's place in the list. */
+  private readonly open: number[] = [];
+  private readonly openAt = new Map<number, number>();
+  private readonly openTarget: number;
 
   constructor(size: number, private readonly rng: Rng) {
     if (!Number.isSafeInteger(size) || size < 2 * FRAME_SIZE || size % FRAME_SIZE !== 0 || size > 2 ** 44) {
@@ -82,6 +98,8 @@ export class HostMem {
     }
     this.size = size;
     this.frameCount = size / FRAME_SIZE;
+    this.blockUsed = new Uint16Array(Math.ceil(this.frameCount / BLOCK_FRAMES));
+    this.openTarget = Math.max(1, Math.min(OPEN_BLOCKS, this.blockUsed.length >>> 3));
   }
 
   /** Frames handed out by allocFrames and not freed. */
@@ -233,13 +251,13 @@ export class HostMem {
       throw new Error(`host_mem.allocFrames: ENOMEM: ${n} frames asked, ${free} free of ${this.frameCount}`);
     }
     const out: number[] = [];
-    if (opts.contiguous === true || n === 1) {
+    if (opts.contiguous === true || (n === 1 && step > 1)) {
       const start = this.findRun(n, step);
       if (start < 0) throw new Error(`host_mem.allocFrames: ENOMEM: no ${n} contiguous free frames aligned to ${hex(align)}`);
       for (let i = 0; i < n; i++) out.push(this.take(start + i));
     } else {
       for (let i = 0; i < n; i++) {
-        const f = this.findRun(1, step);
+        const f = step === 1 ? this.pickFrame() : this.findRun(1, step);
         if (f < 0) {
           for (const pa of out) this.release(pa / FRAME_SIZE);
           throw new Error(`host_mem.allocFrames: ENOMEM: no free frame aligned to ${hex(align)}`);
@@ -335,6 +353,7 @@ export class HostMem {
     if (b === undefined) this.bitmap[c] = b = new Uint32Array(CHUNK_FRAMES / 32);
     b[(fn % CHUNK_FRAMES) >>> 5] |= 1 << (fn & 31);
     this.nUsed++;
+    this.blockUsed[Math.floor(fn / BLOCK_FRAMES)]++;
     this.dropStore(fn); // a fresh frame reads as zeros, whatever a stray DMA left there
     return fn * FRAME_SIZE;
   }
@@ -348,6 +367,74 @@ export class HostMem {
     b[w] &= ~bit;
     this.nUsed--;
     this.dropStore(fn);
+    const k = Math.floor(fn / BLOCK_FRAMES);
+    const used = --this.blockUsed[k];
+    // a hole in a block of single frames is used again; a block left empty is whole again
+    if (used === 0) this.closeBlock(k);
+    else if (!this.openAt.has(k)) this.openBlock(k);
+  }
+
+  /** A free frame for a single 4 KiB page: at random in one of the open blocks (see OPEN_BLOCKS). */
+  private pickFrame(): number {
+    if (this.open.length < this.openTarget) this.openFreeBlock();
+    while (this.open.length > 0) {
+      const k = this.open[this.rng.int(0, this.open.length - 1)];
+      const f = this.freeFrameIn(k);
+      if (f >= 0) return f;
+      this.closeBlock(k); // full
+      if (this.open.length < this.openTarget) this.openFreeBlock();
+    }
+    return this.findRun(1, 1); // no block with room left to open: anywhere
+  }
+
+  /** A free frame of block `k`, or -1: random probes, then a scan from a random one. */
+  private freeFrameIn(k: number): number {
+    const lo = Math.max(1, k * BLOCK_FRAMES);
+    const hi = Math.min(this.frameCount, (k + 1) * BLOCK_FRAMES);
+    const span = hi - lo;
+    if (span <= 0) return -1;
+    for (let p = 0; p < 8; p++) {
+      const f = lo + this.rng.int(0, span - 1);
+      if (!this.isUsed(f)) return f;
+    }
+    const first = this.rng.int(0, span - 1);
+    for (let i = 0; i < span; i++) {
+      const f = lo + ((first + i) % span);
+      if (!this.isUsed(f)) return f;
+    }
+    return -1;
+  }
+
+  /** Opens a wholly free block for single frames, chosen at random; false when none is left. */
+  private openFreeBlock(): boolean {
+    const n = this.blockUsed.length;
+    // block 0 holds frame 0 (never handed out): it is opened only by a release
+    for (let p = 0; p < PROBES; p++) {
+      const k = this.rng.int(1, Math.max(1, n - 1));
+      if (k < n && this.blockUsed[k] === 0 && !this.openAt.has(k)) return this.openBlock(k), true;
+    }
+    const first = this.rng.int(1, Math.max(1, n - 1));
+    for (let i = 0; i < n - 1; i++) {
+      const k = 1 + ((first - 1 + i) % (n - 1));
+      if (this.blockUsed[k] === 0 && !this.openAt.has(k)) return this.openBlock(k), true;
+    }
+    return false;
+  }
+
+  private openBlock(k: number): void {
+    this.openAt.set(k, this.open.length);
+    this.open.push(k);
+  }
+
+  private closeBlock(k: number): void {
+    const at = this.openAt.get(k);
+    if (at === undefined) return;
+    const last = this.open.pop()!;
+    if (last !== k) {
+      this.open[at] = last;
+      this.openAt.set(last, at);
+    }
+    this.openAt.delete(k);
   }
 
   private runFree(start: number, n: number): boolean {

@@ -134,4 +134,24 @@ describe('host_mem', () => {
     expect(run[0]).toBe(100 * FRAME_SIZE);
     expect(() => mem.allocFrames(3, { contiguous: true })).toThrow(/ENOMEM: no 3 contiguous/);
   });
+
+  it('keeps whole 2 MiB blocks for huge pages while 4 KiB frames are taken: 1 GiB of single frames leaves 1,000 huge pages allocatable', () => {
+    const mem = new HostMem(64 * 2 ** 30, new Rng(11));
+    // 1 GiB of 4 KiB pages, one frame at a time as first touches take them
+    const small: number[] = [];
+    for (let i = 0; i < 2 ** 18; i++) small.push(mem.allocFrames(1)[0]);
+    // still scattered: hardly a frame follows the one before it
+    let consecutive = 0;
+    for (let i = 1; i < small.length; i++) if (small[i] === small[i - 1] + FRAME_SIZE) consecutive++;
+    expect(consecutive / small.length).toBeLessThan(0.01);
+    // and 2 GiB of huge pages still fit (frames drawn from all of memory left 12)
+    for (let i = 0; i < 1000; i++) mem.allocFrames(512, { contiguous: true, align: 2 * MiB });
+    // freed single frames are taken again before another whole block is opened
+    mem.freeFrames(small.slice(0, 1000));
+    const before = mem.framesInUse;
+    const again = mem.allocFrames(1000);
+    expect(mem.framesInUse).toBe(before + 1000);
+    const freed = new Set(small.slice(0, 1000));
+    expect(again.filter((pa) => freed.has(pa)).length).toBeGreaterThan(100);
+  });
 });
