@@ -6,7 +6,7 @@ import type { Testbed } from './testbed.ts';
 import type { Hca } from '../rtl/hca.ts';
 import { HcaCapOpMod } from '../rtl/formats/constants.ts';
 import { deviceAttrOf, type DeviceAttr, type HcaGeneralCaps, type HcaOdpCaps } from '../rtl/firmware/hca_caps.ts';
-import { VerbsError, checkObject, checkU32, checkU53 } from './verbs_error.ts';
+import { VerbsError, checkObject, checkU32, checkU53, shown } from './verbs_error.ts';
 import { Pd } from './pd.ts';
 import { Cq } from './cq.ts';
 import { CmdError } from '../rtl/firmware/cmd_types.ts';
@@ -160,7 +160,7 @@ export class Context {
   /** ibv_create_cq: a CQ of at least `cqe` entries (a power of two), its buffer in host memory. */
   async createCq(cqe: number, opts: { channel?: CompChannel } = {}): Promise<Cq> {
     if (!(Number.isInteger(cqe) && cqe >= 1 && cqe <= this.deviceAttr.maxCqe)) {
-      throw new VerbsError('EINVAL', `createCq: cqe must be an integer in 1..${this.deviceAttr.maxCqe}, got ${cqe}`);
+      throw new VerbsError('EINVAL', `createCq: cqe must be an integer in 1..${this.deviceAttr.maxCqe}, got ${shown(cqe)}`);
     }
     if (opts === null || typeof opts !== 'object') throw new VerbsError('EINVAL', 'createCq: options must be an object');
     const channel = opts.channel;

@@ -5,7 +5,7 @@
 import type { Context } from './context.ts';
 import type { WcOpcode, WorkCompletion } from './types.ts';
 import type { Qp } from './qp.ts';
-import { VerbsError } from './verbs_error.ts';
+import { VerbsError, shown } from './verbs_error.ts';
 import { SimEvent } from '../sim/index.ts';
 import type { MemWatch } from '../rtl/memory/host_mem.ts';
 import { decodeCqe } from '../rtl/formats/cqe.ts';
@@ -102,7 +102,7 @@ export class Cq {
   ackEvents(n: number): void {
     this.checkAlive('ackEvents');
     if (!(Number.isSafeInteger(n) && n >= 0 && this.eventsAcked + n <= this.eventsGot)) {
-      throw new VerbsError('EINVAL', `ackEvents: n must be an integer in 0..${this.eventsGot - this.eventsAcked} (events received and not acknowledged), got ${String(n)}`);
+      throw new VerbsError('EINVAL', `ackEvents: n must be an integer in 0..${this.eventsGot - this.eventsAcked} (events received and not acknowledged), got ${shown(n)}`);
     }
     this.eventsAcked += n;
   }
@@ -134,7 +134,7 @@ export class Cq {
   /** ibv_poll_cq: up to `n` completions that are there now (no simulated time passes). */
   poll(n = 16): WorkCompletion[] {
     this.checkAlive('poll');
-    if (!(Number.isSafeInteger(n) && n >= 0)) throw new VerbsError('EINVAL', `poll: n must be a non-negative integer, got ${String(n)}`);
+    if (!(Number.isSafeInteger(n) && n >= 0)) throw new VerbsError('EINVAL', `poll: n must be a non-negative integer, got ${shown(n)}`);
     const out: WorkCompletion[] = [];
     const ci0 = this.ci;
     const host = this.ctx.hca.host;
@@ -161,9 +161,9 @@ export class Cq {
    */
   async wait(n = 1, opts: { timeout?: number } = {}): Promise<WorkCompletion[]> {
     this.checkAlive('wait');
-    if (!(Number.isSafeInteger(n) && n >= 1)) throw new VerbsError('EINVAL', `cq.wait: n must be a positive integer, got ${String(n)}`);
+    if (!(Number.isSafeInteger(n) && n >= 1)) throw new VerbsError('EINVAL', `cq.wait: n must be a positive integer, got ${shown(n)}`);
     if (opts.timeout !== undefined && !(Number.isSafeInteger(opts.timeout) && opts.timeout >= 0)) {
-      throw new VerbsError('EINVAL', `cq.wait: timeout must be a whole, non-negative number of ps below 2^53, got ${String(opts.timeout)}`);
+      throw new VerbsError('EINVAL', `cq.wait: timeout must be a whole, non-negative number of ps below 2^53, got ${shown(opts.timeout)}`);
     }
     const out: WorkCompletion[] = [];
     const sim = this.ctx.tb.sim;

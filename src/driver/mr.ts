@@ -1,7 +1,7 @@
 /** A memory region (ibv_mr): a user MR (regMr) or a fast-registration MR (allocMr). */
 import type { OdpStats } from './odp.ts';
 import type { Pd } from './pd.ts';
-import { VerbsError } from './verbs_error.ts';
+import { VerbsError, shown } from './verbs_error.ts';
 import { readMkey } from '../rtl/firmware/icm_writer.ts';
 
 const PAGE = 4096;
@@ -172,12 +172,12 @@ export class Mr {
     if (!Array.isArray(sg)) throw new VerbsError('EINVAL', `mapSg: the scatter list must be an array, got ${sg === null ? 'null' : typeof sg}`);
     sg.forEach((e, i) => {
       if (e === null || typeof e !== 'object') throw new VerbsError('EINVAL', `mapSg: element ${i} must be an object`);
-      if (!(Number.isSafeInteger(e.addr) && e.addr >= 0)) throw new VerbsError('EINVAL', `mapSg: element ${i} addr must be a non-negative integer below 2^53, got ${String(e.addr)}`);
-      if (!(Number.isSafeInteger(e.length) && e.length >= 0)) throw new VerbsError('EINVAL', `mapSg: element ${i} length must be a non-negative integer, got ${String(e.length)}`);
+      if (!(Number.isSafeInteger(e.addr) && e.addr >= 0)) throw new VerbsError('EINVAL', `mapSg: element ${i} addr must be a non-negative integer below 2^53, got ${shown(e.addr)}`);
+      if (!(Number.isSafeInteger(e.length) && e.length >= 0)) throw new VerbsError('EINVAL', `mapSg: element ${i} length must be a non-negative integer, got ${shown(e.length)}`);
     });
     if (this.type === 'USER') throw new VerbsError('EINVAL', 'mapSg: only fast-registration MRs (allocMr) have a page list');
     if (!(Number.isInteger(pageSize) && pageSize >= PAGE && pageSize <= 2 ** 31 && 2 ** Math.round(Math.log2(pageSize)) === pageSize)) {
-      throw new VerbsError('EINVAL', `mapSg: pageSize must be a power of two in 4 KiB .. 2 GiB (the mkey's 5-bit log_page_size), got ${pageSize}`);
+      throw new VerbsError('EINVAL', `mapSg: pageSize must be a power of two in 4 KiB .. 2 GiB (the mkey's 5-bit log_page_size), got ${shown(pageSize)}`);
     }
     // every element's numbers first, as the reference model: the host is never asked about a bad address
     for (const e of sg) {
@@ -241,7 +241,7 @@ export class Mr {
   /** ib_update_fast_reg_key: the next registration uses tag `key8`. */
   updateKey(key8: number): void {
     this.checkAlive('updateKey');
-    if (!(Number.isInteger(key8) && key8 >= 0 && key8 <= 0xff)) throw new VerbsError('EINVAL', `updateKey: key must be 8 bits, got ${key8}`);
+    if (!(Number.isInteger(key8) && key8 >= 0 && key8 <= 0xff)) throw new VerbsError('EINVAL', `updateKey: key must be 8 bits, got ${shown(key8)}`);
     this.lkey = ((this.lkey & 0xffffff00) | key8) >>> 0;
     this.rkey = ((this.rkey & 0xffffff00) | key8) >>> 0;
   }

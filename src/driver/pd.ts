@@ -1,6 +1,6 @@
 /** A protection domain (ibv_pd): registers memory, allocates windows and creates QPs. */
 import type { Context } from './context.ts';
-import { VerbsError, checkObject, checkU32, checkU53 } from './verbs_error.ts';
+import { VerbsError, checkObject, checkU32, checkU53, shown } from './verbs_error.ts';
 import { HostError } from '../rtl/memory/host_space.ts';
 import { Cq } from './cq.ts';
 import { Mr, SG_GAPS_KLMS_PER_ELEMENT } from './mr.ts';
@@ -39,7 +39,7 @@ export class Pd {
   async regMr(addr: number, length: number, access: number): Promise<Mr> {
     this.checkAlive('regMr');
     checkAccess(access, 'regMr');
-    if (!(Number.isSafeInteger(length) && length > 0)) throw new VerbsError('EINVAL', `regMr: length must be > 0, got ${length}`);
+    if (!(Number.isSafeInteger(length) && length > 0)) throw new VerbsError('EINVAL', `regMr: length must be > 0, got ${shown(length)}`);
     if (!Number.isSafeInteger(addr) || addr < 0) throw new VerbsError('EINVAL', `regMr: bad address ${addr}`);
     const host = this.ctx.hca.host;
     const odp = (access & IbAccess.ON_DEMAND) !== 0;
@@ -131,7 +131,7 @@ export class Pd {
   ): Promise<void> {
     this.checkAlive('adviseMr');
     if (advice !== 'PREFETCH' && advice !== 'PREFETCH_WRITE' && advice !== 'PREFETCH_NO_FAULT') {
-      throw new VerbsError('EINVAL', `adviseMr: advice must be PREFETCH, PREFETCH_WRITE or PREFETCH_NO_FAULT, got ${String(advice)}`);
+      throw new VerbsError('EINVAL', `adviseMr: advice must be PREFETCH, PREFETCH_WRITE or PREFETCH_NO_FAULT, got ${shown(advice)}`);
     }
     if (!Array.isArray(sgList) || sgList.length === 0) throw new VerbsError('EINVAL', 'adviseMr: sgList must be a non-empty array');
     if (opts === null || typeof opts !== 'object') throw new VerbsError('EINVAL', 'adviseMr: options must be an object');
@@ -186,9 +186,9 @@ export class Pd {
   async allocMr(type: 'MEM_REG' | 'SG_GAPS', maxNumSg: number): Promise<Mr> {
     this.checkAlive('allocMr');
     const attr = await this.ctx.queryDevice();
-    if (type !== 'MEM_REG' && type !== 'SG_GAPS') throw new VerbsError('EINVAL', `allocMr: type must be MEM_REG or SG_GAPS, got ${String(type)}`);
+    if (type !== 'MEM_REG' && type !== 'SG_GAPS') throw new VerbsError('EINVAL', `allocMr: type must be MEM_REG or SG_GAPS, got ${shown(type)}`);
     if (!(Number.isInteger(maxNumSg) && maxNumSg >= 1 && maxNumSg <= attr.maxFastRegPageListLen)) {
-      throw new VerbsError('EINVAL', `allocMr: maxNumSg must be in 1..${attr.maxFastRegPageListLen} (max_fast_reg_page_list_len), got ${maxNumSg}`);
+      throw new VerbsError('EINVAL', `allocMr: maxNumSg must be in 1..${attr.maxFastRegPageListLen} (max_fast_reg_page_list_len), got ${shown(maxNumSg)}`);
     }
     if (type === 'SG_GAPS') await this.localDmaLkey();
     // mlx5: ndescs = ALIGN(max_num_sg, 4) (spec/mlx5.md "FRWR MR allocation"). MEM_REG reserves
@@ -213,7 +213,7 @@ export class Pd {
   /** ibv_alloc_mw: a window of type 1 or 2, created FREE (UMR-enabled, KLMS with one entry). */
   async allocMw(type: 1 | 2): Promise<Mw> {
     this.checkAlive('allocMw');
-    if (type !== 1 && type !== 2) throw new VerbsError('EINVAL', `allocMw: type must be 1 or 2, got ${String(type)}`);
+    if (type !== 1 && type !== 2) throw new VerbsError('EINVAL', `allocMw: type must be 1 or 2, got ${shown(type)}`);
     const tag = this.ctx.nextTag();
     const r = await this.ctx.cmd(
       this.ctx.hca.cmdif.exec({
@@ -300,7 +300,7 @@ export class Pd {
 /** ib_access_flags bits (an integer in 0..127), else EINVAL naming them: a window's access. */
 export function checkAccessBits(access: unknown, what: string): void {
   if (typeof access !== 'number' || !Number.isInteger(access) || access < 0 || access > 127) {
-    throw new VerbsError('EINVAL', `${what}: access flags ${typeof access === 'number' && Number.isInteger(access) ? `0x${access.toString(16)}` : String(access)} are not ib_access_flags bits`);
+    throw new VerbsError('EINVAL', `${what}: access flags ${typeof access === 'number' && Number.isInteger(access) && access >= 0 ? `0x${access.toString(16)}` : shown(access)} are not ib_access_flags bits`);
   }
 }
 

@@ -6,7 +6,7 @@ import type { Pd } from './pd.ts';
 import type { Cq } from './cq.ts';
 import type { BindInfo, RecvWr, SendWr, WcOpcode } from './types.ts';
 import { IbAccess } from './types.ts';
-import { VerbsError, checkBool, checkObject, checkOperand64, checkU32, checkU53, checkWrId } from './verbs_error.ts';
+import { VerbsError, checkBool, checkObject, checkOperand64, checkU32, checkU53, checkWrId, shown } from './verbs_error.ts';
 import { Mr } from './mr.ts';
 import { Mw } from './mw.ts';
 import { checkAccess, checkAccessBits } from './pd.ts';
@@ -138,7 +138,7 @@ export class Qp {
   static async create(pd: Pd, a: QpInitAttr): Promise<Qp> {
     const ctx = pd.ctx;
     const dev = await ctx.queryDevice();
-    if (a.userSpace !== undefined && typeof a.userSpace !== 'boolean') throw new VerbsError('EINVAL', `createQp: userSpace must be a boolean, got ${String(a.userSpace)}`);
+    if (a.userSpace !== undefined && typeof a.userSpace !== 'boolean') throw new VerbsError('EINVAL', `createQp: userSpace must be a boolean, got ${shown(a.userSpace)}`);
     // absent means the default; anything else (null included) is checked, never coerced
     const or = (v: number | undefined, d: number): number => (v === undefined ? d : v);
     const attr = {
@@ -146,7 +146,7 @@ export class Qp {
       maxInlineData: or(a.maxInlineData, 0), sendCq: a.sendCq, recvCq: a.recvCq, userSpace: a.userSpace ?? false,
     };
     for (const [k, v, min, max] of [['maxSendWr', attr.maxSendWr, 1, dev.maxQpWr], ['maxRecvWr', attr.maxRecvWr, 1, dev.maxQpWr], ['maxSendSge', attr.maxSendSge, 1, dev.maxSge], ['maxRecvSge', attr.maxRecvSge, 1, dev.maxSge], ['maxInlineData', attr.maxInlineData, 0, MAX_INLINE_DATA]] as const) {
-      if (!(Number.isInteger(v) && v >= min && v <= max)) throw new VerbsError('EINVAL', `createQp: ${k} must be in ${min}..${max}, got ${String(v)}`);
+      if (!(Number.isInteger(v) && v >= min && v <= max)) throw new VerbsError('EINVAL', `createQp: ${k} must be in ${min}..${max}, got ${shown(v)}`);
     }
     // the ring holds maxSendWr WQEs of the largest size this QP may post (mlx5 calc_sq_size)
     const wqeBytes = sendWqeBytes(attr.maxSendSge, attr.maxInlineData);
@@ -352,7 +352,7 @@ export class Qp {
         checkObject(`postRecv: SGE ${i}`, s);
         checkU53(`postRecv: SGE ${i} addr`, s.addr);
         // no coercion: a length of 2 GiB or more is refused, not cut to 2 GiB
-        if (!(Number.isSafeInteger(s.length) && s.length >= 0 && s.length < GiB2)) throw new VerbsError('EINVAL', `postRecv: SGE ${i} length must be an integer in 0 .. 2 GiB - 1, got ${String(s.length)}`);
+        if (!(Number.isSafeInteger(s.length) && s.length >= 0 && s.length < GiB2)) throw new VerbsError('EINVAL', `postRecv: SGE ${i} length must be an integer in 0 .. 2 GiB - 1, got ${shown(s.length)}`);
         checkU32(`postRecv: SGE ${i} lkey`, s.lkey);
       });
       if (this.state === 'RESET') throw new VerbsError('EINVAL', 'postRecv: the QP is in RESET');
@@ -464,7 +464,7 @@ export class Qp {
       const s = sg[i];
       checkObject(`postSend: SGE ${i}`, s);
       checkU53(`postSend: SGE ${i} addr`, s.addr);
-      if (!(Number.isSafeInteger(s.length) && s.length >= 0 && s.length <= GiB2)) throw new VerbsError('EINVAL', `postSend: SGE ${i} length must be an integer in 0 .. 2 GiB, got ${String(s.length)}`);
+      if (!(Number.isSafeInteger(s.length) && s.length >= 0 && s.length <= GiB2)) throw new VerbsError('EINVAL', `postSend: SGE ${i} length must be an integer in 0 .. 2 GiB, got ${shown(s.length)}`);
       if (!(Number.isInteger(s.lkey) && s.lkey >= 0 && s.lkey < 2 ** 32)) throw new VerbsError('EINVAL', `postSend: lkey ${s.lkey} is not a 32-bit key`);
     }
     if (w.remoteAddr !== undefined) checkU53('postSend: remoteAddr', w.remoteAddr);
@@ -544,7 +544,7 @@ export class Qp {
       case 'ATOMIC_CMP_AND_SWP':
       case 'ATOMIC_FETCH_AND_ADD': {
         const total = sg.reduce((a, s) => a + s.length, 0);
-        if (total !== 8) throw new VerbsError('EINVAL', `postSend: an atomic's local SGL must total 8 bytes, got ${total}`);
+        if (total !== 8) throw new VerbsError('EINVAL', `postSend: an atomic's local SGL must total 8 bytes, got ${shown(total)}`);
         const p = { ...common, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0, sgList: sg };
         ds = w.opcode === 'ATOMIC_CMP_AND_SWP'
           ? buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_CS, compare: compareAdd, swap })

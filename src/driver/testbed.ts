@@ -9,7 +9,7 @@ import type { HostSpace } from '../rtl/memory/host_space.ts';
 import type { HcaCapsOverride } from '../rtl/firmware/hca_caps.ts';
 import { Link } from '../rtl/transport/link.ts';
 import { Context } from './context.ts';
-import { VerbsError, checkObject } from './verbs_error.ts';
+import { VerbsError, checkObject, shown } from './verbs_error.ts';
 
 /** A span of simulated time: a whole number of picoseconds, 0 .. 2^53 - 1. */
 function checkPs(what: string, v: unknown): void {
@@ -47,9 +47,9 @@ export class Testbed {
     for (const k of ['config', 'trace', 'caps'] as const) if (opts[k] !== undefined) checkObject(`Testbed: ${k}`, opts[k]);
     const seed = opts.seed ?? 1;
     // no coercion: NaN or "x" would silently become another seed, and another run
-    if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw new VerbsError('EINVAL', `Testbed: seed must be a safe integer, got ${typeof seed === 'string' ? JSON.stringify(seed) : String(seed)}`);
+    if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw new VerbsError('EINVAL', `Testbed: seed must be a safe integer, got ${shown(seed)}`);
     const n = opts.hcas ?? 1;
-    if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new VerbsError('EINVAL', `Testbed: hcas must be an integer in 1..16, got ${String(n)}`);
+    if (!(Number.isInteger(n) && n >= 1 && n <= 16)) throw new VerbsError('EINVAL', `Testbed: hcas must be an integer in 1..16, got ${shown(n)}`);
     this.config = resolveConfig(opts.config ?? {});
     this.sim = new Sim({ seed });
     const hcas: Hca[] = [];

@@ -19,15 +19,25 @@ export class VerbsError extends Error {
   }
 }
 
+/** A bad argument as a message shows it: a string quoted (so '8' is not read as 8), a bigint with its n, objects by kind. */
+export function shown(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v);
+  if (typeof v === 'bigint') return `${v}n`;
+  if (v === null) return 'null';
+  if (typeof v === 'object') return Array.isArray(v) ? 'an array' : 'an object';
+  if (typeof v === 'function') return 'a function';
+  return String(v);
+}
+
 /** An address or length argument: a safe integer in [0, 2^53) (the model's addresses), else EINVAL naming it. */
 export function checkU53(what: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new VerbsError('EINVAL', `${what} must be a non-negative integer below 2^53, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new VerbsError('EINVAL', `${what} must be a non-negative integer below 2^53, got ${shown(v)}`);
   return v;
 }
 
 /** A 32-bit key or immediate argument: an integer in [0, 2^32), else EINVAL naming it. */
 export function checkU32(what: string, v: unknown): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= 2 ** 32) throw new VerbsError('EINVAL', `${what} must be an integer in 0..2^32-1, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= 2 ** 32) throw new VerbsError('EINVAL', `${what} must be an integer in 0..2^32-1, got ${shown(v)}`);
   return v;
 }
 
@@ -43,11 +53,11 @@ export function checkObject(what: string, v: unknown): void {
  */
 export function checkOperand64(what: string, v: unknown): bigint {
   if (typeof v === 'bigint') {
-    if (v < -(2n ** 63n) || v >= 2n ** 64n) throw new VerbsError('EINVAL', `${what} must fit 64 bits, got ${v}`);
+    if (v < -(2n ** 63n) || v >= 2n ** 64n) throw new VerbsError('EINVAL', `${what} must fit 64 bits, got ${shown(v)}`);
     return BigInt.asUintN(64, v);
   }
   if (typeof v !== 'number' || !Number.isSafeInteger(v)) {
-    throw new VerbsError('EINVAL', `${what} must be a safe integer (negative: two's complement) or a bigint below 2^64, got ${String(v)}`);
+    throw new VerbsError('EINVAL', `${what} must be a safe integer (negative: two's complement) or a bigint below 2^64, got ${shown(v)}`);
   }
   return BigInt.asUintN(64, BigInt(v));
 }
@@ -61,5 +71,5 @@ export function checkWrId(what: string, v: unknown): void {
 
 /** An optional boolean option: undefined or a boolean, never a truthy coercion. */
 export function checkBool(what: string, v: unknown): void {
-  if (v !== undefined && typeof v !== 'boolean') throw new VerbsError('EINVAL', `${what} must be a boolean, got ${String(v)}`);
+  if (v !== undefined && typeof v !== 'boolean') throw new VerbsError('EINVAL', `${what} must be a boolean, got ${shown(v)}`);
 }

@@ -170,6 +170,18 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
     expect(verbsError(() => new Testbed({ config: 5 } as never))).toMatch(/^EINVAL: Testbed: config must be an object/);
   });
 
+  it("a bad value is shown as given: a string quoted ('8' is not 8), a negative number not as hex", async () => {
+    const tb = new Testbed();
+    await tb.run(async () => {
+      const ctx = await tb.openDevice(0);
+      const pd = await ctx.allocPd();
+      await expect(ctx.createCq('8' as never)).rejects.toThrow(/^EINVAL: createCq: cqe must be an integer in 1\.\.\d+, got "8"$/);
+      const a = tb.host(0).alloc(4096);
+      await expect(pd.regMr(a.addr, 4096, -1)).rejects.toThrow(/^EINVAL: regMr: access flags -1 are not ib_access_flags bits/);
+      await expect(pd.regMr(a.addr, 4096, 2n as never)).rejects.toThrow(/access flags 2n are not/);
+    });
+  });
+
   it('spawn, delay and quiesce take a function and whole picoseconds (VerbsError EINVAL, not a TypeError or a silent default)', async () => {
     const tb = new Testbed();
     await tb.run(async () => {
