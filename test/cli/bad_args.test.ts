@@ -6,7 +6,8 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { runCli } from '../../src/cli/cli.ts';
 
 const root = join(import.meta.dirname, '../..');
 const dir = mkdtempSync(join(tmpdir(), 'mlx5sim-badargs-'));
@@ -70,15 +71,36 @@ describe('the CLI refuses bad arguments with exit code 2 and a line naming them'
     expect(v.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
   });
 
-  it.each(CASES)('mlx5sim %j', (args, message) => {
-    const cwd = mkdtempSync(join(dir, 'run-'));
-    const r = spawnSync(process.execPath, [join(root, 'node_modules/tsx/dist/cli.mjs'), join(root, 'src/cli/main.ts'), ...args], { cwd, encoding: 'utf8' });
+  it('the executable prints one line and exits 2 on a bad argument (the cases below run in this process)', () => {
+    const r = spawnSync(process.execPath, [join(root, 'node_modules/tsx/dist/cli.mjs'), join(root, 'src/cli/main.ts'), 'run', 'frwr', '--seed', 'x'], { cwd: dir, encoding: 'utf8' });
     expect(r.status).toBe(2);
+    expect(r.stderr).toBe("mlx5sim: --seed must be a decimal integer >= 0, got 'x' (usage: mlx5sim --help)\n");
+  });
+
+  // runCli is what the executable runs; in this process a case costs milliseconds, not a start of tsx
+  it.each(CASES)('mlx5sim %j', async (args, message) => {
+    const cwd = mkdtempSync(join(dir, 'run-'));
+    const here = process.cwd();
+    const out: string[] = [];
+    const err: string[] = [];
+    const log = vi.spyOn(console, 'log').mockImplementation((...a: unknown[]) => void out.push(a.join(' ')));
+    const error = vi.spyOn(console, 'error').mockImplementation((...a: unknown[]) => void err.push(a.join(' ')));
+    let code: number;
+    try {
+      process.chdir(cwd);
+      code = await runCli(args);
+    } finally {
+      process.chdir(here);
+      log.mockRestore();
+      error.mockRestore();
+    }
+    expect(code).toBe(2);
     // one line, naming the argument (the usage is one --help away)
-    const lines = r.stderr.split('\n').filter((l) => l !== '');
+    const lines = err.join('\n').split('\n').filter((l) => l !== '');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(/^mlx5sim: /);
     expect(lines[0]).toMatch(message);
+    expect(out).toEqual([]);
     expect(existsSync(join(cwd, 'waves'))).toBe(false); // refused before the run wrote anything
     expect(existsSync(join(cwd, 'results'))).toBe(false);
   });
