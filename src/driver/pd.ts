@@ -233,7 +233,10 @@ export class Pd {
     attr.sendCq.checkAlive('createQp (sendCq)');
     attr.recvCq.checkAlive('createQp (recvCq)');
     // a CQ of another adapter (or testbed): its number means another CQ here, completions would vanish
-    if (attr.sendCq.ctx !== this.ctx || attr.recvCq.ctx !== this.ctx) throw new VerbsError('EINVAL', 'createQp: the send or receive CQ belongs to another device context (adapter)');
+    for (const cq of [attr.sendCq, attr.recvCq]) {
+      if (cq.ctx.tb !== this.ctx.tb) throw new VerbsError('EINVAL', 'createQp: the send or receive CQ belongs to another Testbed');
+      if (cq.ctx !== this.ctx) throw new VerbsError('EINVAL', 'createQp: the send or receive CQ belongs to another device context (adapter)');
+    }
     return this.track(await Qp.create(this, attr));
   }
 

@@ -17,7 +17,9 @@ function errno(f: () => unknown): string {
 }
 
 describe('objects of another adapter', () => {
-  it('REG_MR and BIND_MW naming another adapter\'s MR or window, and createQp with its CQ, are EINVAL', async () => {
+  it('REG_MR and BIND_MW naming another adapter\'s MR or window, and createQp with its CQ or another Testbed\'s, are EINVAL', async () => {
+    const other = new Testbed();
+    const otherCq = await other.run(async () => (await other.openDevice(0)).createCq(8));
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {
       const { c1, pd0, pd1, cq0, qp0 } = await rcPair(tb);
@@ -33,6 +35,8 @@ describe('objects of another adapter', () => {
       expect(errno(() => qp0.bindMw(mw1, { mr: foreignUserMr, addr: b.addr, length: 64, access: Access.REMOTE_READ }))).toMatch(/^EINVAL: .*MR belongs to another/);
       const cq1 = await c1.createCq(16);
       await expect(pd0.createQp({ sendCq: cq0, recvCq: cq1 })).rejects.toThrow(/another device context/);
+      // and a CQ of another Testbed (made in its own run, before this one)
+      await expect(pd0.createQp({ sendCq: otherCq, recvCq: cq0 })).rejects.toThrow(/^EINVAL: createQp: the send or receive CQ belongs to another Testbed/);
       // nothing was posted: the QP still works, and adapter 0's mkey of that index is untouched
       expect(qp0.state).toBe('RTS');
       await tb.quiesce();
