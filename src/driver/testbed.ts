@@ -42,7 +42,7 @@ export class Testbed {
     checkObject('Testbed: options', opts);
     // absent means the default; null is refused, never taken for it
     for (const k of ['seed', 'hcas', 'config', 'trace', 'caps'] as const) {
-      if (opts[k] === null) throw new VerbsError('EINVAL', `Testbed: ${k} must be absent or given, got null`);
+      if (opts[k] === null) throw new VerbsError('EINVAL', `Testbed: ${k} is null: leave it out for the default, or give one`);
     }
     for (const k of ['config', 'trace', 'caps'] as const) if (opts[k] !== undefined) checkObject(`Testbed: ${k}`, opts[k]);
     const seed = opts.seed ?? 1;
