@@ -4,7 +4,7 @@
  * experiment's grid (`sweep`, `sweep merge`, `plot`). Exit 0 on success, 1 when a scenario's
  * (or a sweep's) own checks fail, 2 on bad usage.
  */
-import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { Testbed } from '../driver/testbed.ts';
 import { globToRegExp } from '../sim/trace/glob.ts';
@@ -18,6 +18,7 @@ import { gtkwPath, type TraceOptions } from '../sim/index.ts';
 import { convertToFst, findVcd2fst } from '../sim/trace/fst.ts';
 import { experiments } from '../../experiments/index.ts';
 import { mergeCommand, plotCommand, sweepCommand } from './sweep/sweep.ts';
+import { ensureWritable } from './writable.ts';
 
 const progress = (msg: string): void => {
   if (process.stderr.isTTY) process.stderr.write(msg + '\n');
@@ -89,17 +90,7 @@ function checkTraceArgs(a: RunArgs, t: TraceOptions): void {
   }
   const vcd = resolve(t.vcd);
   if (existsSync(vcd) && statSync(vcd).isDirectory()) throw new UsageError(`--vcd ${t.vcd}: is a directory (name the .vcd file to write)`);
-  // make the folder one level at a time (a recursive mkdir under /proc never returns), then
-  // check that it takes files
-  const dir = dirname(vcd);
-  const missing: string[] = [];
-  for (let d = dir; !existsSync(d); d = dirname(d)) missing.unshift(d);
-  try {
-    for (const d of missing) mkdirSync(d);
-    accessSync(dir, constants.W_OK);
-  } catch (e) {
-    throw new UsageError(`--vcd ${t.vcd}: cannot write in ${dir} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
-  }
+  ensureWritable(`--vcd ${t.vcd}`, dirname(vcd));
 }
 
 function printChecks(name: string, r: ScenarioResult): boolean {

@@ -52,7 +52,7 @@ const CASES: [string[], RegExp][] = [
   [['sweep', 'indirection', '--pages', '4k'], /--pages: indirection has no page-size axis/],
   [['sweep', 'mtt-cliff', '--jobs', '0'], /--jobs must be a decimal integer >= 1, got '0'/],
   [['sweep', 'mtt-cliff', '--shard', '2/2'], /--shard 2\/2: must be i\/n with 0 <= i < n/],
-  [['sweep', 'mtt-cliff', '--out', '/proc/mlx5sim/x'], /--out \/proc\/mlx5sim\/x: cannot write there/],
+  [['sweep', 'mtt-cliff', '--out', '/proc/mlx5sim/x'], /--out \/proc\/mlx5sim\/x: cannot write in \/proc\/mlx5sim\/x \(/],
   [['plot', dir], /: not a sweep's folder \(no meta\.json\)/],
   [['plot', join(dir, 'nopoints')], /nopoints: points\.jsonl holds no point: nothing to plot/],
   [['sweep', 'merge', dir], /: not a sweep's folder \(no meta\.json\)/],

@@ -3,8 +3,7 @@
  * one JSON line per point with meta.json and an SVG plot; shards joined; plots redrawn. Also
  * `runSweep`, the same for a program or a test, without the command line.
  */
-import { accessSync, constants, existsSync, mkdirSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { experiments } from '../../../experiments/index.ts';
 import type { Experiment, PointLine, ShapeCheck } from '../../experiment.ts';
@@ -14,25 +13,13 @@ import { POINTS_FILE, baseConfig, mergeSweeps, provenance, readSweep, writeSweep
 import { writePlot } from './plot.ts';
 import { runPoints } from './pool.ts';
 import { Progress } from './progress.ts';
+import { ensureWritable } from '../writable.ts';
 
 /** A built-in experiment by name; an unknown name is a usage error listing the known ones. */
 export function findExperiment(name: string): Experiment {
   const e = experiments.find((x) => x.name === name);
   if (!e) throw new UsageError(`no experiment named '${name}' (known: ${experiments.map((x) => x.name).join(', ')})`);
   return e;
-}
-
-/** Makes `dir` one level at a time (a recursive mkdir under /proc never returns) and checks it takes files. */
-function ensureWritable(flag: string, dir: string): void {
-  const abs = resolve(dir);
-  const missing: string[] = [];
-  for (let d = abs; !existsSync(d); d = dirname(d)) missing.unshift(d);
-  try {
-    for (const d of missing) mkdirSync(d);
-    accessSync(abs, constants.W_OK);
-  } catch (e) {
-    throw new UsageError(`${flag} ${dir}: cannot write there (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
-  }
 }
 
 export interface SweepOptions extends GridChoice {
@@ -69,7 +56,7 @@ export async function runSweep(exp: Experiment, o: SweepOptions): Promise<SweepR
   const grid = expandGrid(exp, choice);
   const mine = shardOf(grid, o.shard);
   const out = o.out === undefined ? defaultOut(exp.name, o.shard) : o.out;
-  if (out !== null) ensureWritable('--out', out);
+  if (out !== null) ensureWritable(`--out ${out}`, out);
   const tasks = mine.map((p) => ({ experiment: exp.name, index: p.index, params: p.params, seed }));
   const lines = await runPoints(exp, tasks, { jobs: o.jobs ?? 1, ...(o.onPoint ? { onPoint: o.onPoint } : {}) });
   const meta: SweepMeta = {
@@ -105,7 +92,7 @@ export async function sweepCommand(a: SweepArgs): Promise<number> {
   // the grid is checked (exit code 2) before the progress bar starts
   const grid = shardOf(expandGrid(exp, { quick: a.quick, sets: a.sets, ...(a.pages ? { pages: a.pages } : {}) }), a.shard);
   const dir = a.out ?? defaultOut(exp.name, a.shard);
-  ensureWritable('--out', dir);
+  ensureWritable(`--out ${dir}`, dir);
   const bar = new Progress(grid.length, exp.name);
   const t0 = performance.now();
   let r: SweepResult;
@@ -132,7 +119,7 @@ export async function mergeCommand(a: MergeArgs): Promise<number> {
   const m = mergeSweeps(a.dirs);
   const exp = findExperiment(m.meta.experiment);
   const out = a.out ?? join('results', exp.name);
-  ensureWritable('--out', out);
+  ensureWritable(`--out ${out}`, out);
   writeSweep(out, m.meta, m.lines);
   const svg = await writePlot(out, exp, m.lines);
   console.log(`${exp.name}: ${m.lines.length} of ${m.meta.gridPoints} points from ${a.dirs.length} folders: ${join(out, 'points.jsonl')}, plot ${svg}`);
