@@ -125,7 +125,7 @@ function program(done: (a: Args) => void): Command {
   const p = new Command('mlx5sim')
     .description('A cycle-level simulator of the mlx5 (ConnectX) memory-translation pipeline, with VCD waveforms for GTKWave')
     .usage('<command> [options]')
-    .addHelpText('after', '\nExit codes: 0 success, 1 a scenario\'s (or a sweep\'s) own checks failed, 2 bad usage.')
+    .addHelpText('after', '\nExit codes: 0 success, 1 a scenario\'s (or a sweep\'s) own checks failed, 2 bad usage, 141 the reader closed the pipe.')
     .version(packageVersion(), '-V, --version', 'the package version')
     .exitOverride()
     .configureOutput({ writeErr: () => {}, outputError: () => {} })

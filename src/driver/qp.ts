@@ -279,6 +279,7 @@ export class Qp {
 
   /** ibv_post_send: synchronous; the first bad work request throws (those before it stay posted). */
   postSend(wr: SendWr | readonly SendWr[]): void {
+    this.pd.ctx.tb.checkInRun('postSend');
     this.pd.ctx.tb.workPosted();
     checkObject('postSend: the work request', wr);
     const list = Array.isArray(wr) ? (wr as readonly SendWr[]) : [wr as SendWr];

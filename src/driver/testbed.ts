@@ -76,7 +76,12 @@ export class Testbed {
   spawn<T>(fn: () => Promise<T>): Promise<T> {
     if (typeof fn !== 'function') throw new VerbsError('EINVAL', `spawn: the process must be a function, got ${fn === null ? 'null' : typeof fn}`);
     this.checkInRun('spawn');
-    return this.sim.spawn(fn);
+    return this.sim.spawn(() => {
+      const p = fn();
+      // a process is an async function: its promise is what the kernel waits on
+      if (!(p instanceof Promise)) throw new VerbsError('EINVAL', `spawn: the process must return a promise (an async function), got ${shown(p)}`);
+      return p;
+    });
   }
 
   /** Lets `ps` of simulated time pass (inside run). */

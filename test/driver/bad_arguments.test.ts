@@ -129,12 +129,15 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
       return { ...p, a, mr0, mw: await p.pd0.allocMw(1) };
     });
     const { qp0, qp1, cq0, a, mr0, mw } = got;
+    const firstWork = tb.firstWorkAt;
     expect(verbsError(() => qp0.postSend({ wrId: 1, opcode: 'SEND', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], signaled: true }))).toMatch(/^EINVAL: postSend: called outside tb.run\(\)/);
     expect(verbsError(() => qp0.bindMw(mw, { mr: mr0, addr: a.addr, length: 64, access: Access.REMOTE_READ }))).toMatch(/^EINVAL: bindMw: called outside tb.run\(\)/);
     expect(verbsError(() => qp1.postRecv({ wrId: 1, sgList: [] }))).toMatch(/^EINVAL: postRecv: called outside tb.run\(\)/);
     expect(verbsError(() => void tb.delay(10))).toMatch(/^EINVAL: delay: called outside tb.run\(\)/);
     expect(verbsError(() => void tb.spawn(async () => {}))).toMatch(/^EINVAL: spawn: called outside tb.run\(\)/);
     await expect(tb.quiesce()).rejects.toThrow(/^EINVAL: quiesce: called outside tb.run\(\)/);
+    expect(verbsError(() => qp0.postSend([]))).toMatch(/^EINVAL: postSend: called outside tb.run\(\)/);
+    expect(tb.firstWorkAt).toBe(firstWork); // a refused post is no work: the waves' view does not move
     // a later run finds nothing posted: no completion appears
     await tb.run(async () => {
       await tb.quiesce();
@@ -186,6 +189,7 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
     const tb = new Testbed();
     await tb.run(async () => {
       expect(verbsError(() => void tb.spawn(null as never))).toMatch(/^EINVAL: spawn: the process must be a function, got null/);
+      expect(verbsError(() => void tb.spawn((() => 5) as never))).toMatch(/^EINVAL: spawn: the process must return a promise \(an async function\), got 5/);
       for (const ps of [NaN, -1, 0.5, 2 ** 53, '5' as never]) expect(verbsError(() => void tb.delay(ps))).toMatch(/^EINVAL: delay must be a whole, non-negative number of picoseconds/);
       await expect(tb.quiesce(null as never)).rejects.toThrow(/^EINVAL: quiesce: options must be an object, got null/);
       for (const timeout of [NaN, 'x' as never, -5]) await expect(tb.quiesce({ timeout })).rejects.toThrow(/^EINVAL: quiesce: timeout must be a whole/);

@@ -32,6 +32,7 @@ const BLOCK_FRAMES = 512;
  * 2 MiB block after about 1 GiB of 4 KiB pages on a 64 GiB host.)
  */
 const OPEN_BLOCKS = 16;
+const BLOCKS_PER_CHUNK = CHUNK_FRAMES / BLOCK_FRAMES;
 
 /** Options of `HostMem.allocFrames`. */
 export interface AllocFramesOptions {
@@ -85,8 +86,9 @@ export class HostMem {
   private readonly bitmap: (Uint32Array | undefined)[] = [];
   private nUsed = 0;
   private readonly watches: MemWatch[] = [];
-  /** Allocated frames per 2 MiB block. */
-  private readonly blockUsed: Uint16Array;
+  /** Allocated frames per 2 MiB block, a Uint16Array per chunk (made on first allocation, as the bitmap). */
+  private readonly blockUsed: (Uint16Array | undefined)[] = [];
+  private readonly blockCount: number;
   /** Blocks single frames are taken from (see OPEN_BLOCKS), and each one's place in the list. */
   private readonly open: number[] = [];
   private readonly openAt = new Map<number, number>();
@@ -98,8 +100,8 @@ export class HostMem {
     }
     this.size = size;
     this.frameCount = size / FRAME_SIZE;
-    this.blockUsed = new Uint16Array(Math.ceil(this.frameCount / BLOCK_FRAMES));
-    this.openTarget = Math.max(1, Math.min(OPEN_BLOCKS, this.blockUsed.length >>> 3));
+    this.blockCount = Math.ceil(this.frameCount / BLOCK_FRAMES);
+    this.openTarget = Math.max(1, Math.min(OPEN_BLOCKS, this.blockCount >>> 3));
   }
 
   /** Frames handed out by allocFrames and not freed. */
@@ -353,7 +355,7 @@ export class HostMem {
     if (b === undefined) this.bitmap[c] = b = new Uint32Array(CHUNK_FRAMES / 32);
     b[(fn % CHUNK_FRAMES) >>> 5] |= 1 << (fn & 31);
     this.nUsed++;
-    this.blockUsed[Math.floor(fn / BLOCK_FRAMES)]++;
+    this.addBlockUsed(Math.floor(fn / BLOCK_FRAMES), 1);
     this.dropStore(fn); // a fresh frame reads as zeros, whatever a stray DMA left there
     return fn * FRAME_SIZE;
   }
@@ -368,7 +370,7 @@ export class HostMem {
     this.nUsed--;
     this.dropStore(fn);
     const k = Math.floor(fn / BLOCK_FRAMES);
-    const used = --this.blockUsed[k];
+    const used = this.addBlockUsed(k, -1);
     // a hole in a block of single frames is used again; a block left empty is whole again
     if (used === 0) this.closeBlock(k);
     else if (!this.openAt.has(k)) this.openBlock(k);
@@ -407,18 +409,31 @@ export class HostMem {
 
   /** Opens a wholly free block for single frames, chosen at random; false when none is left. */
   private openFreeBlock(): boolean {
-    const n = this.blockUsed.length;
+    const n = this.blockCount;
     // block 0 holds frame 0 (never handed out): it is opened only by a release
     for (let p = 0; p < PROBES; p++) {
       const k = this.rng.int(1, Math.max(1, n - 1));
-      if (k < n && this.blockUsed[k] === 0 && !this.openAt.has(k)) return this.openBlock(k), true;
+      if (k < n && this.usedIn(k) === 0 && !this.openAt.has(k)) return this.openBlock(k), true;
     }
     const first = this.rng.int(1, Math.max(1, n - 1));
     for (let i = 0; i < n - 1; i++) {
       const k = 1 + ((first - 1 + i) % (n - 1));
-      if (this.blockUsed[k] === 0 && !this.openAt.has(k)) return this.openBlock(k), true;
+      if (this.usedIn(k) === 0 && !this.openAt.has(k)) return this.openBlock(k), true;
     }
     return false;
+  }
+
+  /** Allocated frames of block `k`. */
+  private usedIn(k: number): number {
+    return this.blockUsed[Math.floor(k / BLOCKS_PER_CHUNK)]?.[k % BLOCKS_PER_CHUNK] ?? 0;
+  }
+
+  /** Adds `d` to block `k`'s count; returns the new count. */
+  private addBlockUsed(k: number, d: number): number {
+    const c = Math.floor(k / BLOCKS_PER_CHUNK);
+    let a = this.blockUsed[c];
+    if (a === undefined) this.blockUsed[c] = a = new Uint16Array(BLOCKS_PER_CHUNK);
+    return (a[k % BLOCKS_PER_CHUNK] += d);
   }
 
   private openBlock(k: number): void {
