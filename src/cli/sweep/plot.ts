@@ -165,7 +165,8 @@ export function plotSpec(exp: Experiment, lines: readonly PointLine[]): TopLevel
     });
     layer.push({
       data: { values: pts },
-      mark: { type: 'text', align: 'left', baseline: 'middle', dx: 7, fontSize: 10, color: '#222' },
+      // above and right of its diamond: a published point often sits on the measured line
+      mark: { type: 'text', align: 'left', baseline: 'bottom', dx: 5, dy: -5, fontSize: 10, color: '#222' },
       encoding: { x: { field: 'x', type: 'quantitative' }, y: { field: 'y', type: 'quantitative' }, text: { field: 'label' } },
     });
   }
