@@ -1,8 +1,8 @@
 /**
- * The `mlx5sim` command (src/cli/main.ts runs it): list the scenarios and experiments, run one scenario (built-in or a
- * .ts file) with waves and stats, run them all (`demo`) with a summary table, sweep an
- * experiment's grid (`sweep`, `sweep merge`, `plot`). Exit 0 on success, 1 when a scenario's
- * (or a sweep's) own checks fail, 2 on bad usage.
+ * The `mlx5sim` command (src/cli/main.ts runs it): list the scenarios and experiments, run one
+ * scenario (built-in or a .ts file) with waves and stats, run them all (`demo`) with a summary
+ * table, sweep an experiment's grid (`sweep`, `sweep merge`, `plot`). Exit 0 on success, 1 when
+ * a scenario's (or a sweep's) own checks fail, 2 on bad usage.
  */
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';

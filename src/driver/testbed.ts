@@ -13,7 +13,7 @@ import { VerbsError, checkObject, shown } from './verbs_error.ts';
 
 /** A span of simulated time: a whole number of picoseconds, 0 .. 2^53 - 1. */
 function checkPs(what: string, v: unknown): void {
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new VerbsError('EINVAL', `${what} must be a whole, non-negative number of picoseconds, got ${typeof v === 'string' ? JSON.stringify(v) : String(v)}`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new VerbsError('EINVAL', `${what} must be a whole, non-negative number of picoseconds, got ${shown(v)}`);
 }
 import type { RcRequest, RcResponse } from '../rtl/transport/rc_types.ts';
 

@@ -31,7 +31,6 @@ export interface SweepMeta {
   config: HcaConfig;
 }
 
-/** The package root: the folder of the package.json above this module (sources or dist/). */
 /** The package version, and HEAD when the package is a git checkout of its own. */
 export function provenance(): { version: string; gitCommit: string | null } {
   const root = packageRoot();

@@ -407,20 +407,20 @@ export class HostMem {
     return -1;
   }
 
-  /** Opens a wholly free block for single frames, chosen at random; false when none is left. */
-  private openFreeBlock(): boolean {
+  /** Opens a wholly free block for single frames, chosen at random (none when no block is wholly free). */
+  private openFreeBlock(): void {
     const n = this.blockCount;
+    const free = (k: number): boolean => k < n && this.usedIn(k) === 0 && !this.openAt.has(k);
     // block 0 holds frame 0 (never handed out): it is opened only by a release
     for (let p = 0; p < PROBES; p++) {
       const k = this.rng.int(1, Math.max(1, n - 1));
-      if (k < n && this.usedIn(k) === 0 && !this.openAt.has(k)) return this.openBlock(k), true;
+      if (free(k)) return this.openBlock(k);
     }
     const first = this.rng.int(1, Math.max(1, n - 1));
     for (let i = 0; i < n - 1; i++) {
       const k = 1 + ((first - 1 + i) % (n - 1));
-      if (this.usedIn(k) === 0 && !this.openAt.has(k)) return this.openBlock(k), true;
+      if (free(k)) return this.openBlock(k);
     }
-    return false;
   }
 
   /** Allocated frames of block `k`. */
