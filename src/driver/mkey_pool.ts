@@ -267,13 +267,13 @@ export class MkeyPool {
         ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}),
         // a pooled mkey may come back from a user with atomic: always set (or clear) A
         clearAtomic: true,
-        // START_ADDR in the mask also sets (or clears) the zero-based bit and first byte offset
-        zeroBased: zb.zeroBased, fbo: zb.fbo,
       });
+      // START_ADDR in the mask also sets (or clears) the zero-based bit and first byte offset,
+      // the access bits MW_BIND: passed beside the WQE (src/rtl/umr/umr_sideband.ts)
+      this.ctx.hca.umrEngine.sideband.set(common.qpn, common.wqeIndex, { zeroBased: zb.zeroBased, mwBind: (access & IbAccess.MW_BIND) !== 0, fbo: zb.fbo });
       // the UMR also sets the PD (mask bit PD) and leaves remote invalidation off (a user MR)
       view.setUint8(24 + 7 - (MkeyMaskBit.PD >> 3), view.getUint8(24 + 7 - (MkeyMaskBit.PD >> 3)) | (1 << (MkeyMaskBit.PD & 7)));
       view.setUint32(64 + 12, pd.pdn & 0xffffff);
-      if ((access & IbAccess.MW_BIND) !== 0) view.setUint8(64 + 3, view.getUint8(64 + 3) | 0x02);
       return ds;
     });
     await this.complete(wrId, 'regMr (mkey pool UMR)');

@@ -639,17 +639,18 @@ export class Qp {
     }
     // documented choice (RegMrWqeParams.clearAtomic): A in the mask once any REG_MR granted atomic
     const clearAtomic = mr.atomicGranted;
-    // zero-based: start 0; over MTTs the first byte lies iova % page size into the first page
-    // (the model-private first byte offset, src/rtl/memory/icm_mkey.ts); a KLM list starts at that byte
+    // zero-based: start 0, as mlx5 (wr.c:206 writes the iova); over MTTs the first byte lies
+    // iova % page size into the first page (the model-private first byte offset,
+    // src/rtl/memory/icm_mkey.ts); a KLM list starts at that byte
     const fbo = zeroBased && mr.type === 'MEM_REG' ? mr.iova % 2 ** mr.mttLogPageSize : 0;
     const ds = buildRegMrWqe(view, 0, {
-      ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations, clearAtomic, zeroBased, fbo,
+      ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations, clearAtomic,
       ...(listAddr !== undefined ? { listAddr, listLkey: MLX5_INVALID_LKEY } : {}),
     });
     if ((access & IbAccess.REMOTE_ATOMIC) !== 0) mr.atomicGranted = true;
     mr.regAccess = access;
-    // IB_ACCESS_MW_BIND in the mkey segment's reserved byte 3 (model-private, see umr_types.ts)
-    if ((access & IbAccess.MW_BIND) !== 0) this.scratch[64 + 3] |= 0x02;
+    // ZERO_BASED, MW_BIND and the first byte offset have no field in mlx5's WQE: beside it
+    this.pd.ctx.hca.umrEngine.sideband.set(common.qpn, common.wqeIndex, { zeroBased, mwBind: (access & IbAccess.MW_BIND) !== 0, fbo });
     return ds;
   }
 

@@ -48,7 +48,6 @@ import {
   mkeyTag,
   zeroMkeyContext,
 } from '../rtl/formats/index.ts';
-import { ICM_BYTE3, ICM_FBO, ICM_ZERO_BASED } from '../rtl/memory/icm_mkey.ts';
 import type {
   AtomicOperands,
   CtrlSeg,
@@ -163,17 +162,6 @@ export interface RegMrWqeParams extends WqeCommonParams {
    * Documented choice: the driver sets this when an earlier REG_MR of the MR granted it.
    */
   clearAtomic?: boolean;
-  /**
-   * A zero-based registration (iova 0): sets the segment's model-private ZERO_BASED bit (byte 3
-   * bit 4), so the device refuses windows on the MR (src/rtl/memory/icm_mkey.ts).
-   */
-  zeroBased?: boolean;
-  /**
-   * MTT: the first byte offset of a zero-based registration (where its first byte lies in the
-   * first MTT page), in the segment's reserved dword at byte 8 (model-private, icm_mkey.ts);
-   * default 0, which leaves the bytes as spec/mlx5.md says.
-   */
-  fbo?: number;
 }
 
 /** Parameters of a LOCAL_INV UMR WQE. */
@@ -429,8 +417,6 @@ export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): n
     translationsOctwordSize: regMrXltOctSize(list),
     logPageSize: list.mode === 'MTT' ? list.logPageSize : 0,
   });
-  if (p.zeroBased === true) view.setUint8(off + UMR_MKEY_OFF + ICM_BYTE3, view.getUint8(off + UMR_MKEY_OFF + ICM_BYTE3) | ICM_ZERO_BASED);
-  if (p.fbo !== undefined) view.setUint32(off + UMR_MKEY_OFF + ICM_FBO, p.fbo >>> 0);
   if (inline) {
     encodeXltList(view, off + UMR_XLT_OFF, list);
   } else {

@@ -349,10 +349,12 @@ describe('zero-based MRs at addresses inside a page (semantics.md: "a zero-based
         expect(mr.iova).toBe(0);
         expect(await read(mr.rkey, 0, 5000)).toEqual(h.read(addr, 5000));
         expect(await read(mr.rkey, 2 * PAGE - 10, 10)).toEqual(h.read(addr + 2 * PAGE - 10, 10));
-        // the context: start 0, the first byte offset in the reserved dword at 8; ICM: ZERO_BASED
-        const ctx = new DataView((await c0.queryMkey(mr.lkey)).buffer);
+        // QUERY_MKEY shows what mlx5 shows, start_addr 0 and every reserved byte zero; the
+        // zero-based bit and the first byte offset are ICM's own (icm_mkey.ts)
+        const raw = await c0.queryMkey(mr.lkey);
+        const ctx = new DataView(raw.buffer, raw.byteOffset);
         expect(ctx.getUint32(16) * 2 ** 32 + ctx.getUint32(20)).toBe(0);
-        expect(ctx.getUint32(8)).toBe(addr % PAGE);
+        expect([raw[3], ...raw.subarray(8, 12), ...raw.subarray(36, 48), ...raw.subarray(60, 64)]).toEqual(new Array(21).fill(0));
         expect(readMkey(tb.hca(0), mr.lkey >>> 8)).toMatchObject({ zeroBased: true, fbo: addr % PAGE });
       }
       // REG_MR of a page list starting inside a page, and of an SG_GAPS list
@@ -388,6 +390,28 @@ describe('zero-based MRs at addresses inside a page (semantics.md: "a zero-based
       const mw2 = await pd0.allocMw(2);
       qp0.postSend({ wrId: 2, opcode: 'BIND_MW', mw: mw2, rkey: incRkey(mw2.rkey), bindInfo: { mr: user, addr: 0, length: 1, access: Access.REMOTE_READ }, signaled: true });
       expect((await cq0.wait(1))[0]).toMatchObject({ wrId: 2, status: 'MW_BIND_ERR', opcode: 'BIND_MW' });
+    });
+  });
+
+  it('a zero-based REG_MR WQE is mlx5\'s: start_addr 0 and no private bit in its mkey segment; ICM keeps ZERO_BASED, MW_BIND, FBO', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const { c0, pd0, cq0, qp0, buf } = await setup(tb);
+      const m = await pd0.allocMr('MEM_REG', 4);
+      m.mapSg([{ addr: buf.addr + 5, length: PAGE }]);
+      qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: m, key: m.rkey, access: Access.LOCAL_WRITE | Access.MW_BIND | Access.ZERO_BASED, signaled: true });
+      expect((await cq0.wait(1))[0]).toMatchObject({ wrId: 1, status: 'SUCCESS', opcode: 'REG_MR' });
+      // the WQE in the send queue: the UMR (opcode 0x25) whose imm is the key
+      const ring = tb.host(0).read(qp0.sq.addr, qp0.sq.wqeCnt * qp0.sq.stride);
+      const at = Array.from({ length: qp0.sq.wqeCnt }, (_, i) => i * qp0.sq.stride)
+        .find((o) => ring[o + 3] === 0x25 && new DataView(ring.buffer, ring.byteOffset).getUint32(o + 12) === m.rkey >>> 0);
+      expect(at).toBeDefined();
+      const seg = ring.subarray(at! + 64, at! + 128); // after the control (16) and UMR control (48) segments
+      // mlx5_mkey_seg: version (byte 3) and rsvd1 (8..11) zero, start_addr (16..23) 0
+      expect([seg[3], ...seg.subarray(8, 12), ...seg.subarray(16, 24)]).toEqual(new Array(13).fill(0));
+      const q = await c0.queryMkey(m.lkey);
+      expect(new DataView(q.buffer, q.byteOffset).getUint32(20)).toBe(0);
+      expect(readMkey(tb.hca(0), m.lkey >>> 8)).toMatchObject({ start: 0, zeroBased: true, mwBind: true, fbo: 5 });
     });
   });
 });

@@ -28,7 +28,7 @@ import { enumType, Module, type Counter, type Histogram, type Nothing, type Sign
 import type { HcaConfig } from '../config.ts';
 import { IcmNoMemory, type Icm } from '../memory/icm.ts';
 import type { IcmWriter } from './icm_writer.ts';
-import { ICM_BYTE3, ICM_ALLOCATED, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
+import { ICM_BYTE3, ICM_ALLOCATED, ICM_FBO, ICM_MW_COUNT, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
 import { CmdOpcode, MKEY_QPN_NONE, MkcAccessMode, PageFaultFlag, makeKey } from '../formats/constants.ts';
 import type { Klm } from '../formats/klm.ts';
 import { RESERVED_MKEY_INDICES, hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
@@ -579,16 +579,18 @@ export class Cmdif extends Module {
   /**
    * The 64-byte context as the hardware defines it. A destroyed or never-created index is
    * answered too (firmware.ts keeps a destroyed context's bytes for post-mortem queries), with
-   * `allocated` false. The bytes this model keeps in reserved fields (icm_mkey.ts: byte 3,
-   * bytes 36..47) read as zero, as reserved bytes do; the first byte offset at byte 8 is shown
-   * (a context field of this model, which the driver writes in the UMR mkey segment too).
+   * `allocated` false. The bytes this model keeps in reserved fields (icm_mkey.ts: byte 3, the
+   * first byte offset at 8..11, 36..47, the window count at 60..63) read as zero, as reserved
+   * bytes do: a zero-based MR shows what mlx5 shows, start_addr 0.
    */
   private queryMkey(c: CmdInputs['QUERY_MKEY']): CmdOutputs['QUERY_MKEY'] {
     const index = this.mkeyIndexOf(c.index);
     const context = this.writer.contextBytes(index);
     const allocated = (context[ICM_BYTE3] & ICM_ALLOCATED) !== 0;
     context[ICM_BYTE3] = 0;
+    context.fill(0, ICM_FBO, ICM_FBO + 4);
     context.fill(0, ICM_XLT_COUNT, ICM_XLT_ADDR + 8);
+    context.fill(0, ICM_MW_COUNT, ICM_MW_COUNT + 4);
     return { context, allocated };
   }
 

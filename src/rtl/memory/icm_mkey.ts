@@ -1,24 +1,32 @@
 /**
  * An mkey context as the HCA keeps it in ICM: the 64 bytes of spec/mlx5.md plus bookkeeping the
- * real device keeps privately, which this model stores in reserved bytes of the same entry so
- * one 64-byte PCIe read brings everything the ATU needs (a modelling choice, documented here):
- * - byte 3 (reserved "version") bit 7: ALLOCATED: the index was created and not destroyed. An
- *   index never created reads as not allocated: its key is invalid (not merely free).
- * - byte 3 bit 0: PG_ACCESS: CREATE_MKEY's pg_access (the per-page RD/WR bits of MTT entries
- *   are honoured, so a not-present page faults; spec/mlx5.md "mkey context").
- * - bytes 36..39 (reserved): the exact number of translation entries (MTTs or KLMs): the
+ * real device keeps privately, which this model stores in reserved bits of the same entry so
+ * one 64-byte PCIe read brings everything the ATU needs (a modelling choice, documented here).
+ * Every private bit lies where Linux 6.12's `struct mlx5_ifc_mkc_bits`
+ * (include/linux/mlx5/mlx5_ifc.h:4299) has a reserved field, never on a named one
+ * (test/rtl/formats/header_conformance.test.ts checks it against the header):
+ * - byte 3 bit 7 (mkc reserved_at_18, bit 0x18): ALLOCATED: the index was created and not
+ *   destroyed. An index never created reads as not allocated: its key is invalid (not merely free).
+ * - byte 3 bit 6 (reserved_at_18, bit 0x19): ZERO_BASED: the registration was zero-based (regMr
+ *   or REG_MR with IB_ACCESS_ZERO_BASED); the UMR engine refuses to bind a window to such an MR
+ *   (MW_BIND_ERR for both window types, rxe's rule, as the reference model). Bits 5:4 of the
+ *   byte are ma_translation_mode and stay zero.
+ * - byte 3 bits 3:0 (reserved_at_1c): MW_BIND (bit 1), the object kind (bits 3:2) and PG_ACCESS
+ *   (bit 0): CREATE_MKEY's pg_access (the per-page RD/WR bits of MTT entries are honoured, so a
+ *   not-present page faults; spec/mlx5.md "mkey context").
+ * - bytes 8..11 (reserved_at_40; struct mlx5_mkey_seg rsvd1[4]): FBO, a model-private first byte
+ *   offset. Real mlx5 has no such field (its kernel refuses zero-based MRs whose address is not
+ *   page aligned), but semantics.md says a zero-based MR starts at 0 whatever its address: FBO
+ *   is the offset of the first registered byte within its page, and an MTT entry index is
+ *   ((va - start) + (start % page size) + FBO) >> log_page_size. It is 0 for every mkey that is
+ *   not zero-based.
+ * - bytes 36..39 (reserved_at_120): the exact number of translation entries (MTTs or KLMs): the
  *   octoword size rounds MTT counts up to even.
- * - bytes 40..47 (reserved): the physical address of the mkey's translation table in ICM.
- * - byte 3 bit 4: ZERO_BASED: the registration was zero-based (regMr or REG_MR with
- *   IB_ACCESS_ZERO_BASED); the UMR engine refuses to bind a window to such an MR (MW_BIND_ERR
- *   for both window types, rxe's rule, as the reference model).
- * - bytes 8..11 (the context's reserved dword, kernel struct mlx5_mkey_seg rsvd1[4]): FBO, a
- *   model-private first byte offset. Real mlx5 has no such field (its kernel refuses zero-based
- *   MRs whose address is not page aligned), but semantics.md says a zero-based MR starts at 0
- *   whatever its address: FBO is the offset of the first registered byte within its page, and
- *   an MTT entry index is ((va - start) + (start % page size) + FBO) >> log_page_size. It is 0
- *   for every mkey that is not zero-based, so every other byte stays as spec/mlx5.md says. A
- *   UMR mkey segment carries both in the same bytes (copied under the START_ADDR mask bit).
+ * - bytes 40..47 (reserved_at_120): the physical address of the mkey's translation table in ICM.
+ * - bytes 60..63 (reserved_at_1e0): MW_COUNT, see below.
+ * None of these travel in a WQE: a UMR's mkey segment carries only mlx5's fields, and what a
+ * registration needs beyond them (ZERO_BASED, MW_BIND, FBO) comes beside the WQE
+ * (src/rtl/umr/umr_sideband.ts).
  */
 import { decodeMkeyContext, encodeMkeyContext, type MkeyContext } from '../formats/mkey_context.ts';
 import { MKEY_QPN_NONE, MkcAccessMode } from '../formats/constants.ts';
@@ -27,7 +35,7 @@ import { MKEY_QPN_NONE, MkcAccessMode } from '../formats/constants.ts';
 export const ICM_BYTE3 = 3;
 export const ICM_ALLOCATED = 0x80;
 export const ICM_PG_ACCESS = 0x01;
-export const ICM_ZERO_BASED = 0x10;
+export const ICM_ZERO_BASED = 0x40;
 export const ICM_FBO = 8;
 export const ICM_XLT_COUNT = 36;
 export const ICM_XLT_ADDR = 40;
@@ -175,13 +183,14 @@ export function readIcmPrivate(view: DataView, off: number): IcmPrivate {
 export { MkcAccessMode };
 
 /**
- * ICM-private bookkeeping of this model beyond icm_mkey.ts (reserved bytes of the entry):
+ * ICM-private bookkeeping of this model beyond icm_mkey.ts (reserved bits of the entry):
  * - byte 3 bit 1: MW_BIND: an MR whose access includes IB_ACCESS_MW_BIND (mlx5 leaves C10-73 to
- *   software; the model enforces it in hardware). A UMR mkey segment carries it in the same
- *   reserved bit (byte 3 of the segment), set by this project's driver.
+ *   software; the model enforces it in hardware). A registration's UMR brings it beside the WQE
+ *   (umr_sideband.ts), never in the mkey segment.
  * - byte 3 bits 3:2: object kind: 0 MR, 1 memory window type 1, 2 memory window type 2.
- * - bytes 48..51: windows currently bound to this MR (LOCAL_INV, remote invalidate and dereg
- *   fail while it is not 0).
+ * - bytes 60..63 (mkc reserved_at_1e0): windows currently bound to this MR (LOCAL_INV, remote
+ *   invalidate and dereg fail while it is not 0). Not bytes 48..51: Linux 6.12 names bytes 48..49
+ *   crossing_target_vhca_id (mlx5_ifc.h:4341).
  */
 export const ICM_MW_BIND = 0x02;
 export const ICM_KIND_SHIFT = 2;
@@ -189,4 +198,4 @@ export const ICM_KIND_MASK = 0x0c;
 export const MKEY_KIND_MR = 0;
 export const MKEY_KIND_MW1 = 1;
 export const MKEY_KIND_MW2 = 2;
-export const ICM_MW_COUNT = 48;
+export const ICM_MW_COUNT = 60;

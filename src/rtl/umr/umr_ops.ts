@@ -16,7 +16,8 @@ import { decodeKlm, type Klm } from '../formats/klm.ts';
 import { readMttRaw } from '../formats/mtt.ts';
 import type { MkeyMaskName } from '../formats/constants.ts';
 import { CeMode, CqeSyndrome, DS_SIZE, FenceMode, KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, UmrCtrlFlag, WqeOpcode } from '../formats/constants.ts';
-import { MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2, readIcmPrivate } from '../memory/icm_mkey.ts';
+import { MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../memory/icm_mkey.ts';
+import { NO_REG_EXTRAS, type UmrRegExtras } from './umr_sideband.ts';
 
 /**
  * What a UMR does, decided from its mkey_mask and the mkey segment's status (the WQE carries
@@ -74,12 +75,11 @@ export interface UmrWqe {
   mask: number;
   /** The mkey segment. */
   seg: MkeyContext;
-  /** The segment's reserved MW_BIND bit (byte 3 bit 1, umr_types.ts). */
-  segMwBind: boolean;
-  /** The segment's reserved ZERO_BASED bit (byte 3 bit 4, icm_mkey.ts). */
-  segZeroBased: boolean;
-  /** The segment's reserved dword at byte 8: the first byte offset (FBO, icm_mkey.ts). */
-  segFbo: number;
+  /**
+   * What the registration carries beside the WQE (umr_sideband.ts: ZERO_BASED, MW_BIND, FBO);
+   * the engine fills it when it takes the job, decodeUmrWqe leaves NO_REG_EXTRAS.
+   */
+  reg: Readonly<UmrRegExtras>;
   /** xlt_octowords * 16: bytes of translations (padded to 64 by the driver). */
   xltBytes: number;
   /** Where they go, in octowords (only with TRANSLATION_OFFSET_EN, else 0). */
@@ -99,7 +99,7 @@ function has(mask: number, name: MkeyMaskName): boolean {
 /** Decodes the UMR WQE bytes `wqe` (ds * 16 bytes, laid out contiguously). Never throws. */
 export function decodeUmrWqe(wqe: Uint8Array): UmrWqe {
   const w: UmrWqe = {
-    kind: UMR_KIND.INVALID, reason: '', key: 0, qpn: 0, flags: 0, mask: 0, seg: zeroMkeyContext(), segMwBind: false, segZeroBased: false, segFbo: 0,
+    kind: UMR_KIND.INVALID, reason: '', key: 0, qpn: 0, flags: 0, mask: 0, seg: zeroMkeyContext(), reg: NO_REG_EXTRAS,
     xltBytes: 0, xltOffsetOcto: 0, inlineXlt: null, ptr: null, bindKlm: null,
   };
   const view = new DataView(wqe.buffer, wqe.byteOffset, wqe.byteLength);
@@ -115,11 +115,6 @@ export function decodeUmrWqe(wqe: Uint8Array): UmrWqe {
     w.flags = u.flags;
     w.mask = u.mkeyMask;
     w.seg = decodeMkeyContext(view, UMR_MKEY_OFF);
-    // the model's reserved bits travel in the segment where an ICM entry keeps them (icm_mkey.ts)
-    const segPriv = readIcmPrivate(view, UMR_MKEY_OFF);
-    w.segMwBind = segPriv.mwBind === true;
-    w.segZeroBased = segPriv.zeroBased === true;
-    w.segFbo = segPriv.fbo ?? 0;
     w.xltBytes = u.xltOctowords * DS_SIZE;
     w.xltOffsetOcto = (u.flags & UmrCtrlFlag.TRANSLATION_OFFSET_EN) !== 0 ? u.xltOffset : 0;
     if (w.xltBytes > 0) {
@@ -420,8 +415,8 @@ export function checkPointer(w: UmrWqe, memBytes: number): number {
 
 /**
  * Applies the masked fields of the mkey segment to a context (spec/mlx5.md "mkey_mask bits":
- * set = copy that field). The MW_BIND reserved bit travels with the access bits, ZERO_BASED and
- * FBO with START_ADDR.
+ * set = copy that field). The registration's MW_BIND (umr_sideband.ts) goes with the access
+ * bits, ZERO_BASED and FBO with START_ADDR.
  */
 export function applyMask(c: MkeyContext, p: IcmPrivate, w: UmrWqe): void {
   const s = w.seg;
@@ -432,10 +427,12 @@ export function applyMask(c: MkeyContext, p: IcmPrivate, w: UmrWqe): void {
   }
   if (has(m, 'PAGE_SIZE')) c.logPageSize = s.logPageSize;
   if (has(m, 'START_ADDR')) {
-    // the model-private zero-based bit and first byte offset travel with the start (icm_mkey.ts)
+    // the model-private zero-based bit and first byte offset (icm_mkey.ts) go with the start;
+    // zero-based is what mlx5 makes of it, a start of 0 (umr_sideband.ts), so a registration
+    // that says zero-based with any other start keeps neither
     c.startAddr = s.startAddr;
-    p.zeroBased = w.segZeroBased;
-    p.fbo = w.segFbo;
+    p.zeroBased = w.reg.zeroBased && s.startAddr === 0;
+    p.fbo = p.zeroBased ? w.reg.fbo : 0;
   }
   if (has(m, 'PD')) c.pd = s.pd;
   if (has(m, 'EN_RINVAL')) c.remoteInval = s.remoteInval;
@@ -447,6 +444,6 @@ export function applyMask(c: MkeyContext, p: IcmPrivate, w: UmrWqe): void {
   if (has(m, 'RR')) { c.remoteRead = s.remoteRead; accessBits = true; }
   if (has(m, 'RW')) { c.remoteWrite = s.remoteWrite; accessBits = true; }
   if (has(m, 'A')) { c.atomic = s.atomic; accessBits = true; }
-  if (accessBits) p.mwBind = w.segMwBind;
+  if (accessBits) p.mwBind = w.reg.mwBind;
   if (has(m, 'FREE')) c.free = s.free;
 }

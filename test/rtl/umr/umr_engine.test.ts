@@ -7,7 +7,7 @@ import { resolveConfig } from '../../../src/rtl/config.ts';
 import { UmrKind, UmrState, type UmrEngineOptions } from '../../../src/rtl/umr/umr_engine.ts';
 import { readMkey, writeMkey, type MkeyDesc } from '../../../src/rtl/firmware/icm_writer.ts';
 import type { MkeyEntry } from '../../../src/rtl/memory/icm_mkey.ts';
-import { ICM_MW_BIND, MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../../../src/rtl/memory/icm_mkey.ts';
+import { MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../../../src/rtl/memory/icm_mkey.ts';
 import type { AtuResult } from '../../../src/rtl/translation/atu_types.ts';
 import {
   CqeSyndrome,
@@ -19,10 +19,12 @@ import {
   encodeMkeyContext,
   encodeMtt,
   encodeUmrCtrlSeg,
+  ctrlWqeIndex,
   makeKey,
   zeroMkeyContext,
   type Klm,
 } from '../../../src/rtl/formats/index.ts';
+import type { UmrRegExtras } from '../../../src/rtl/umr/umr_sideband.ts';
 import {
   buildBindMwWqe,
   buildLocalInvWqe,
@@ -52,7 +54,9 @@ const page = (i: number): number => 0x10_0000_0000 + i * 0x1000;
 const mrPage = (index: number, i: number): number => page(index * 16 + 2 * i);
 
 /** Offset of the mkey segment's reserved byte 3 in a UMR WQE (ctrl 16 + UMR ctrl 48 + 3). */
-const SEG_BYTE3 = 16 + 48 + 3;
+/** The UMR mkey segment's offset in the WQE, and its byte 3 (mlx5_mkey_seg.version, reserved). */
+const SEG = 16 + 48;
+const SEG_BYTE3 = SEG + 3;
 
 function bench(opts: UmrEngineOptions = {}) {
   const sim = new Sim({ seed: 7 });
@@ -69,6 +73,9 @@ function bench(opts: UmrEngineOptions = {}) {
     async post(wqe: Uint8Array, q: { qpn?: number; pd?: number; fre?: boolean } = {}): Promise<{ syndrome: number; ps: number }> {
       const t0 = sim.now;
       const me = ++tag;
+      // what a REG_MR built by regMr() passes beside its WQE, as the driver does
+      const x = EXTRAS.get(wqe);
+      if (x !== undefined) umr.sideband.set(q.qpn ?? QPN, ctrlWqeIndex(wqe), x);
       await umr.req.pushWait({ tag: me, qpn: q.qpn ?? QPN, pd: q.pd ?? PD, fre: q.fre ?? true, wqe });
       const d = await umr.resp.popWait();
       expect(d.tag).toBe(me);
@@ -117,13 +124,19 @@ function window(b: Bench, index: number, type: 1 | 2, d: Partial<MkeyDesc> = {})
   }));
 }
 
-/** A REG_MR WQE with the MW_BIND bit the project's driver sets in the segment's byte 3 (umr_types.ts). */
-function regMr(key: number, iova: number, length: number, translations: XltList, o: { access?: MrAccess; mwBind?: boolean; listAddr?: number } = {}): Uint8Array {
+/** What bench.post passes beside a WQE (umr_sideband.ts), as the driver does for its REG_MRs. */
+const EXTRAS = new WeakMap<Uint8Array, UmrRegExtras>();
+
+/** A REG_MR WQE with MW_BIND beside it (the project's driver passes IB_ACCESS_MW_BIND so, umr_sideband.ts). */
+function regMr(
+  key: number, iova: number, length: number, translations: XltList,
+  o: { access?: MrAccess; mwBind?: boolean; listAddr?: number; zeroBased?: boolean; fbo?: number } = {},
+): Uint8Array {
   const w = wqe((v) => buildRegMrWqe(v, 0, {
     wqeIndex: 0, qpn: QPN, key, access: o.access ?? { localWrite: true, remoteRead: true, remoteWrite: true }, iova, length, translations,
     listAddr: o.listAddr, listLkey: o.listAddr === undefined ? undefined : 0x200,
   }));
-  if (o.mwBind ?? true) w[SEG_BYTE3] |= ICM_MW_BIND;
+  EXTRAS.set(w, { zeroBased: o.zeroBased ?? false, mwBind: o.mwBind ?? true, fbo: o.fbo ?? 0 });
   return w;
 }
 
@@ -300,18 +313,17 @@ describe('UmrEngine: the mkey pool\'s retire and zero-based registrations (model
     });
   });
 
-  it('REG_MR carries ZERO_BASED and the first byte offset under START_ADDR; no window binds to such an MR', async () => {
+  it('REG_MR: ZERO_BASED and the first byte offset come beside the WQE and apply under START_ADDR; no window binds to such an MR', async () => {
     const b = bench();
     frmr(b, 5, 4);
     window(b, 8, 2);
     window(b, 9, 1);
     const key = makeKey(5, 3);
     await b.sim.run(async () => {
-      const w = wqe((v) => buildRegMrWqe(v, 0, {
-        wqeIndex: 0, qpn: QPN, key, access: { localWrite: true, remoteRead: true }, iova: 0, length: 2 * 4096, translations: mtts(100, 3),
-        zeroBased: true, fbo: 0x123,
-      }));
-      w[SEG_BYTE3] |= ICM_MW_BIND;
+      const w = regMr(key, 0, 2 * 4096, mtts(100, 3), { access: { localWrite: true, remoteRead: true }, zeroBased: true, fbo: 0x123 });
+      // the WQE is mlx5's: the mkey segment's reserved bytes (byte 3, 8..11) are zero, start_addr 0
+      expect([w[SEG_BYTE3], ...w.subarray(SEG + 8, SEG + 12)]).toEqual([0, 0, 0, 0, 0]);
+      expect(new DataView(w.buffer).getUint32(SEG + 16) + new DataView(w.buffer).getUint32(SEG + 20)).toBe(0);
       expect((await b.post(w)).syndrome).toBe(OK);
       expect(readMkey(b.hca, 5)).toMatchObject({ start: 0, zeroBased: true, fbo: 0x123, mwBind: true });
       // iova 0 is byte 0x123 of the first page
