@@ -268,9 +268,9 @@ export class MkeyPool {
         // a pooled mkey may come back from a user with atomic: always set (or clear) A
         clearAtomic: true,
       });
-      // START_ADDR in the mask also sets (or clears) the zero-based bit and first byte offset,
-      // the access bits MW_BIND: passed beside the WQE (src/rtl/umr/umr_sideband.ts)
-      this.ctx.hca.umrEngine.sideband.set(common.qpn, common.wqeIndex, { zeroBased: zb.zeroBased, mwBind: (access & IbAccess.MW_BIND) !== 0, fbo: zb.fbo });
+      // START_ADDR in the mask also sets (or clears) the zero-based bit (a start of 0) and the
+      // first byte offset, the access bits MW_BIND: passed beside the WQE (src/rtl/umr/umr_sideband.ts)
+      this.ctx.hca.uar.umrExtras(common.qpn, common.wqeIndex, { mwBind: (access & IbAccess.MW_BIND) !== 0, fbo: zb.fbo });
       // the UMR also sets the PD (mask bit PD) and leaves remote invalidation off (a user MR)
       view.setUint8(24 + 7 - (MkeyMaskBit.PD >> 3), view.getUint8(24 + 7 - (MkeyMaskBit.PD >> 3)) | (1 << (MkeyMaskBit.PD & 7)));
       view.setUint32(64 + 12, pd.pdn & 0xffffff);

@@ -649,8 +649,8 @@ export class Qp {
     });
     if ((access & IbAccess.REMOTE_ATOMIC) !== 0) mr.atomicGranted = true;
     mr.regAccess = access;
-    // ZERO_BASED, MW_BIND and the first byte offset have no field in mlx5's WQE: beside it
-    this.pd.ctx.hca.umrEngine.sideband.set(common.qpn, common.wqeIndex, { zeroBased, mwBind: (access & IbAccess.MW_BIND) !== 0, fbo });
+    // MW_BIND and the first byte offset have no field in mlx5's WQE: beside it (umr_sideband.ts)
+    this.pd.ctx.hca.uar.umrExtras(common.qpn, common.wqeIndex, { mwBind: (access & IbAccess.MW_BIND) !== 0, fbo });
     return ds;
   }
 

@@ -25,6 +25,7 @@ import { Sq } from './transport/sq.ts';
 import { Requester } from './transport/requester.ts';
 import { Responder } from './transport/responder.ts';
 import { UmrEngine, type UmrEngineOptions } from './umr/umr_engine.ts';
+import type { UmrRegExtras } from './umr/umr_sideband.ts';
 import type { QpTable } from './transport/qp_table.ts';
 
 /** Options of an adapter beyond its configuration: firmware (cmdif) and UMR engine choices. */
@@ -40,6 +41,12 @@ export interface Uar {
   ringCq(hi: number, lo: number): void;
   /** The EQ doorbell: offset 0x40 (update and arm) or 0x48 (update), value `(ci & 0xffffff) | eqn << 24`. */
   ringEq(offset: number, value: number): void;
+  /**
+   * Model-private register: what a registration UMR at send queue slot `wqeIndex` of QP `qpn`
+   * carries in IB verbs beyond mlx5's WQE (IB_ACCESS_MW_BIND, a zero-based MR's first byte
+   * offset), written before the doorbell (src/rtl/umr/umr_sideband.ts).
+   */
+  umrExtras(qpn: number, wqeIndex: number, x: UmrRegExtras): void;
 }
 
 /** The interrupt controller as the driver sees it: one MSI-X vector per EQ. */
@@ -215,6 +222,7 @@ export class Hca extends Module {
         if (offset !== UAR_EQ_ARM && offset !== UAR_EQ_UPDATE) return; // other offsets hold nothing here
         this.pcie.ringDoorbell(this.eqWriter.doorbell, { eqn: value >>> 24, ci: value & 0xffffff, arm: offset === UAR_EQ_ARM });
       },
+      umrExtras: (qpn, wqeIndex, x) => this.umrEngine.sideband.set(qpn, wqeIndex, x),
     };
     // DESTROY_QP / DESTROY_CQ: the engines forget the object's queue state at once
     this.cmdif.destroyListeners.push((what, num) => {

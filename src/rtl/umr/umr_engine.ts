@@ -123,7 +123,7 @@ export class UmrEngine extends Module implements EventTarget {
   readonly resp: Fifo<UmrDone>;
   /** Remote invalidations from the responder: LOCAL_INV WQEs run as REMOTE_INV; completions in order. */
   readonly rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> };
-  /** What the driver passes beside a registration's WQE (ZERO_BASED, MW_BIND, FBO), by WQE slot. */
+  /** What the driver passes beside a registration's WQE (MW_BIND, FBO; Hca.uar.umrExtras), by WQE slot. */
   readonly sideband = new UmrSideband();
   readonly port: DmaPort;
   readonly policy: Readonly<UmrPolicy>;

@@ -76,7 +76,7 @@ export interface UmrWqe {
   /** The mkey segment. */
   seg: MkeyContext;
   /**
-   * What the registration carries beside the WQE (umr_sideband.ts: ZERO_BASED, MW_BIND, FBO);
+   * What the registration carries beside the WQE (umr_sideband.ts: MW_BIND, FBO);
    * the engine fills it when it takes the job, decodeUmrWqe leaves NO_REG_EXTRAS.
    */
   reg: Readonly<UmrRegExtras>;
@@ -416,7 +416,7 @@ export function checkPointer(w: UmrWqe, memBytes: number): number {
 /**
  * Applies the masked fields of the mkey segment to a context (spec/mlx5.md "mkey_mask bits":
  * set = copy that field). The registration's MW_BIND (umr_sideband.ts) goes with the access
- * bits, ZERO_BASED and FBO with START_ADDR.
+ * bits, ZERO_BASED (a start of 0) and FBO with START_ADDR.
  */
 export function applyMask(c: MkeyContext, p: IcmPrivate, w: UmrWqe): void {
   const s = w.seg;
@@ -427,11 +427,10 @@ export function applyMask(c: MkeyContext, p: IcmPrivate, w: UmrWqe): void {
   }
   if (has(m, 'PAGE_SIZE')) c.logPageSize = s.logPageSize;
   if (has(m, 'START_ADDR')) {
-    // the model-private zero-based bit and first byte offset (icm_mkey.ts) go with the start;
-    // zero-based is what mlx5 makes of it, a start of 0 (umr_sideband.ts), so a registration
-    // that says zero-based with any other start keeps neither
+    // zero-based is what mlx5 makes of it, a start of 0 (umr_sideband.ts; an mkey over all of
+    // 2^64 starts at 0 too and is not), kept in ICM's private bit with its first byte offset
     c.startAddr = s.startAddr;
-    p.zeroBased = w.reg.zeroBased && s.startAddr === 0;
+    p.zeroBased = s.startAddr === 0 && !(has(m, 'LEN') ? s.len64 : c.len64);
     p.fbo = p.zeroBased ? w.reg.fbo : 0;
   }
   if (has(m, 'PD')) c.pd = s.pd;

@@ -1,21 +1,24 @@
 /**
  * What a registration carries in IB verbs that mlx5's UMR WQE has no field for, passed beside the
  * WQE instead of in it, so every byte the driver writes is one mlx5 defines (the mkey segment is
- * kernel struct mlx5_mkey_seg, include/linux/mlx5/device.h; its reserved bytes stay zero).
+ * kernel struct mlx5_mkey_seg, include/linux/mlx5/device.h; its reserved bytes stay zero). The
+ * driver writes it through a model-private register of the UAR page (Hca.uar.umrExtras) just
+ * before it rings the send queue's doorbell, so it is there when the UMR runs (the write takes
+ * no simulated time: no figure to give it, and it changes no timing of the real path).
  *
- * - `zeroBased`: IB_ACCESS_ZERO_BASED. In mlx5 a zero-based MR is only an mkey whose start_addr
- *   (the iova) is 0, and that is all the WQE says: Linux 6.12 drivers/infiniband/hw/mlx5/wr.c:206
- *   (set_reg_mkey_seg) `seg->start_addr = cpu_to_be64(mr->ibmr.iova)`, umr.c:611 the same for a
- *   cache mkey's UMR, mr.c:87 (set_mkc_access_pd_addr_fields) `MLX5_SET64(mkc, mkc, start_addr,
- *   start_addr)` with the iova of reg_create (mr.c:1282); rdma-core's ibv_reg_mr(3): "Specifying 0
- *   for hca_va has the same effect as IBV_ACCESS_ZERO_BASED". The model still needs the flag to
- *   refuse windows on such an MR (rxe's rule, as the reference model).
- * - `mwBind`: IB_ACCESS_MW_BIND, which mlx5 never writes to the device (wr.c:180 get_umr_flags
- *   keeps only the A/RW/RR/LW bits); the model enforces C10-73 in hardware.
+ * - `mwBind`: IB_ACCESS_MW_BIND, which mlx5 never writes to the device (Linux 6.12
+ *   drivers/infiniband/hw/mlx5/wr.c:180 get_umr_flags keeps only the A/RW/RR/LW bits); the
+ *   model enforces C10-73 in hardware.
  * - `fbo`: the first byte offset of a zero-based MTT registration whose first byte is not page
  *   aligned (the IB spec's Fast Register FBO). mlx5 has none (uverbs refuses such an MR:
  *   drivers/infiniband/core/uverbs_cmd.c:710 `(cmd.start & ~PAGE_MASK) != (cmd.hca_va &
  *   ~PAGE_MASK)` is EINVAL); the model's semantics allow it, so the UMR engine keeps it in ICM.
+ *
+ * Zero-based needs nothing here: as in mlx5, a zero-based MR is one whose start_addr (the iova)
+ * is 0, and the UMR engine takes it from the mkey segment (wr.c:206 set_reg_mkey_seg
+ * `seg->start_addr = cpu_to_be64(mr->ibmr.iova)`; umr.c:611 the same for a cache mkey;
+ * mr.c:87 set_mkc_access_pd_addr_fields for CREATE_MKEY; rdma-core's ibv_reg_mr(3): "Specifying
+ * 0 for hca_va has the same effect as IBV_ACCESS_ZERO_BASED").
  *
  * Keyed by the WQE's place (QP number and wqe_index): the UMR engine takes the entry of the WQE it
  * executes, so a later WQE in the same slot cannot see an earlier one's extras. A WQE with no
@@ -24,13 +27,12 @@
 
 /** The verbs-only attributes of one REG_MR-like UMR. */
 export interface UmrRegExtras {
-  zeroBased: boolean;
   mwBind: boolean;
   fbo: number;
 }
 
 /** The extras of a UMR the driver recorded nothing for. */
-export const NO_REG_EXTRAS: Readonly<UmrRegExtras> = Object.freeze({ zeroBased: false, mwBind: false, fbo: 0 });
+export const NO_REG_EXTRAS: Readonly<UmrRegExtras> = Object.freeze({ mwBind: false, fbo: 0 });
 
 /** wqe_index is 16 bits (ctrl segment); qpn 24 bits, so the key stays below 2^40. */
 const WQE_INDEX_SPAN = 0x10000;
@@ -41,7 +43,7 @@ export class UmrSideband {
 
   /** Records the extras of QP `qpn`'s WQE `wqeIndex` (replacing what an earlier WQE in that slot left). */
   set(qpn: number, wqeIndex: number, x: UmrRegExtras): void {
-    this.byWqe.set(qpn * WQE_INDEX_SPAN + (wqeIndex & 0xffff), { zeroBased: x.zeroBased, mwBind: x.mwBind, fbo: x.fbo });
+    this.byWqe.set(qpn * WQE_INDEX_SPAN + (wqeIndex & 0xffff), { mwBind: x.mwBind, fbo: x.fbo });
   }
 
   /** Takes (and forgets) the extras of QP `qpn`'s WQE `wqeIndex`; NO_REG_EXTRAS when none were recorded. */

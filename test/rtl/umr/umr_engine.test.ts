@@ -130,13 +130,13 @@ const EXTRAS = new WeakMap<Uint8Array, UmrRegExtras>();
 /** A REG_MR WQE with MW_BIND beside it (the project's driver passes IB_ACCESS_MW_BIND so, umr_sideband.ts). */
 function regMr(
   key: number, iova: number, length: number, translations: XltList,
-  o: { access?: MrAccess; mwBind?: boolean; listAddr?: number; zeroBased?: boolean; fbo?: number } = {},
+  o: { access?: MrAccess; mwBind?: boolean; listAddr?: number; fbo?: number } = {},
 ): Uint8Array {
   const w = wqe((v) => buildRegMrWqe(v, 0, {
     wqeIndex: 0, qpn: QPN, key, access: o.access ?? { localWrite: true, remoteRead: true, remoteWrite: true }, iova, length, translations,
     listAddr: o.listAddr, listLkey: o.listAddr === undefined ? undefined : 0x200,
   }));
-  EXTRAS.set(w, { zeroBased: o.zeroBased ?? false, mwBind: o.mwBind ?? true, fbo: o.fbo ?? 0 });
+  EXTRAS.set(w, { mwBind: o.mwBind ?? true, fbo: o.fbo ?? 0 });
   return w;
 }
 
@@ -313,14 +313,14 @@ describe('UmrEngine: the mkey pool\'s retire and zero-based registrations (model
     });
   });
 
-  it('REG_MR: ZERO_BASED and the first byte offset come beside the WQE and apply under START_ADDR; no window binds to such an MR', async () => {
+  it('REG_MR: a start of 0 is zero-based, its first byte offset comes beside the WQE; both apply under START_ADDR; no window binds to such an MR', async () => {
     const b = bench();
     frmr(b, 5, 4);
     window(b, 8, 2);
     window(b, 9, 1);
     const key = makeKey(5, 3);
     await b.sim.run(async () => {
-      const w = regMr(key, 0, 2 * 4096, mtts(100, 3), { access: { localWrite: true, remoteRead: true }, zeroBased: true, fbo: 0x123 });
+      const w = regMr(key, 0, 2 * 4096, mtts(100, 3), { access: { localWrite: true, remoteRead: true }, fbo: 0x123 });
       // the WQE is mlx5's: the mkey segment's reserved bytes (byte 3, 8..11) are zero, start_addr 0
       expect([w[SEG_BYTE3], ...w.subarray(SEG + 8, SEG + 12)]).toEqual([0, 0, 0, 0, 0]);
       expect(new DataView(w.buffer).getUint32(SEG + 16) + new DataView(w.buffer).getUint32(SEG + 20)).toBe(0);
