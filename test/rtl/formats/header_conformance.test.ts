@@ -374,6 +374,7 @@ const CONSTS: Record<string, ConstMap> = {
   RADDR_SEG_SIZE: both('sizeof(struct mlx5_wqe_raddr_seg)'),
   ATOMIC_SEG_SIZE: both('sizeof(struct mlx5_wqe_atomic_seg)'),
   PAGE_FAULT_RESUME_IN_SIZE: { k: 'sizeof(struct mlx5_ifc_page_fault_resume_in_bits) / 8' },
+  // byte_count's 31 bits below MLX5_INLINE_SEG: 0 stands for 2^31 bytes
   DATA_SEG_MAX_LENGTH: { k: '(unsigned long long)(MLX5_INLINE_SEG - 1) + 1' },
   MLX5_INLINE_SEG: both('MLX5_INLINE_SEG'),
   MLX5_INVALID_LKEY: { dv: 'MLX5_INVALID_LKEY' },
