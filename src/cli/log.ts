@@ -50,6 +50,7 @@ export function wrTable(w: WrLine): string[] {
   const head = [
     `WR ${w.wrId}: ${w.opcode} on adapter ${w.hca}, QP ${hex(w.qp)} (${w.queue} queue, WQE ${w.wqeIndex}), ${w.length} bytes` +
       `${w.lkeys.length ? `, lkey ${w.lkeys.map(hex).join(' ')}` : ''}${w.rkey !== undefined ? `, rkey ${hex(w.rkey)}` : ''}` +
+      `${w.invalidateRkey !== undefined ? `, invalidates ${hex(w.invalidateRkey)}` : ''}` +
       `${w.remoteAddr !== undefined ? `, remote ${hex(w.remoteAddr)}` : ''}${w.signaled ? '' : ', unsignaled'}`,
   ];
   const rows: string[][] = [['stage', 'time', 'since previous', 'since posted', 'detail']];

@@ -44,7 +44,10 @@ export interface WrLine {
   wqeIndex: number;
   length: number;
   lkeys: number[];
+  /** The remote key (RDMA, atomics), or the key REG_MR gives the MR. */
   rkey?: number;
+  /** The key to invalidate (LOCAL_INV, SEND_WITH_INV, RDMA_READ_WITH_INV). */
+  invalidateRkey?: number;
   remoteAddr?: number;
   signaled: boolean;
   /** Simulated ps of each stage passed; absent: not passed. */
@@ -110,6 +113,7 @@ export interface PostInfo {
   length: number;
   lkeys: number[];
   rkey?: number;
+  invalidateRkey?: number;
   remoteAddr?: number;
   signaled: boolean;
 }
@@ -119,8 +123,9 @@ export function sendPostInfo(w: SendWr | null, wrId: number | bigint, opcode: Wc
   if (w === null) return { wrId, opcode, length: 0, lkeys: [], signaled: true };
   const sg = w.sgList ?? [];
   const p: PostInfo = { wrId, opcode: w.opcode, length: sg.reduce((a, s) => a + s.length, 0), lkeys: sg.map((s) => s.lkey), signaled: w.signaled ?? false };
-  const rkey = w.opcode === 'REG_MR' ? w.key : w.opcode === 'LOCAL_INV' || w.opcode === 'SEND_WITH_INV' || w.opcode === 'RDMA_READ_WITH_INV' ? w.invalidateRkey : w.rkey;
+  const rkey = w.opcode === 'REG_MR' ? w.key : w.rkey;
   if (rkey !== undefined) p.rkey = rkey >>> 0;
+  if (w.invalidateRkey !== undefined) p.invalidateRkey = w.invalidateRkey >>> 0;
   if (w.remoteAddr !== undefined) p.remoteAddr = w.remoteAddr;
   return p;
 }
@@ -195,6 +200,7 @@ export class TxLog {
     return {
       type: 'wr', hca, qp, queue, wrId: typeof p.wrId === 'bigint' ? p.wrId.toString() : p.wrId, opcode: p.opcode, wqeIndex,
       length: p.length, lkeys: p.lkeys, ...(p.rkey !== undefined ? { rkey: p.rkey } : {}),
+      ...(p.invalidateRkey !== undefined ? { invalidateRkey: p.invalidateRkey } : {}),
       ...(p.remoteAddr !== undefined ? { remoteAddr: p.remoteAddr } : {}), signaled: p.signaled, stages: { posted: this.now() },
     };
   }
