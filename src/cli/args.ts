@@ -233,7 +233,11 @@ function program(done: (a: Args) => void): Command {
   p.command('log')
     .description('one work request\'s life from a transaction log (run --txlog): each stage and its time')
     .argument('<file>', 'a transaction log, waves/<name>/<name>.txlog.jsonl')
-    .addOption(new Option('--wr <id>', 'the work request\'s id (wrId)').argParser((v) => String(intArg('--wr', v))).makeOptionMandatory())
+    .addOption(new Option('--wr <id>', 'the work request\'s id (wrId)').argParser((v) => {
+      // any size: a bigint wrId is logged as its decimal string
+      if (!/^[0-9]+$/.test(v)) throw new UsageError(`--wr must be a decimal work request id, got '${v}'`);
+      return BigInt(v).toString();
+    }).makeOptionMandatory())
     .addOption(new Option('--qp <n>', 'only on this QP (decimal or 0x hex)').argParser((v) => {
       const n = /^0x[0-9a-f]+$/i.test(v) ? parseInt(v, 16) : /^[0-9]+$/.test(v) ? Number(v) : NaN;
       if (!(Number.isSafeInteger(n) && n < 2 ** 24)) throw new UsageError(`--qp must be a QP number (decimal or 0x hex, below 2^24), got '${v}'`);
