@@ -18,10 +18,10 @@ function checkPs(what: string, v: unknown): void {
 import type { RcRequest, RcResponse } from '../rtl/transport/rc_types.ts';
 import { WirePcap } from './trace/wire_pcap.ts';
 import { TxLog } from './trace/txlog.ts';
-import type { LinkProbe } from '../rtl/transport/link.ts';
+import type { LinkTap } from '../rtl/transport/link.ts';
 
 /** One tap on a link for the pcap and the transaction log together (or the one given). */
-function bothTaps<T>(a: LinkProbe<T> | undefined, b: LinkProbe<T> | undefined): LinkProbe<T> | null {
+function bothTaps<T>(a: LinkTap<T> | undefined, b: LinkTap<T> | undefined): LinkTap<T> | null {
   if (a === undefined || b === undefined) return a ?? b ?? null;
   return { sent: (...x) => (a.sent(...x), b.sent(...x)) };
 }

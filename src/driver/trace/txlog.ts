@@ -10,7 +10,7 @@
  */
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { LinkProbe } from '../../rtl/transport/link.ts';
+import type { LinkTap } from '../../rtl/transport/link.ts';
 import { Link, PACKET_HEADER_BYTES } from '../../rtl/transport/link.ts';
 import type { RcRequest, RcResponse } from '../../rtl/transport/rc_types.ts';
 import type { SqTap } from '../../rtl/transport/sq.ts';
@@ -150,8 +150,8 @@ export class TxLog {
   private closed = false;
   readonly jsonPath: string;
   /** The taps on the link: requests and answers. */
-  readonly requests: LinkProbe<RcRequest>;
-  readonly responses: LinkProbe<RcResponse>;
+  readonly requests: LinkTap<RcRequest>;
+  readonly responses: LinkTap<RcResponse>;
 
   constructor(
     readonly path: string,

@@ -14,7 +14,7 @@
  */
 import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import type { LinkProbe } from '../../rtl/transport/link.ts';
+import type { LinkTap } from '../../rtl/transport/link.ts';
 import { Link, PACKET_HEADER_BYTES } from '../../rtl/transport/link.ts';
 import type { RcRequest, RcResponse } from '../../rtl/transport/rc_types.ts';
 import { AethSyndrome, encodeRoce, IbOpcode, type RocePacket } from '../../rtl/formats/roce.ts';
@@ -67,8 +67,8 @@ export class WirePcap {
   /** Packets written so far. */
   packets = 0;
   /** The two taps: requests to responders, answers back to requesters. */
-  readonly requests: LinkProbe<RcRequest>;
-  readonly responses: LinkProbe<RcResponse>;
+  readonly requests: LinkTap<RcRequest>;
+  readonly responses: LinkTap<RcResponse>;
 
   constructor(
     readonly path: string,

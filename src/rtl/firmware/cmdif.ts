@@ -127,16 +127,21 @@ function opcodeOf(op: string): number {
   return Object.hasOwn(CmdOpcode, op) ? CmdOpcode[op as keyof typeof CmdOpcode] : 0;
 }
 
-/**
- * The firmware command interface of one HCA. Resource numbers come from deterministic
- * allocators (lowest free first), so a run's numbers depend only on its commands.
- */
 /** Sees every firmware command (the transaction log); null when untraced. */
 export interface CmdTap {
   /** `op` posted at `posted`, executed from `start` to now; `status` its mlx5 status (0 OK). */
   command(op: string, opcode: number, posted: number, start: number, status: number, background: boolean): void;
 }
 
+/** The mlx5 status a command ended with: OK, its CmdError's, or INTERNAL_ERR for any other throw. */
+function statusOf(failed: unknown): number {
+  return failed === null ? CmdStatus.OK : failed instanceof CmdError ? failed.status : CmdStatus.INTERNAL_ERR;
+}
+
+/**
+ * The firmware command interface of one HCA. Resource numbers come from deterministic
+ * allocators (lowest free first), so a run's numbers depend only on its commands.
+ */
 export class Cmdif extends Module {
   /** The transaction log's tap; null when untraced. */
   tap: CmdTap | null = null;
@@ -324,7 +329,7 @@ export class Cmdif extends Module {
         failed = e;
       }
       this.sLatency.add(this.sim.now - p.posted);
-      const status = failed === null ? CmdStatus.OK : failed instanceof CmdError ? failed.status : CmdStatus.INTERNAL_ERR;
+      const status = statusOf(failed);
       if (this.tap !== null) this.tap.command(op, opcodeOf(op), p.posted, start, status, false);
       this.status.setNow(status);
       if (failed === null) p.resolve(out);
@@ -362,7 +367,7 @@ export class Cmdif extends Module {
         this.bgRunning--;
         if (this.tap !== null) {
           const op = opName(p.cmd);
-          this.tap.command(op, opcodeOf(op), p.posted, start, failed === null ? CmdStatus.OK : failed instanceof CmdError ? failed.status : CmdStatus.INTERNAL_ERR, true);
+          this.tap.command(op, opcodeOf(op), p.posted, start, statusOf(failed), true);
         }
         if (failed === null) p.resolve(out);
         else {

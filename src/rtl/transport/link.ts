@@ -22,7 +22,7 @@ export interface Wire<T> {
  * Sees every message the link carries (the pcap of the wire, the transaction log): told when a
  * message starts serializing, with its payload and MTU, and when it lands. Null when untraced.
  */
-export interface LinkProbe<T> {
+export interface LinkTap<T> {
   /** `body` to adapter `to`: its packets leave from `startPs` at `psPerByte`, the last lands at `arrivePs`. */
   sent(to: number, body: T, payloadBytes: number, mtu: number, startPs: number, arrivePs: number, psPerByte: number): void;
 }
@@ -45,7 +45,7 @@ export class Link<T> extends Module implements EventTarget {
   private readonly sBytes;
   private readonly sMessages;
   /** The tap on the wire; null (one compare per message) when untraced. */
-  tap: LinkProbe<T> | null = null;
+  tap: LinkTap<T> | null = null;
 
   constructor(
     sim: Sim,
