@@ -12,7 +12,7 @@ const scenario: Scenario = {
   async run({ seed, trace }) {
     const sim = new Sim({ seed });
     const demo = new KernelDemo(sim, ITEMS);
-    const tracer = trace ? new Tracer(sim, trace) : null;
+    const tracer = trace?.vcd !== undefined ? new Tracer(sim, { ...trace, vcd: trace.vcd }) : null;
     sim.runUntil(Infinity); // runs until every module sleeps
     tracer?.close();
     const c = new Checks();

@@ -21,7 +21,7 @@ const scenario: Scenario = {
     const sim = new Sim({ seed });
     const hca = new Hca(sim, sim.top, 'hca0', resolveConfig({ mkeyCacheEntries: 16, mkeyCacheWays: 4, ...config }));
     const port = hca.atu.port('scenario');
-    const tracer = trace ? new Tracer(sim, trace) : null;
+    const tracer = trace?.vcd !== undefined ? new Tracer(sim, { ...trace, vcd: trace.vcd }) : null;
     const c = new Checks();
     const pd = 1;
     let tag = 0;

@@ -27,3 +27,8 @@ export { formatBytes } from './experiment.ts';
 
 /** ib_access_flags bits (API.md "Constants and errors"). */
 export { IbAccess as Access } from './driver/types.ts';
+
+/** What a run traces besides the waves: the pcap of the wire and the transaction log (docs/guide/packets-and-logs.md). */
+export type { TestbedTrace } from './driver/testbed.ts';
+export { WR_STAGES, traceJsonPath, type TxLine, type WrLine, type CmdLine, type FaultLine, type WrStage } from './driver/trace/txlog.ts';
+export { adapterMac, adapterIp } from './driver/trace/wire_pcap.ts';

@@ -1,11 +1,11 @@
-import type { TraceOptions } from './sim/index.ts';
+import type { TestbedTrace } from './driver/testbed.ts';
 import type { StatsJson } from './sim/stats.ts';
 
 /** How the command line (or a test) runs a scenario. */
 export interface ScenarioOptions {
   seed: number;
-  /** Where to write waves; undefined: no tracing. */
-  trace?: TraceOptions;
+  /** Where to write waves, the pcap and the transaction log; undefined: no tracing. */
+  trace?: TestbedTrace;
   /** A partial configuration (from `--config cfg.json`), validated by what it configures. */
   config?: Record<string, unknown>;
 }

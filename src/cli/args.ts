@@ -25,6 +25,9 @@ export interface RunArgs {
   seed: number;
   config?: string;
   stats: 'text' | 'json' | null;
+  /** `--pcap [file]`, `--txlog [file]`: true for the default beside the waves (waves/<name>/). */
+  pcap?: string | true;
+  txlog?: string | true;
 }
 
 /** `mlx5sim sweep <experiment>`: the grid's overrides as given (checked against the experiment by the sweep). */
@@ -49,6 +52,15 @@ export interface MergeArgs {
   out?: string;
 }
 
+/** `mlx5sim log <file> --wr <id> [--qp <n>]`: one work request's life from a transaction log. */
+export interface LogArgs {
+  cmd: 'log';
+  file: string;
+  /** The WR id as logged (decimal). */
+  wr: string;
+  qp?: number;
+}
+
 export interface PlotArgs {
   cmd: 'plot';
   dir: string;
@@ -61,6 +73,7 @@ export type Args =
   | SweepArgs
   | MergeArgs
   | PlotArgs
+  | LogArgs
   /** --help or --version: printed; exit with this code. */
   | { cmd: 'exit'; code: number };
 
@@ -150,6 +163,8 @@ function program(done: (a: Args) => void): Command {
     .addOption(new Option('--to <ps>', 'trace until this time').argParser((v) => intArg('--to', v)))
     .addOption(seedOpt())
     .option('--config <file>', 'a JSON object of configuration fields (src/rtl/config.ts)')
+    .option('--pcap [file]', 'write the packets on the wire as RoCEv2 for Wireshark (default waves/<name>/<name>.pcap)')
+    .option('--txlog [file]', 'write the life of every work request (default waves/<name>/<name>.txlog.jsonl, and .trace.json for Perfetto)')
     .addOption(new Option('--stats <how>', 'print the statistics').argParser((v) => {
       if (v !== 'text' && v !== 'json') throw new UsageError(`--stats must be 'text' or 'json', got '${v}'`);
       return v;
@@ -165,6 +180,8 @@ function program(done: (a: Args) => void): Command {
       if (o.from !== undefined) a.from = o.from as number;
       if (o.to !== undefined) a.to = o.to as number;
       if (o.config !== undefined) a.config = o.config as string;
+      if (o.pcap !== undefined) a.pcap = o.pcap as string | true;
+      if (o.txlog !== undefined) a.txlog = o.txlog as string | true;
       if (a.from !== undefined && a.to !== undefined && a.to < a.from) throw new UsageError(`--to ${a.to} is before --from ${a.from}`);
       if (a.fst && a.vcd === null) throw new UsageError('--fst converts the run\'s VCD: it cannot go with --no-vcd');
       done(a);
@@ -212,6 +229,21 @@ function program(done: (a: Args) => void): Command {
     .argument('<dirs...>', 'the shards\' output folders')
     .option('--out <dir>', 'where the joined sweep goes (default results/<experiment>)')
     .action(merge);
+
+  p.command('log')
+    .description('one work request\'s life from a transaction log (run --txlog): each stage and its time')
+    .argument('<file>', 'a transaction log, waves/<name>/<name>.txlog.jsonl')
+    .addOption(new Option('--wr <id>', 'the work request\'s id (wrId)').argParser((v) => {
+      // any size: a bigint wrId is logged as its decimal string
+      if (!/^[0-9]+$/.test(v)) throw new UsageError(`--wr must be a decimal work request id, got '${v}'`);
+      return BigInt(v).toString();
+    }).makeOptionMandatory())
+    .addOption(new Option('--qp <n>', 'only on this QP (decimal or 0x hex)').argParser((v) => {
+      const n = /^0x[0-9a-f]+$/i.test(v) ? parseInt(v, 16) : /^[0-9]+$/.test(v) ? Number(v) : NaN;
+      if (!(Number.isSafeInteger(n) && n < 2 ** 24)) throw new UsageError(`--qp must be a QP number (decimal or 0x hex, below 2^24), got '${v}'`);
+      return n;
+    }))
+    .action((file: string, o: { wr: string; qp?: number }) => done({ cmd: 'log', file, wr: o.wr, ...(o.qp !== undefined ? { qp: o.qp } : {}) }));
 
   p.command('plot')
     .description('redraw a sweep\'s plot (<dir>/plot.svg) from its points')

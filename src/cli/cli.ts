@@ -15,6 +15,10 @@ import { scenarios } from '../../scenarios/index.ts';
 import type { Scenario, ScenarioResult } from '../scenario.ts';
 import { formatPs } from '../sim/time.ts';
 import { gtkwPath, type TraceOptions } from '../sim/index.ts';
+import type { TestbedTrace } from '../driver/testbed.ts';
+import { checkWireTrace, wireTrace } from './wire_trace.ts';
+import { logCommand } from './log.ts';
+import { traceJsonPath } from '../driver/trace/txlog.ts';
 import { convertToFst, findVcd2fst } from '../sim/trace/fst.ts';
 import { experiments } from '../../experiments/index.ts';
 import { mergeCommand, plotCommand, sweepCommand } from './sweep/sweep.ts';
@@ -64,9 +68,10 @@ function runWaves(name: string, root = 'waves'): TraceOptions {
   return { vcd: join(root, name, `${name}.vcd`), filters: join(root, 'filters') };
 }
 
-function traceOf(a: RunArgs, name: string): TraceOptions | undefined {
-  if (a.vcd === null) return undefined;
-  const t: TraceOptions = { ...(a.vcd === undefined ? runWaves(name) : { vcd: a.vcd }), gtkw: a.gtkw, strings: a.strings };
+function traceOf(a: RunArgs, name: string): TestbedTrace | undefined {
+  const wire = wireTrace(a, name);
+  if (a.vcd === null) return wire.pcap !== undefined || wire.txlog !== undefined ? wire : undefined;
+  const t: TestbedTrace = { ...wire, ...(a.vcd === undefined ? runWaves(name) : { vcd: a.vcd }), gtkw: a.gtkw, strings: a.strings };
   if (a.scopes.length) t.scopes = a.scopes;
   if (a.depth !== undefined) t.depth = a.depth;
   if (a.from !== undefined) t.start = a.from;
@@ -78,7 +83,9 @@ function traceOf(a: RunArgs, name: string): TraceOptions | undefined {
  * What the run would only find out at its end: a --vcd that names a directory or a place it
  * cannot write, a --scope that names no module of the testbed (it would write an empty VCD).
  */
-function checkTraceArgs(a: RunArgs, t: TraceOptions): void {
+function checkTraceArgs(a: RunArgs, t: TestbedTrace): void {
+  checkWireTrace(t);
+  if (t.vcd === undefined) return;
   if (a.scopes.length > 0) {
     const tb = new Testbed({ hcas: 2 });
     const paths: string[] = [];
@@ -123,12 +130,13 @@ async function main(argv: string[]): Promise<number> {
   if (a.cmd === 'sweep') return sweepCommand(a);
   if (a.cmd === 'merge') return mergeCommand(a);
   if (a.cmd === 'plot') return plotCommand(a);
+  if (a.cmd === 'log') return logCommand(a);
   if (a.cmd === 'demo') {
     const rows: string[][] = [['scenario', 'result', 'simulated time', 'waves']];
     let allOk = true;
     for (const s of scenarios) {
       progress(`running ${s.name} ...`);
-      const trace = runWaves(s.name);
+      const trace = { ...runWaves(s.name), ...wireTrace({ pcap: true, txlog: true }, s.name) };
       let ok = false;
       let time = '-';
       try {
@@ -144,6 +152,7 @@ async function main(argv: string[]): Promise<number> {
     const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
     for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd());
     console.log(`\nEach folder holds <scenario>.vcd and <scenario>.gtkw; the enum filters are in waves/filters/.`);
+    console.log(`A verbs scenario's folder also holds <scenario>.pcap (wireshark) and <scenario>.txlog.jsonl / .trace.json (mlx5sim log, ui.perfetto.dev).`);
     console.log(`Open one with: gtkwave waves/<scenario>/<scenario>.gtkw`);
     return allOk ? 0 : 1;
   }
@@ -162,8 +171,10 @@ async function main(argv: string[]): Promise<number> {
   progress(`running ${s.name} ...`);
   const r = await s.run({ seed: a.seed, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
   const ok = printChecks(s.name, r);
-  console.log(`${s.name}: ${ok ? 'pass' : 'FAIL'} (${r.checks.length} checks, simulated ${formatPs(r.simTime)})${trace ? `, waves in ${trace.vcd}${trace.gtkw === false ? '' : ` (open: gtkwave ${gtkwPath(trace.vcd)})`}` : ''}`);
-  if (trace && vcd2fst) {
+  console.log(`${s.name}: ${ok ? 'pass' : 'FAIL'} (${r.checks.length} checks, simulated ${formatPs(r.simTime)})${trace?.vcd !== undefined ? `, waves in ${trace.vcd}${trace.gtkw === false ? '' : ` (open: gtkwave ${gtkwPath(trace.vcd)})`}` : ''}`);
+  if (trace?.pcap !== undefined) console.log(`packets: ${trace.pcap} (open: wireshark ${trace.pcap})`);
+  if (trace?.txlog !== undefined) console.log(`transaction log: ${trace.txlog} (mlx5sim log ${trace.txlog} --wr <id>), timeline: ${traceJsonPath(trace.txlog)} (ui.perfetto.dev)`);
+  if (trace?.vcd !== undefined && vcd2fst) {
     progress(`converting ${trace.vcd} to FST ...`);
     const f = convertToFst(trace.vcd, vcd2fst);
     console.log(`FST: ${f.fst} (${f.fstBytes} bytes; the VCD has ${f.vcdBytes})${trace.gtkw === false ? '' : `, named by ${gtkwPath(trace.vcd)}`}`);

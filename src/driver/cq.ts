@@ -210,6 +210,8 @@ export class Cq {
     const status = err ? syndromeToWcStatus(c.syndrome) : 'SUCCESS';
     // the driver's view of its QP: an error completion means the QP is in ERR
     if (err) qp.sawError();
+    const log = this.ctx.tb.txlog;
+    if (log !== null) log.polled(this.ctx.index, c.qpn, c.opcode === CqeOpcode.REQ || c.opcode === CqeOpcode.REQ_ERR, c.wqeCounter);
     if (c.opcode === CqeOpcode.REQ || c.opcode === CqeOpcode.REQ_ERR) {
       const rec = qp.takeSendRecord(c.wqeCounter);
       return {

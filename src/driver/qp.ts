@@ -20,6 +20,7 @@ import { rqStride, rqWqeCount } from '../rtl/formats/rq_wqe.ts';
 import type { Mtu } from '../rtl/config.ts';
 import type { QpState } from '../rtl/firmware/cmd_types.ts';
 import type { DmaBuf } from './dma_pool.ts';
+import { recvPostInfo, sendPostInfo } from './trace/txlog.ts';
 
 /** ibv_qp_init_attr (RC). */
 export interface QpInitAttr {
@@ -372,6 +373,7 @@ export class Qp {
       if (off < this.rqStride) encodeDataSeg(v, off, { byteCount: 0, inline: false, lkey: MLX5_INVALID_LKEY, addr: 0 });
       ctx.hca.host.write(this.rqBufVa + (this.rqPi & (this.rqSize - 1)) * this.rqStride, buf);
       this.recvRecs.set(this.rqPi & 0xffff, w.wrId);
+      if (ctx.tb.txlog !== null) ctx.tb.txlog.postedRecv(ctx.index, this.qpNum, this.rqPi, recvPostInfo(w));
       this.rqPi++;
       ctx.hca.uar.ringRq(this.qpNum, this.rqPi);
     }
@@ -494,7 +496,7 @@ export class Qp {
       throw e;
     }
     if (w.opcode === 'BIND_MW') w.mw!.rkey = (w.rkey ?? 0) >>> 0;
-    this.ring(ds, w.wrId, WC_OF[w.opcode]);
+    this.ring(ds, w.wrId, WC_OF[w.opcode], w);
     this.nextFence = w.opcode === 'REG_MR' || w.opcode === 'LOCAL_INV' || w.opcode === 'BIND_MW' ? FenceMode.INITIATOR_SMALL : FenceMode.NONE;
   }
 
@@ -568,7 +570,7 @@ export class Qp {
   }
 
   /** Copies the WQE built in `scratch` into the ring (a WQEBB at a time: it may wrap), rings the doorbell. */
-  private ring(ds: number, wrId: number | bigint, opcode: WcOpcode): void {
+  private ring(ds: number, wrId: number | bigint, opcode: WcOpcode, w: SendWr | null = null): void {
     const ctx = this.pd.ctx;
     const n = wqeBasicBlocks(ds);
     // the ring holds WQEBBs, not requests: a long WQE (many SGEs, inline data) takes up to 16
@@ -582,6 +584,7 @@ export class Qp {
     this.sendOp[slot] = opcode;
     this.sendSeq[slot] = this.posted;
     this.sendEnd[slot] = this.sqPi + n;
+    if (ctx.tb.txlog !== null) ctx.tb.txlog.postedSend(ctx.index, this.qpNum, this.sqPi & 0xffff, sendPostInfo(w, wrId, opcode));
     this.sqPi += n;
     this.posted++;
     if (!this.deferDoorbell) this.ringDoorbell();

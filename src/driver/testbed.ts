@@ -16,6 +16,31 @@ function checkPs(what: string, v: unknown): void {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new VerbsError('EINVAL', `${what} must be a whole, non-negative number of picoseconds, got ${shown(v)}`);
 }
 import type { RcRequest, RcResponse } from '../rtl/transport/rc_types.ts';
+import { WirePcap } from './trace/wire_pcap.ts';
+import { TxLog } from './trace/txlog.ts';
+import type { LinkTap } from '../rtl/transport/link.ts';
+
+/** One tap on a link for the pcap and the transaction log together (or the one given). */
+function bothTaps<T>(a: LinkTap<T> | undefined, b: LinkTap<T> | undefined): LinkTap<T> | null {
+  if (a === undefined || b === undefined) return a ?? b ?? null;
+  return { sent: (...x) => (a.sent(...x), b.sent(...x)) };
+}
+
+/**
+ * What a testbed traces, each part independent: the waves (a VCD with its .gtkw, when `vcd` is
+ * given: TraceOptions), the packets on the wire (`pcap`: a pcap file of RoCEv2 frames), and the
+ * life of every work request (`txlog`: JSON lines, and a Perfetto trace beside them).
+ */
+export type TestbedTrace = Omit<TraceOptions, 'vcd'> & {
+  vcd?: string;
+  /** A pcap file of every packet on the link, as RoCEv2 (Wireshark dissects it). */
+  pcap?: string;
+  /**
+   * The transaction log, one JSON line per work request, firmware command and page fault
+   * (`x.txlog.jsonl`); the same as a Chrome/Perfetto trace-event file beside it (`x.trace.json`).
+   */
+  txlog?: string;
+};
 
 /** Options of a testbed. */
 export interface TestbedOptions {
@@ -26,7 +51,7 @@ export interface TestbedOptions {
   /** A partial HcaConfig (clocks, caches, latencies); defaults in spec/timing.md. */
   config?: Partial<HcaConfig>;
   /** Omit for no tracing (no cost). */
-  trace?: TraceOptions;
+  trace?: TestbedTrace;
   /** Device capabilities to turn off, e.g. `{ odp: false }`: a device without ON_DEMAND_PAGING. */
   caps?: HcaCapsOverride;
 }
@@ -36,6 +61,9 @@ export class Testbed {
   readonly hcas: readonly Hca[];
   readonly config: HcaConfig;
   private readonly tracer: Tracer | null;
+  private readonly pcap: WirePcap | null;
+  /** @internal The transaction log the driver tells of posts and polls; null when untraced. */
+  readonly txlog: TxLog | null;
   private firstWork: Ps | null = null;
 
   constructor(opts: TestbedOptions = {}) {
@@ -64,7 +92,17 @@ export class Testbed {
       h.responder.link = toRequesters;
     }
     // tracing starts once every module and signal exists
-    this.tracer = opts.trace ? new Tracer(this.sim, opts.trace) : null;
+    const t = opts.trace;
+    for (const k of ['vcd', 'pcap', 'txlog'] as const) {
+      const v = t?.[k];
+      if (v !== undefined && (typeof v !== 'string' || v === '')) throw new VerbsError('EINVAL', `Testbed: trace.${k} must be a file path, got ${shown(v)}`);
+    }
+    this.tracer = t?.vcd !== undefined ? new Tracer(this.sim, { ...t, vcd: t.vcd }) : null;
+    this.pcap = t?.pcap !== undefined ? new WirePcap(t.pcap, () => this.sim.now, c.rnrTimerCode) : null;
+    this.txlog = t?.txlog !== undefined ? new TxLog(t.txlog, () => this.sim.now) : null;
+    if (this.txlog !== null) hcas.forEach((h, i) => this.txlog!.attach(h, i));
+    toResponders.tap = bothTaps(this.pcap?.requests, this.txlog?.requests);
+    toRequesters.tap = bothTaps(this.pcap?.responses, this.txlog?.responses);
   }
 
   /** Runs `main` as the main process and the simulation until it finishes; returns its result. */
@@ -187,13 +225,15 @@ export class Testbed {
     this.tracer?.workPosted();
   }
 
-  /** Flushes and closes the trace files (VCD, .gtkw, filters). */
+  /** Flushes and closes the trace files (VCD, .gtkw, filters, pcap). */
   async close(): Promise<void> {
     this.tracer?.close();
+    this.pcap?.close();
+    this.txlog?.close();
   }
 
-  /** Files the tracer wrote besides the VCD (after close). */
+  /** The files tracing wrote: the VCD and those beside it, the pcap (after close). */
   get traceFiles(): readonly string[] {
-    return this.tracer ? [this.tracer.opts.vcd, ...this.tracer.files] : [];
+    return [...(this.tracer ? [this.tracer.opts.vcd, ...this.tracer.files] : []), ...(this.pcap ? [this.pcap.path] : []), ...(this.txlog ? [this.txlog.path, this.txlog.jsonPath] : [])];
   }
 }

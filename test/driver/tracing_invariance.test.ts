@@ -2,7 +2,7 @@
  * Tracing must not change what the model does: modules that pulse a traced handshake stay awake
  * one more edge to lower it, untraced they sleep at once, and producers are woken only when they
  * found a FIFO full. Neither may move a single event: the completions, their times, the memory
- * and the statistics of a traced run equal those of the untraced one.
+ * and the statistics of a traced run (waves, pcap and transaction log) equal those of the untraced one.
  */
 import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
@@ -11,7 +11,8 @@ import { tempDir } from '../support/tmp.ts';
 import { rcPair } from '../support/rc_pair.ts';
 
 async function workload(vcd?: string): Promise<{ log: string[]; mem: Uint8Array; now: number; stats: unknown }> {
-  const tb = new Testbed({ hcas: 2, seed: 7, ...(vcd ? { trace: { vcd, gtkw: false } } : {}) });
+  // traced: the waves, the pcap of the wire and the transaction log, all at once
+  const tb = new Testbed({ hcas: 2, seed: 7, ...(vcd ? { trace: { vcd, gtkw: false, pcap: vcd.replace(/\.vcd$/, '.pcap'), txlog: vcd.replace(/\.vcd$/, '.txlog.jsonl') } } : {}) });
   const log: string[] = [];
   const note = (wcs: WorkCompletion[]): void => {
     for (const w of wcs) log.push(`${tb.now} ${String(w.wrId)} ${w.status} ${w.opcode} ${w.byteLen}`);

@@ -96,7 +96,14 @@ export type CqWriterOptions = WireOptions<
   { readonly cqs: CqTable; readonly mem: DbrReader; readonly onOverrun?: (cqn: number) => void }
 >;
 
+/** Sees every CQE written (the transaction log); null when untraced. */
+export interface CqTap {
+  written(j: CqeJob): void;
+}
+
 export class CqWriter extends Module {
+  /** The transaction log's tap; null (one compare per CQE) when untraced. */
+  tap: CqTap | null = null;
   readonly req: Fifo<CqeJob>;
   /** CQ arm doorbells (UAR 0x20), by MMIO. */
   readonly armDoorbell: Fifo<CqArmDoorbell>;
@@ -219,6 +226,7 @@ export class CqWriter extends Module {
     this.rSe.set(j.se ? 1 : 0);
     this.sCqes.inc();
     if (j.syndrome !== 0) this.sErrors.inc();
+    if (this.tap !== null) this.tap.written(j);
   }
 
   /**

@@ -127,11 +127,24 @@ function opcodeOf(op: string): number {
   return Object.hasOwn(CmdOpcode, op) ? CmdOpcode[op as keyof typeof CmdOpcode] : 0;
 }
 
+/** Sees every firmware command (the transaction log); null when untraced. */
+export interface CmdTap {
+  /** `op` posted at `posted`, executed from `start` to now; `status` its mlx5 status (0 OK). */
+  command(op: string, opcode: number, posted: number, start: number, status: number, background: boolean): void;
+}
+
+/** The mlx5 status a command ended with: OK, its CmdError's, or INTERNAL_ERR for any other throw. */
+function statusOf(failed: unknown): number {
+  return failed === null ? CmdStatus.OK : failed instanceof CmdError ? failed.status : CmdStatus.INTERNAL_ERR;
+}
+
 /**
  * The firmware command interface of one HCA. Resource numbers come from deterministic
  * allocators (lowest free first), so a run's numbers depend only on its commands.
  */
 export class Cmdif extends Module {
+  /** The transaction log's tap; null when untraced. */
+  tap: CmdTap | null = null;
   /** What QUERY_HCA_CAP reports. */
   readonly caps: HcaCaps;
   /** Called when PAGE_FAULT_RESUME executes; the ODP module sets it. */
@@ -305,6 +318,7 @@ export class Cmdif extends Module {
       this.opcode.setNow(opcodeOf(op));
       this.busy.setNow(1);
       this.sWait.add(this.sim.now - p.posted);
+      const start = this.sim.now;
       await this.sim.delay(this.latencyOf(op));
       this.perOp.get(op)?.inc();
       let out: unknown;
@@ -315,12 +329,12 @@ export class Cmdif extends Module {
         failed = e;
       }
       this.sLatency.add(this.sim.now - p.posted);
-      if (failed === null) {
-        this.status.setNow(CmdStatus.OK);
-        p.resolve(out);
-      } else {
+      const status = statusOf(failed);
+      if (this.tap !== null) this.tap.command(op, opcodeOf(op), p.posted, start, status, false);
+      this.status.setNow(status);
+      if (failed === null) p.resolve(out);
+      else {
         this.sErrors.inc();
-        this.status.setNow(failed instanceof CmdError ? failed.status : CmdStatus.INTERNAL_ERR);
         p.reject(failed);
       }
     }
@@ -339,6 +353,7 @@ export class Cmdif extends Module {
       this.bgBusy.setNow(1);
       let latency = 0;
       for (const p of round) latency = Math.max(latency, this.latencyOf(opName(p.cmd)));
+      const start = this.sim.now;
       await this.sim.delay(latency);
       for (const p of round) {
         this.perOp.get(opName(p.cmd))?.inc();
@@ -350,6 +365,10 @@ export class Cmdif extends Module {
           failed = e;
         }
         this.bgRunning--;
+        if (this.tap !== null) {
+          const op = opName(p.cmd);
+          this.tap.command(op, opcodeOf(op), p.posted, start, statusOf(failed), true);
+        }
         if (failed === null) p.resolve(out);
         else {
           this.sErrors.inc();

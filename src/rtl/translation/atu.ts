@@ -71,6 +71,8 @@ interface Ctx {
   sp: number;
   result: AtuResult | null;
   started: number;
+  mkeyMisses: number;
+  mttMisses: number;
   /** Reused request objects: a context has at most one lookup of each kind in flight. */
   mkReq: { index: number; ctx: number };
   mttReq: { ctx: number; addr: number };
@@ -146,6 +148,8 @@ export class Atu extends Module {
         sp: 0,
         result: null,
         started: 0,
+        mkeyMisses: 0,
+        mttMisses: 0,
         mkReq: { index: 0, ctx: i },
         mttReq: { ctx: i, addr: 0 },
         rState: this.probe(`ctx${i}_state`, AtuCtxState.width, { enum: AtuCtxState }),
@@ -201,7 +205,7 @@ export class Atu extends Module {
       if (c.state === CTX.IDLE) continue;
       if (c.state === CTX.RESPOND) {
         if (c.port!.resp.canPush()) {
-          c.port!.resp.push({ tag: c.req!.tag, result: c.result! });
+          c.port!.resp.push({ tag: c.req!.tag, result: c.result!, mkeyMisses: c.mkeyMisses, mttMisses: c.mttMisses });
           this.finish(c);
           respValid = 1;
         }
@@ -278,6 +282,8 @@ export class Atu extends Module {
     c.committed = 0;
     c.sp = 0;
     c.started = this.sim.now;
+    c.mkeyMisses = 0;
+    c.mttMisses = 0;
     c.rKey.set(req.key >>> 0);
     this.rReqKey.set(req.key >>> 0);
     this.rReqVa.set(req.va);
@@ -313,6 +319,7 @@ export class Atu extends Module {
     const f = c.frames[c.sp - 1];
     const e = r.entry;
     f.entry = e;
+    if (r.miss === true) c.mkeyMisses++;
     // (1) the index holds an mkey and the full key matches
     if (!e.allocated || e.tag !== (f.key & 0xff)) return this.fail(c, 'INVALID_KEY', f.key);
     // (2) valid: not free, and not a window bound with length 0
@@ -412,6 +419,7 @@ export class Atu extends Module {
     const c = this.ctxs[r.ctx];
     const f = c.frames[c.sp - 1];
     const e = f.entry!;
+    if (r.miss === true) c.mttMisses++;
     if (e.accessMode === MkcAccessMode.KSM) return this.onKsm(c, f, e, r.value);
     const low = r.value >>> 0; // the flag bits are the low bits of the entry
     const read = (low & 1) !== 0;

@@ -34,4 +34,7 @@ export type AtuResult =
 export interface AtuResponse {
   tag: number;
   result: AtuResult;
+  /** Lookups of this translation that missed the mkey cache and the MTT cache (the transaction log). */
+  mkeyMisses?: number;
+  mttMisses?: number;
 }

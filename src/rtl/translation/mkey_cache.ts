@@ -25,6 +25,8 @@ export interface MkeyLookup {
 export interface MkeyLookupResp {
   ctx: number;
   entry: MkeyEntry;
+  /** The context was read from ICM (a miss) rather than found in the cache. */
+  miss?: boolean;
 }
 
 /** Wiring, geometry and timing of the mkey cache: misses read contexts over its DMA port. */
@@ -126,10 +128,11 @@ export class MkeyCache extends Module {
   }
 
   /** The response object of a context, filled in. */
-  private answer(ctx: number, entry: MkeyEntry): MkeyLookupResp {
+  private answer(ctx: number, entry: MkeyEntry, miss = false): MkeyLookupResp {
     let r = this.respOf[ctx];
-    if (r === undefined) this.respOf[ctx] = r = { ctx, entry };
+    if (r === undefined) this.respOf[ctx] = r = { ctx, entry, miss };
     r.entry = entry;
+    r.miss = miss;
     return r;
   }
 
@@ -146,7 +149,7 @@ export class MkeyCache extends Module {
         const slot = this.tags.insert(index);
         if (this.tags.evictedKey >= 0) this.sEvictions.inc();
         this.data[slot] = entry;
-        for (const ctx of this.mq.waiters[m]) this.ready.push(this.answer(ctx, entry));
+        for (const ctx of this.mq.waiters[m]) this.ready.push(this.answer(ctx, entry, true));
         this.sMissLatency.add(this.sim.now - this.mq.sinceOf(m));
         this.mq.release(m);
         fill = 1;

@@ -19,6 +19,8 @@ export interface MttReq {
 export interface MttResp {
   ctx: number;
   value: number;
+  /** The line was read from ICM (a miss) rather than found in the cache. */
+  miss?: boolean;
 }
 /** One 64-byte line of a translation table. */
 export interface LineReq {
@@ -133,13 +135,14 @@ export class Mtt extends Module {
 
   private readonly respOf: MttResp[] = [];
 
-  private answer(kind: number, ctx: number, addr: number, slot: number): void {
+  private answer(kind: number, ctx: number, addr: number, slot: number, miss = false): void {
     if (kind === ENTRY) {
       const off = slot * 64 + ((addr >>> 0) & 63); // low bits of an integer address
       // one entry lookup in flight per ATU context: its response object is reused
       let r = this.respOf[ctx];
       if (r === undefined) this.respOf[ctx] = r = { ctx, value: 0 };
       r.value = readMttRaw(this.view, off);
+      r.miss = miss;
       this.resp.push(r);
     } else {
       const off = slot * 64;
@@ -163,7 +166,7 @@ export class Mtt extends Module {
         for (let i = 0; i < w.length; i++) {
           const kind = w[i] & 1;
           const ctx = w[i] >> 1;
-          if ((kind === ENTRY ? this.resp : this.lineResp).canPush()) this.answer(kind, ctx, wa[i], slot);
+          if ((kind === ENTRY ? this.resp : this.lineResp).canPush()) this.answer(kind, ctx, wa[i], slot, true);
           else this.requeue.push([kind, ctx, wa[i]]);
         }
         wa.length = 0;

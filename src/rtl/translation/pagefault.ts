@@ -51,7 +51,17 @@ interface Side {
   waiting: Pending[];
 }
 
+/** Sees every page fault and its resume (the transaction log); null when untraced. */
+export interface FaultTap {
+  /** A fault raised (its EQE posted), or queued behind the QP's fault in flight. */
+  reported(r: FaultReport, queued: boolean): void;
+  /** PAGE_FAULT_RESUME of the QP's fault on that side; `ok` false: resumed with ERROR. */
+  resumed(qpn: number, flags: number, ok: boolean): void;
+}
+
 export class Pagefault extends Module {
+  /** The transaction log's tap; null when untraced. */
+  tap: FaultTap | null = null;
   private readonly sides = new Map<number, Side>();
   private readonly staller: QpStaller;
   private readonly sink: EventSink;
@@ -95,6 +105,7 @@ export class Pagefault extends Module {
       this.sides.set(key, s);
     }
     const p: Pending = { report, client, token };
+    if (this.tap !== null) this.tap.reported(report, s.inFlight !== null);
     if (s.inFlight !== null) {
       s.waiting.push(p);
       this.cQueued.inc();
@@ -127,6 +138,7 @@ export class Pagefault extends Module {
     s.inFlight = null;
     this.outstanding--;
     const ok = (flags & PageFaultFlag.ERROR) === 0;
+    if (this.tap !== null) this.tap.resumed(qpn, flags, ok);
     if (ok) this.cResumes.inc();
     else this.cErrors.inc();
     this.fsm.setNow(ok ? PF.RESUME : PF.ERROR);

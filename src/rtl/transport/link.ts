@@ -19,6 +19,15 @@ export interface Wire<T> {
 }
 
 /**
+ * Sees every message the link carries (the pcap of the wire, the transaction log): told when a
+ * message starts serializing, with its payload and MTU, and when it lands. Null when untraced.
+ */
+export interface LinkTap<T> {
+  /** `body` to adapter `to`: its packets leave from `startPs` at `psPerByte`, the last lands at `arrivePs`. */
+  sent(to: number, body: T, payloadBytes: number, mtu: number, startPs: number, arrivePs: number, psPerByte: number): void;
+}
+
+/**
  * One direction's delivery queue: messages land in `inbox[to]` at their arrival time. Arrivals
  * at one destination are in send order (serialization then a fixed latency), so each
  * destination keeps a FIFO and only its head is a kernel event: the event queue holds one
@@ -35,6 +44,8 @@ export class Link<T> extends Module implements EventTarget {
   private readonly sPackets;
   private readonly sBytes;
   private readonly sMessages;
+  /** The tap on the wire; null (one compare per message) when untraced. */
+  tap: LinkTap<T> | null = null;
 
   constructor(
     sim: Sim,
@@ -90,6 +101,7 @@ export class Link<T> extends Module implements EventTarget {
     this.sBytes.inc(bytes);
     this.sMessages.inc();
     this.rPackets.set(Math.min(0xffff, this.rPackets.q + pk));
+    if (this.tap !== null) this.tap.sent(to, body, payloadBytes, mtu, start, at, 8000 / this.gbps);
     return at;
   }
 

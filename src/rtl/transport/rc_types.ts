@@ -14,6 +14,8 @@ export interface RcRequest {
   dstQpn: number;
   /** Matches the answer to the request. */
   seq: number;
+  /** The WQE it carries out (its index in the send queue): for the transaction log. */
+  wqeIndex?: number;
   raddr: number;
   rkey: number;
   length: number;

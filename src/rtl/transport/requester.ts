@@ -141,7 +141,18 @@ interface ReqQp {
   readonly ackTimeout: number;
 }
 
+/** Sees the requester's translations (the transaction log); null when untraced. */
+export interface RequesterTap {
+  /**
+   * A message's local SGEs are translated: `outcome` ok, error or fault, with the lookups that
+   * missed the mkey and MTT caches.
+   */
+  translated(qpn: number, wqeIndex: number, outcome: 'ok' | 'error' | 'fault', mkeyMisses: number, mttMisses: number): void;
+}
+
 export class Requester extends Module implements EventTarget, FaultClient {
+  /** The transaction log's tap; null (one compare per message) when untraced. */
+  tap: RequesterTap | null = null;
   readonly req: Fifo<ReqJob>;
   readonly resp: Fifo<ReqDone>;
   /** Answers from the peer's responder. */
@@ -418,6 +429,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
   /** Every SGE translation answered. */
   private translated(c: Ctx): void {
     if (c.abort) return this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
+    if (this.tap !== null) this.tapTranslated(c);
     for (const r of c.results) {
       const res = r!.result;
       if (res.kind === 'fault' && this.faults !== null) return this.pageFault(c, res.write);
@@ -430,6 +442,18 @@ export class Requester extends Module implements EventTarget, FaultClient {
     } else if (this.readsBefore(c)) {
       c.stage = HOLD;
     } else this.startGather(c);
+  }
+
+  private tapTranslated(c: Ctx): void {
+    let mk = 0;
+    let mtt = 0;
+    let outcome: 'ok' | 'error' | 'fault' = 'ok';
+    for (const r of c.results) {
+      mk += r!.mkeyMisses ?? 0;
+      mtt += r!.mttMisses ?? 0;
+      if (r!.result.kind !== 'ok' && outcome === 'ok') outcome = r!.result.kind;
+    }
+    this.tap!.translated(c.q!.qpn, c.job!.wqe.ctrl.wqeIndex, outcome, mk, mtt);
   }
 
   /**
@@ -537,6 +561,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
       srcQpn: qp.qpn,
       dstQpn: qp.remoteQpn,
       seq: c.psn,
+      wqeIndex: w.ctrl.wqeIndex,
       raddr: w.kind === 'send' ? 0 : w.raddr.raddr,
       rkey: w.kind === 'send' ? 0 : w.raddr.rkey,
       length: isAtomic ? 8 : c.length,

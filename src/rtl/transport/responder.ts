@@ -808,7 +808,8 @@ export class Responder extends Module implements FaultClient {
       c.answer?.dataBuf?.release();
     } else {
       const a = c.answer!;
-      this.link!.sendTo(a.dstHca, a.data ? a.data.length : 0, 4096, a);
+      // READ responses are packets of the path MTU, as the request's (IBTA 9.7.4.1.4)
+      this.link!.sendTo(a.dstHca, a.data ? a.data.length : 0, c.qp!.mtu, a);
     }
     c.answer = null;
     this.done(c);

@@ -134,7 +134,19 @@ interface Slot {
   signaled: boolean;
 }
 
+/** Sees the send queue engine's work (the transaction log); null when untraced. */
+export interface SqTap {
+  /** A doorbell: the QP's WQEs below counter `pi` are posted. */
+  doorbell(qpn: number, pi: number): void;
+  /** A WQE was read from host memory and parsed. */
+  fetched(qpn: number, wqeIndex: number, opcode: number): void;
+  /** The WQE went to its engine (after the fences and barriers before it). */
+  started(qpn: number, wqeIndex: number): void;
+}
+
 export class Sq extends Module {
+  /** The transaction log's tap; null (one compare per event) when untraced. */
+  tap: SqTap | null = null;
   readonly doorbell: Fifo<SqDoorbell>;
   private readonly cqWriter: Fifo<CqeJob>;
   private readonly requester: ReqResp<ReqJob, ReqDone>;
@@ -290,6 +302,7 @@ export class Sq extends Module {
         this.qps.set(d.qpn, q);
       }
       q.pi = d.pi;
+      if (this.tap !== null) this.tap.doorbell(d.qpn, d.pi);
       this.activate(q);
     }
     while (this.port.resp.canPop()) {
@@ -506,6 +519,7 @@ export class Sq extends Module {
     const readInv = w !== null && w.ctrl.opmod === WQE_OPMOD_READ_WITH_INV && w.kind === 'rdma' && w.ctrl.opcode === WqeOpcode.RDMA_READ;
     s.drains = w === null || w.kind === 'umr' || fence !== 0 || readInv;
     this.sWqes.inc();
+    if (this.tap !== null) this.tap.fetched(q.qpn, s.wqeIndex, s.opcode);
   }
 
   /** Hands a WQE to its engine; 1: taken, 0: done at once (no engine), -1: the engine is full. */
@@ -515,6 +529,7 @@ export class Sq extends Module {
     this.rQpn.set(qp.qpn);
     this.rWqeIndex.set(s.wqeIndex);
     this.rOpcode.set(s.opcode);
+    if (this.tap !== null) this.tap.started(qp.qpn, s.wqeIndex);
     if (w === null || w.kind === 'invalid') {
       // a malformed WQE: the local QP operation error the hardware reports
       this.complete(s, CqeSyndrome.LOCAL_QP_OP_ERR, 0);
