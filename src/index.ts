@@ -27,3 +27,4 @@ export { formatBytes } from './experiment.ts';
 
 /** ib_access_flags bits (API.md "Constants and errors"). */
 export { IbAccess as Access } from './driver/types.ts';
+export { defineScenario } from './scenario.ts';
