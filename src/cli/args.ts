@@ -179,7 +179,7 @@ function program(done: (a: Args) => void): Command {
     .action(() => done({ cmd: 'list' }));
 
   p.command('run')
-    .description('run one scenario (built-in, or a .ts / .js file whose default export is a Scenario)')
+    .description("run one scenario (built-in, or a .ts / .js file that says 'export default defineScenario({ name, summary, run })')")
     .argument('[scenario]', 'a name from `mlx5sim list`, or a .ts / .js file')
     .option('--vcd <file>', 'where to write the VCD (default waves/<name>/<name>.vcd)')
     .option('--no-vcd', 'no waves at all')

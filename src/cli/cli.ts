@@ -10,19 +10,16 @@ import { Testbed } from '../driver/testbed.ts';
 import { globToRegExp } from '../sim/trace/glob.ts';
 import { pathToFileURL } from 'node:url';
 import { parseArgs, UsageError, type RunArgs } from './args.ts';
-import { readConfigFile } from './config_file.ts';
+import { printConfig, runConfig } from './config_file.ts';
 import { scenarios } from '../../scenarios/index.ts';
 import type { Scenario, ScenarioResult } from '../scenario.ts';
 import { formatPs } from '../sim/time.ts';
-import { resolveConfig, type HcaConfig } from '../rtl/config.ts';
 import { gtkwPath, type TraceOptions } from '../sim/index.ts';
 import { convertToFst, findVcd2fst } from '../sim/trace/fst.ts';
 import { experiments } from '../../experiments/index.ts';
 import { mergeCommand, plotCommand, sweepCommand } from './sweep/sweep.ts';
 import { ensureWritable } from './writable.ts';
 import { statsText } from './stats_text.ts';
-import { configTable } from '../rtl/config_fields.ts';
-import { checkConfigValue, isConfigField, typed } from './sweep/grid.ts';
 
 const progress = (msg: string): void => {
   if (process.stderr.isTTY) process.stderr.write(msg + '\n');
@@ -113,36 +110,6 @@ function printChecks(name: string, r: ScenarioResult, say: (line: string) => voi
   const failed = r.checks.filter((c) => !c.ok);
   for (const c of failed) say(`FAIL ${name}: ${c.what}${c.detail ? `: ${c.detail}` : ''}`);
   return failed.length === 0 && r.checks.length > 0;
-}
-
-/**
- * The run's configuration: --config's file, then each --set field over it, the whole checked
- * (a field's rule may name another, as mttCacheWays divides mttCacheLines).
- */
-function runConfig(a: RunArgs): Record<string, unknown> | undefined {
-  const config: Record<string, unknown> | undefined = a.config ? readConfigFile(a.config) : a.sets.length ? {} : undefined;
-  for (const s of a.sets) {
-    if (!isConfigField(s.field)) throw new UsageError(`--set ${s.field}: not a configuration field (mlx5sim config lists them)`);
-    const v = typed(s.values[0]);
-    checkConfigValue(s.field, v);
-    config![s.field] = v;
-  }
-  if (a.sets.length) {
-    try {
-      resolveConfig(config as Partial<HcaConfig>);
-    } catch (e) {
-      throw new UsageError(`--set: ${e instanceof Error ? e.message : String(e)}`);
-    }
-  }
-  return config;
-}
-
-/** `mlx5sim config`: a table of every configuration field. */
-function printConfig(): void {
-  const rows = [['field', 'default', 'unit', 'meaning'], ...configTable()];
-  const widths = [0, 1, 2].map((i) => Math.max(...rows.map((r) => r[i].length)));
-  for (const r of rows) console.log(r.map((c, i) => (i < 3 ? c.padEnd(widths[i]) : c)).join('  ').trimEnd());
-  console.log(`\nSet them with mlx5sim run <scenario> --set field=value, --config file.json, or mlx5sim sweep <experiment> --set field=v1,v2.`);
 }
 
 async function main(argv: string[]): Promise<number> {
