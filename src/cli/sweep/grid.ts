@@ -48,7 +48,7 @@ function setValues(exp: Experiment, field: string, raw: readonly string[]): Para
   } else if (isConfigField(field)) {
     for (const v of values) checkConfigValue(field, v);
   } else {
-    throw new UsageError(`--set ${field}: not a parameter of ${exp.name} (${Object.keys(exp.axes).join(', ')}) nor a configuration field`);
+    throw new UsageError(`--set ${field}: not a parameter of ${exp.name} (${Object.keys(exp.axes).join(', ')}) nor a configuration field (mlx5sim config lists them)`);
   }
   return [...new Set(values)];
 }
