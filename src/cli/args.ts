@@ -118,7 +118,7 @@ export function parseTime(flag: string, v: string): number {
 }
 
 /** `--set field=v1,v2`: the field and its values, each non-empty; a field given twice is refused. */
-function setArg(v: string, prev: SweepArgs['sets']): SweepArgs['sets'] {
+function setArg(v: string, prev: SweepArgs['sets'] = []): SweepArgs['sets'] {
   const m = /^([A-Za-z][A-Za-z0-9_]*)=(.+)$/.exec(v);
   if (!m) throw new UsageError(`--set ${v}: must be field=v1,v2,... (e.g. --set mttCacheLines=64,128)`);
   const values = m[2].split(',');
@@ -129,7 +129,7 @@ function setArg(v: string, prev: SweepArgs['sets']): SweepArgs['sets'] {
 }
 
 /** `run --set field=value`: one value (a run is one point). */
-function runSetArg(v: string, prev: RunArgs['sets']): RunArgs['sets'] {
+function runSetArg(v: string, prev: RunArgs['sets'] = []): RunArgs['sets'] {
   const out = setArg(v, prev);
   const last = out[out.length - 1];
   if (last.values.length !== 1) throw new UsageError(`--set ${v}: a run takes one value per field (a grid of values is for mlx5sim sweep)`);
@@ -192,7 +192,7 @@ function program(done: (a: Args) => void): Command {
     .addOption(new Option('--to <time>', 'trace until this time (units as --from)').argParser((v) => parseTime('to', v)))
     .addOption(seedOpt())
     .option('--config <file>', 'a JSON object of configuration fields (mlx5sim config lists them)')
-    .addOption(new Option('--set <field=value>', 'a configuration field (mlx5sim config lists them), over --config\'s (repeatable)').argParser(runSetArg).default([]))
+    .addOption(new Option('--set <field=value>', 'a configuration field (mlx5sim config lists them), over --config\'s (repeatable)').argParser(runSetArg))
     .addOption(new Option('--stats <how>', 'print the statistics').argParser((v) => {
       if (v !== 'text' && v !== 'json') throw new UsageError(`--stats must be 'text' or 'json', got '${v}'`);
       return v;
@@ -203,7 +203,7 @@ function program(done: (a: Args) => void): Command {
         cmd: 'run', target, vcd: o.vcd === false ? null : (o.vcd as string | undefined), gtkw: o.gtkw !== false,
         strings: o.vcdStrings === true, fst: o.fst === true, scopes: (o.scope as string[] | undefined) ?? [],
         seed: (o.seed as number | undefined) ?? 1, stats: (o.stats as 'text' | 'json' | undefined) ?? null,
-        sets: o.set as RunArgs['sets'],
+        sets: (o.set as RunArgs['sets'] | undefined) ?? [],
       };
       if (o.depth !== undefined) a.depth = o.depth as number;
       if (o.from !== undefined) a.from = o.from as number;
@@ -227,7 +227,7 @@ function program(done: (a: Args) => void): Command {
     .description('run an experiment\'s grid of points on every core: one JSON line per point, meta.json and an SVG plot')
     .argument('[experiment]', 'a name from `mlx5sim list` (experiments)')
     .option('--quick', 'the small grid (what the tests run)')
-    .addOption(new Option('--set <field=v1,v2>', 'an axis of the grid: an experiment parameter or a configuration field (repeatable)').argParser(setArg).default([]))
+    .addOption(new Option('--set <field=v1,v2>', 'an axis of the grid: an experiment parameter or a configuration field (repeatable)').argParser(setArg))
     .addOption(new Option('--pages <sizes>', 'only these page sizes: 4k, 2m').argParser(pagesArg))
     .addOption(new Option('--jobs <n>', 'worker threads (default: the cores)').argParser((v) => intArg('--jobs', v, 1)))
     .addOption(new Option('--shard <i/n>', 'run only the points whose index is i modulo n').argParser(shardArg))
@@ -237,7 +237,7 @@ function program(done: (a: Args) => void): Command {
     .action((experiment: string | undefined, o: Record<string, unknown>) => {
       if (!experiment) throw new UsageError('sweep needs an experiment name (see mlx5sim list)');
       const a: SweepArgs = {
-        cmd: 'sweep', experiment, quick: o.quick === true, sets: o.set as SweepArgs['sets'],
+        cmd: 'sweep', experiment, quick: o.quick === true, sets: (o.set as SweepArgs['sets'] | undefined) ?? [],
         jobs: (o.jobs as number | undefined) ?? Math.max(1, availableParallelism()), seed: (o.seed as number | undefined) ?? 1, force: false,
       };
       if (o.pages !== undefined) a.pages = o.pages as number[];
