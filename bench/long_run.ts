@@ -5,7 +5,7 @@
  * (default 50,000). Run it as a scenario:
  *   npx tsx src/cli/main.ts run bench/long_run.ts --fst
  */
-import { Access, Checks, Testbed, type Mr, type Qp, type Scenario } from '../src/index.ts';
+import { Access, Checks, Testbed, defineScenario, type Mr, type Qp, type Scenario } from '../src/index.ts';
 import { openReadPair } from '../experiments/support/read_pair.ts';
 
 const QPS = 8;
@@ -56,4 +56,4 @@ const scenario: Scenario = {
   },
 };
 
-export default scenario;
+export default defineScenario(scenario);

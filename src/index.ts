@@ -32,3 +32,4 @@ export { IbAccess as Access } from './driver/types.ts';
 export type { TestbedTrace } from './driver/testbed.ts';
 export { WR_STAGES, traceJsonPath, type TxLine, type WrLine, type CmdLine, type FaultLine, type WrStage } from './driver/trace/txlog.ts';
 export { adapterMac, adapterIp } from './driver/trace/wire_pcap.ts';
+export { defineScenario } from './scenario.ts';

@@ -36,6 +36,19 @@ export interface Scenario {
   run(opts: ScenarioOptions): Promise<ScenarioResult>;
 }
 
+/**
+ * Marks a scenario file's default export: `export default defineScenario({ name, summary, run })`.
+ * `mlx5sim run file.ts` looks for exactly that text in the source before it imports (runs) the
+ * file, so a file that is not a scenario is refused without executing any of its code. Checks
+ * the shape and returns the scenario unchanged.
+ */
+export function defineScenario(s: Scenario): Scenario {
+  if (s === null || typeof s !== 'object' || typeof s.name !== 'string' || typeof s.summary !== 'string' || typeof s.run !== 'function') {
+    throw new TypeError('defineScenario: a scenario is an object { name: string, summary: string, run(opts) }');
+  }
+  return s;
+}
+
 /** Collects a scenario's checks: `check(cond, what, detail?)`. */
 export class Checks {
   readonly list: ScenarioResult['checks'] = [];

@@ -6,6 +6,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { availableParallelism } from 'node:os';
 import { packageVersion } from './package_info.ts';
+import { formatPs } from '../sim/time.ts';
 
 /** A usage error: exit code 2 with one line naming the argument. */
 export class UsageError extends Error {}
@@ -24,6 +25,8 @@ export interface RunArgs {
   to?: number;
   seed: number;
   config?: string;
+  /** `--set field=value`: configuration fields, each once, applied over --config's. */
+  sets: { field: string; values: string[] }[];
   stats: 'text' | 'json' | null;
   /** `--pcap [file]`, `--txlog [file]`: true for the default beside the waves (waves/<name>/). */
   pcap?: string | true;
@@ -43,6 +46,8 @@ export interface SweepArgs {
   /** `--shard i/n`: the points whose grid index is i modulo n (0 <= i < n). */
   shard?: { i: number; n: number };
   out?: string;
+  /** Overwrite an --out folder that already holds a sweep's points. */
+  force: boolean;
   seed: number;
 }
 
@@ -50,6 +55,8 @@ export interface MergeArgs {
   cmd: 'merge';
   dirs: string[];
   out?: string;
+  /** Overwrite an --out folder that already holds a sweep's points. */
+  force: boolean;
 }
 
 /** `mlx5sim log <file> --wr <id> [--qp <n>]`: one work request's life from a transaction log. */
@@ -74,6 +81,8 @@ export type Args =
   | MergeArgs
   | PlotArgs
   | LogArgs
+  /** `mlx5sim config`: every configuration field with its default, unit and meaning. */
+  | { cmd: 'config' }
   /** --help or --version: printed; exit with this code. */
   | { cmd: 'exit'; code: number };
 
@@ -98,13 +107,46 @@ export function parseSize(v: string): number | null {
   return Number.isSafeInteger(n) ? n : null;
 }
 
-/** `--set field=v1,v2`: the field and its values, each non-empty. */
-function setArg(v: string, prev: SweepArgs['sets']): SweepArgs['sets'] {
+const TIME_UNITS: Record<string, number> = { ps: 1, ns: 1e3, us: 1e6, ms: 1e9, s: 1e12 };
+
+/**
+ * A time as a user types it: `2us`, `1.4ms`, `500 ns`, `3s` (ps, ns, us, ms, s); a bare number
+ * is picoseconds. Whole picoseconds below 2^53, else a UsageError naming `flag`.
+ */
+export function parseTime(flag: string, v: string): number {
+  const m = /^([0-9]+(?:\.[0-9]+)?)\s*([a-z]*)$/i.exec(v.trim());
+  const unit = m ? m[2].toLowerCase() : '';
+  if (!m || !(unit in TIME_UNITS || unit === '')) {
+    throw new UsageError(`--${flag} ${v}: must be a time: a number of ps, or with a unit ps, ns, us, ms or s (e.g. 2us, 1.4ms)`);
+  }
+  if (unit === '' && !/^[0-9]+$/.test(m[1])) throw new UsageError(`--${flag} ${v}: a bare number is picoseconds and must be whole (or give a unit: ${v}ns)`);
+  // decimal scaling: 1.4ms is 1.4 * 1e9 exactly only if done on the digits, not on the float
+  const [int, frac = ''] = m[1].split('.');
+  const scale = TIME_UNITS[unit === '' ? 'ps' : unit];
+  const digits = Math.log10(scale);
+  if (frac.length > digits && /[1-9]/.test(frac.slice(digits))) throw new UsageError(`--${flag} ${v}: not a whole number of picoseconds`);
+  const ps = Number(int) * scale + Number((frac + '0'.repeat(digits)).slice(0, digits) || '0');
+  if (!Number.isSafeInteger(ps)) throw new UsageError(`--${flag} ${v}: too large (at most 2^53 - 1 ps, about 2.5 hours)`);
+  return ps;
+}
+
+/** `--set field=v1,v2`: the field and its values, each non-empty; a field given twice is refused. */
+function setArg(v: string, prev: SweepArgs['sets'] = []): SweepArgs['sets'] {
   const m = /^([A-Za-z][A-Za-z0-9_]*)=(.+)$/.exec(v);
   if (!m) throw new UsageError(`--set ${v}: must be field=v1,v2,... (e.g. --set mttCacheLines=64,128)`);
   const values = m[2].split(',');
   if (values.some((x) => x.trim() === '')) throw new UsageError(`--set ${v}: an empty value in the list`);
+  // the last one would win silently: say so instead
+  if (prev.some((s) => s.field === m[1])) throw new UsageError(`--set ${m[1]}: given twice (give every value in one --set ${m[1]}=v1,v2)`);
   return [...prev, { field: m[1], values: values.map((x) => x.trim()) }];
+}
+
+/** `run --set field=value`: one value (a run is one point). */
+function runSetArg(v: string, prev: RunArgs['sets'] = []): RunArgs['sets'] {
+  const out = setArg(v, prev);
+  const last = out[out.length - 1];
+  if (last.values.length !== 1) throw new UsageError(`--set ${v}: a run takes one value per field (a grid of values is for mlx5sim sweep)`);
+  return out;
 }
 
 function pagesArg(v: string): number[] {
@@ -150,7 +192,7 @@ function program(done: (a: Args) => void): Command {
     .action(() => done({ cmd: 'list' }));
 
   p.command('run')
-    .description('run one scenario (built-in, or a .ts / .js file whose default export is a Scenario)')
+    .description("run one scenario (built-in, or a .ts / .js file that says 'export default defineScenario({ name, summary, run })')")
     .argument('[scenario]', 'a name from `mlx5sim list`, or a .ts / .js file')
     .option('--vcd <file>', 'where to write the VCD (default waves/<name>/<name>.vcd)')
     .option('--no-vcd', 'no waves at all')
@@ -159,10 +201,11 @@ function program(done: (a: Args) => void): Command {
     .option('--fst', "also convert the VCD to FST (GTKWave's vcd2fst) and point the .gtkw at it")
     .addOption(new Option('--scope <glob>', 'trace only the matching scopes (repeatable), e.g. tb.hca0.atu*').argParser((v: string, prev: string[] | undefined) => [...(prev ?? []), v]))
     .addOption(new Option('--depth <n>', 'trace scopes down to this depth').argParser((v) => intArg('--depth', v, 1)))
-    .addOption(new Option('--from <ps>', 'trace from this time').argParser((v) => intArg('--from', v)))
-    .addOption(new Option('--to <ps>', 'trace until this time').argParser((v) => intArg('--to', v)))
+    .addOption(new Option('--from <time>', 'trace from this time: 2us, 1.4ms (ps, ns, us, ms, s; a bare number is ps)').argParser((v) => parseTime('from', v)))
+    .addOption(new Option('--to <time>', 'trace until this time (units as --from)').argParser((v) => parseTime('to', v)))
     .addOption(seedOpt())
-    .option('--config <file>', 'a JSON object of configuration fields (src/rtl/config.ts)')
+    .option('--config <file>', 'a JSON object of configuration fields (mlx5sim config lists them)')
+    .addOption(new Option('--set <field=value>', 'a configuration field (mlx5sim config lists them), over --config\'s (repeatable)').argParser(runSetArg))
     .option('--pcap [file]', 'write the packets on the wire as RoCEv2 for Wireshark (default waves/<name>/<name>.pcap)')
     .option('--txlog [file]', 'write the life of every work request (default waves/<name>/<name>.txlog.jsonl, and .trace.json for Perfetto)')
     .addOption(new Option('--stats <how>', 'print the statistics').argParser((v) => {
@@ -175,6 +218,7 @@ function program(done: (a: Args) => void): Command {
         cmd: 'run', target, vcd: o.vcd === false ? null : (o.vcd as string | undefined), gtkw: o.gtkw !== false,
         strings: o.vcdStrings === true, fst: o.fst === true, scopes: (o.scope as string[] | undefined) ?? [],
         seed: (o.seed as number | undefined) ?? 1, stats: (o.stats as 'text' | 'json' | undefined) ?? null,
+        sets: (o.set as RunArgs['sets'] | undefined) ?? [],
       };
       if (o.depth !== undefined) a.depth = o.depth as number;
       if (o.from !== undefined) a.from = o.from as number;
@@ -182,7 +226,7 @@ function program(done: (a: Args) => void): Command {
       if (o.config !== undefined) a.config = o.config as string;
       if (o.pcap !== undefined) a.pcap = o.pcap as string | true;
       if (o.txlog !== undefined) a.txlog = o.txlog as string | true;
-      if (a.from !== undefined && a.to !== undefined && a.to < a.from) throw new UsageError(`--to ${a.to} is before --from ${a.from}`);
+      if (a.from !== undefined && a.to !== undefined && a.to < a.from) throw new UsageError(`--to ${formatPs(a.to)} is before --from ${formatPs(a.from)}`);
       if (a.fst && a.vcd === null) throw new UsageError('--fst converts the run\'s VCD: it cannot go with --no-vcd');
       done(a);
     });
@@ -192,42 +236,46 @@ function program(done: (a: Args) => void): Command {
     .addOption(seedOpt())
     .action((o: { seed?: number }) => done({ cmd: 'demo', seed: o.seed ?? 1 }));
 
-  const merge = (dirs: string[], o: { out?: string }): void => {
+  const merge = (dirs: string[], o: { out?: string; force?: boolean }): void => {
     if (dirs.length === 0) throw new UsageError('merge needs the output folders of the shards');
-    done({ cmd: 'merge', dirs, ...(o.out !== undefined ? { out: o.out } : {}) });
+    done({ cmd: 'merge', dirs, ...(o.out !== undefined ? { out: o.out } : {}), force: o.force === true });
   };
   const sweep = p.command('sweep')
     .description('run an experiment\'s grid of points on every core: one JSON line per point, meta.json and an SVG plot')
     .argument('[experiment]', 'a name from `mlx5sim list` (experiments)')
     .option('--quick', 'the small grid (what the tests run)')
-    .addOption(new Option('--set <field=v1,v2>', 'an axis of the grid: an experiment parameter or a configuration field (repeatable)').argParser(setArg).default([]))
+    .addOption(new Option('--set <field=v1,v2>', 'an axis of the grid: an experiment parameter or a configuration field (repeatable)').argParser(setArg))
     .addOption(new Option('--pages <sizes>', 'only these page sizes: 4k, 2m').argParser(pagesArg))
     .addOption(new Option('--jobs <n>', 'worker threads (default: the cores)').argParser((v) => intArg('--jobs', v, 1)))
     .addOption(new Option('--shard <i/n>', 'run only the points whose index is i modulo n').argParser(shardArg))
     .option('--out <dir>', 'where the points, meta.json and the plot go (default results/<experiment>)')
+    .option('--force', 'overwrite an --out folder that holds the points of an earlier sweep')
     .addOption(seedOpt())
     .action((experiment: string | undefined, o: Record<string, unknown>) => {
       if (!experiment) throw new UsageError('sweep needs an experiment name (see mlx5sim list)');
       const a: SweepArgs = {
-        cmd: 'sweep', experiment, quick: o.quick === true, sets: o.set as SweepArgs['sets'],
-        jobs: (o.jobs as number | undefined) ?? Math.max(1, availableParallelism()), seed: (o.seed as number | undefined) ?? 1,
+        cmd: 'sweep', experiment, quick: o.quick === true, sets: (o.set as SweepArgs['sets'] | undefined) ?? [],
+        jobs: (o.jobs as number | undefined) ?? Math.max(1, availableParallelism()), seed: (o.seed as number | undefined) ?? 1, force: false,
       };
       if (o.pages !== undefined) a.pages = o.pages as number[];
       if (o.shard !== undefined) a.shard = o.shard as SweepArgs['shard'];
       if (o.out !== undefined) a.out = o.out as string;
+      a.force = o.force === true;
       done(a);
     });
   sweep.command('merge')
     .description('join the outputs of shards (--shard i/n) into one sweep')
     .argument('<dirs...>', 'the shards\' output folders')
     .option('--out <dir>', 'where the joined sweep goes (default results/<experiment>)')
+    .option('--force', 'overwrite an --out folder that holds the points of an earlier sweep')
     // `sweep merge a b --out X`: commander hands --out to the parent `sweep`, which declares it
     // too; the merge takes it from there
-    .action((dirs: string[], _o: { out?: string }, cmd: Command) => merge(dirs, cmd.optsWithGlobals<{ out?: string }>()));
+    .action((dirs: string[], _o: { out?: string }, cmd: Command) => merge(dirs, cmd.optsWithGlobals<{ out?: string; force?: boolean }>()));
   p.command('merge')
     .description('the same as `sweep merge`')
     .argument('<dirs...>', 'the shards\' output folders')
     .option('--out <dir>', 'where the joined sweep goes (default results/<experiment>)')
+    .option('--force', 'overwrite an --out folder that holds the points of an earlier sweep')
     .action(merge);
 
   p.command('log')
@@ -244,6 +292,9 @@ function program(done: (a: Args) => void): Command {
       return n;
     }))
     .action((file: string, o: { wr: string; qp?: number }) => done({ cmd: 'log', file, wr: o.wr, ...(o.qp !== undefined ? { qp: o.qp } : {}) }));
+  p.command('config')
+    .description('every configuration field (for --set and --config) with its default, unit and meaning')
+    .action(() => done({ cmd: 'config' }));
 
   p.command('plot')
     .description('redraw a sweep\'s plot (<dir>/plot.svg) from its points')
@@ -253,7 +304,7 @@ function program(done: (a: Args) => void): Command {
 }
 
 export function parseArgs(argv: readonly string[]): Args {
-  if (argv.length === 0) throw new UsageError('no command given (list, run, demo, sweep, plot)');
+  if (argv.length === 0) throw new UsageError('no command given (list, run, demo, sweep, plot, config)');
   let out: Args | null = null;
   const p = program((a) => { out = a; });
   try {

@@ -4,13 +4,13 @@
  * table, sweep an experiment's grid (`sweep`, `sweep merge`, `plot`). Exit 0 on success, 1 when
  * a scenario's (or a sweep's) own checks fail, 2 on bad usage.
  */
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { Testbed } from '../driver/testbed.ts';
 import { globToRegExp } from '../sim/trace/glob.ts';
 import { pathToFileURL } from 'node:url';
 import { parseArgs, UsageError, type RunArgs } from './args.ts';
-import { readConfigFile } from './config_file.ts';
+import { printConfig, runConfig } from './config_file.ts';
 import { scenarios } from '../../scenarios/index.ts';
 import type { Scenario, ScenarioResult } from '../scenario.ts';
 import { formatPs } from '../sim/time.ts';
@@ -23,6 +23,7 @@ import { convertToFst, findVcd2fst } from '../sim/trace/fst.ts';
 import { experiments } from '../../experiments/index.ts';
 import { mergeCommand, plotCommand, sweepCommand } from './sweep/sweep.ts';
 import { ensureWritable } from './writable.ts';
+import { statsText } from './stats_text.ts';
 
 const progress = (msg: string): void => {
   if (process.stderr.isTTY) process.stderr.write(msg + '\n');
@@ -52,12 +53,24 @@ async function loadScenario(target: string): Promise<Scenario> {
   }
   if (!existsSync(resolve(target))) throw new UsageError(`${target}: no such file (and no built-in scenario of that name; see 'mlx5sim list')`);
   if (/\.[cm]?ts$/.test(target)) await enableTypeScript(target);
+  // importing a file runs it: what is not a scenario is refused from its text, before that
+  if (!SCENARIO_EXPORT.test(stripComments(readFileSync(resolve(target), 'utf8')))) {
+    throw new UsageError(`${target}: not a scenario file (a scenario file says 'export default defineScenario({ name, summary, run })'; nothing of it was run)`);
+  }
   const mod = (await import(pathToFileURL(resolve(target)).href)) as { default?: Partial<Scenario> };
   const s = mod.default;
   if (!s || typeof s.run !== 'function' || typeof s.name !== 'string') {
-    throw new Error(`${target}: the default export must be a Scenario { name, summary, run(opts) }`);
+    throw new UsageError(`${target}: the default export must be a Scenario { name, summary, run(opts) }`);
   }
   return s as Scenario;
+}
+
+/** What `mlx5sim run file` looks for in a scenario file's source (README "Scenario files"). */
+const SCENARIO_EXPORT = /^[ \t]*export\s+default\s+defineScenario\s*\(/m;
+
+/** The source without its comments (roughly: enough that a commented-out export does not count). */
+function stripComments(src: string): string {
+  return src.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
 }
 
 /**
@@ -100,21 +113,10 @@ function checkTraceArgs(a: RunArgs, t: TestbedTrace): void {
   ensureWritable(`--vcd ${t.vcd}`, dirname(vcd));
 }
 
-function printChecks(name: string, r: ScenarioResult): boolean {
+function printChecks(name: string, r: ScenarioResult, say: (line: string) => void = console.log): boolean {
   const failed = r.checks.filter((c) => !c.ok);
-  for (const c of failed) console.log(`FAIL ${name}: ${c.what}${c.detail ? `: ${c.detail}` : ''}`);
+  for (const c of failed) say(`FAIL ${name}: ${c.what}${c.detail ? `: ${c.detail}` : ''}`);
   return failed.length === 0 && r.checks.length > 0;
-}
-
-function printStats(r: ScenarioResult, how: 'text' | 'json'): void {
-  if (how === 'json') {
-    console.log(JSON.stringify(r.stats));
-    return;
-  }
-  for (const [mod, st] of Object.entries(r.stats)) {
-    const parts = Object.entries(st).map(([k, v]) => (typeof v === 'number' ? `${k}=${v}` : `${k}={n=${v.count} mean=${v.mean.toFixed(0)} p99<=${v.p99}}`));
-    console.log(`${mod}: ${parts.join(' ')}`);
-  }
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -125,6 +127,10 @@ async function main(argv: string[]): Promise<number> {
     for (const s of scenarios) console.log(`${s.name.padEnd(w)}  ${s.summary}`);
     console.log(`\nexperiments (mlx5sim sweep <name> [--quick]):`);
     for (const e of experiments) console.log(`${e.name.padEnd(w)}  ${e.summary}`);
+    return 0;
+  }
+  if (a.cmd === 'config') {
+    printConfig();
     return 0;
   }
   if (a.cmd === 'sweep') return sweepCommand(a);
@@ -162,24 +168,27 @@ async function main(argv: string[]): Promise<number> {
     throw new UsageError("--fst needs GTKWave's vcd2fst on PATH, and there is none (Debian/Ubuntu: apt-get install gtkwave); without --fst the run writes its VCD");
   }
   const s = await loadScenario(a.target);
-  if (a.config && s.configurable === false) {
-    throw new UsageError(`--config: scenario '${s.name}' builds no adapter, so there is nothing to configure`);
+  if ((a.config || a.sets.length) && s.configurable === false) {
+    throw new UsageError(`${a.config ? '--config' : '--set'}: scenario '${s.name}' builds no adapter, so there is nothing to configure`);
   }
-  const config = a.config ? readConfigFile(a.config) : undefined;
+  const config = runConfig(a);
   const trace = traceOf(a, s.name);
   if (trace) checkTraceArgs(a, trace);
   progress(`running ${s.name} ...`);
   const r = await s.run({ seed: a.seed, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
-  const ok = printChecks(s.name, r);
-  console.log(`${s.name}: ${ok ? 'pass' : 'FAIL'} (${r.checks.length} checks, simulated ${formatPs(r.simTime)})${trace?.vcd !== undefined ? `, waves in ${trace.vcd}${trace.gtkw === false ? '' : ` (open: gtkwave ${gtkwPath(trace.vcd)})`}` : ''}`);
-  if (trace?.pcap !== undefined) console.log(`packets: ${trace.pcap} (open: wireshark ${trace.pcap})`);
-  if (trace?.txlog !== undefined) console.log(`transaction log: ${trace.txlog} (mlx5sim log ${trace.txlog} --wr <id>), timeline: ${traceJsonPath(trace.txlog)} (ui.perfetto.dev)`);
+  // with --stats json, stdout is the JSON alone (a pipe into jq); what a person reads goes to stderr
+  const say = a.stats === 'json' ? (line: string): void => console.error(line) : (line: string): void => console.log(line);
+  const ok = printChecks(s.name, r, say);
+  say(`${s.name}: ${ok ? 'pass' : 'FAIL'} (${r.checks.length} checks, simulated ${formatPs(r.simTime)})${trace?.vcd !== undefined ? `, waves in ${trace.vcd}${trace.gtkw === false ? '' : ` (open: gtkwave ${gtkwPath(trace.vcd)})`}` : ''}`);
+  if (trace?.pcap !== undefined) say(`packets: ${trace.pcap} (open: wireshark ${trace.pcap})`);
+  if (trace?.txlog !== undefined) say(`transaction log: ${trace.txlog} (mlx5sim log ${trace.txlog} --wr <id>), timeline: ${traceJsonPath(trace.txlog)} (ui.perfetto.dev)`);
   if (trace?.vcd !== undefined && vcd2fst) {
     progress(`converting ${trace.vcd} to FST ...`);
     const f = convertToFst(trace.vcd, vcd2fst);
-    console.log(`FST: ${f.fst} (${f.fstBytes} bytes; the VCD has ${f.vcdBytes})${trace.gtkw === false ? '' : `, named by ${gtkwPath(trace.vcd)}`}`);
+    say(`FST: ${f.fst} (${f.fstBytes} bytes; the VCD has ${f.vcdBytes})${trace.gtkw === false ? '' : `, named by ${gtkwPath(trace.vcd)}`}`);
   }
-  if (a.stats) printStats(r, a.stats);
+  if (a.stats === 'json') console.log(JSON.stringify(r.stats));
+  else if (a.stats === 'text') for (const line of statsText(r.stats)) console.log(line);
   return ok ? 0 : 1;
 }
 

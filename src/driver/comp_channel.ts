@@ -6,6 +6,7 @@
 import { SimEvent, type Sim } from '../sim/index.ts';
 import { VerbsError, checkObject, checkU53 } from './verbs_error.ts';
 import type { Cq } from './cq.ts';
+import type { Testbed } from './testbed.ts';
 
 /** An asynchronous event (API.md "Completion channels and asynchronous events"). */
 export interface AsyncEvent {
@@ -32,6 +33,11 @@ export class EventFifo<T> {
     return this.items.length;
   }
 
+  /** Drops the items `drop` picks (a destroyed CQ's events nobody read). */
+  remove(drop: (item: T) => boolean): void {
+    for (let i = this.items.length - 1; i >= 0; i--) if (drop(this.items[i])) this.items.splice(i, 1);
+  }
+
   /** The oldest item, waiting up to `timeout` ps for one (ETIMEDOUT after). */
   async take(what: string, timeout: number | undefined): Promise<T> {
     if (timeout !== undefined) checkU53(`${what}: timeout`, timeout);
@@ -54,13 +60,26 @@ export class CompChannel {
   private readonly q: EventFifo<Cq>;
 
   /** @internal Made by ctx.createCompChannel(). */
-  constructor(sim: Sim, readonly ctxIndex: number) {
-    this.q = new EventFifo<Cq>(sim);
+  constructor(
+    /** The testbed whose context made it: a CQ of another testbed cannot report here. */
+    readonly tb: Testbed,
+    readonly ctxIndex: number,
+  ) {
+    this.q = new EventFifo<Cq>(tb.sim);
   }
 
   /** @internal The EQ handler saw a COMP EQE for `cq`. */
   deliver(cq: Cq): void {
     this.q.push(cq);
+  }
+
+  /**
+   * @internal `cq` was destroyed: its events not yet read go (the kernel's
+   * ib_uverbs_release_ucq, drivers/infiniband/core/uverbs_main.c:143, frees the CQ's unread
+   * events from the channel's queue), so getCqEvent never returns a destroyed CQ.
+   */
+  forget(cq: Cq): void {
+    this.q.remove((c) => c === cq);
   }
 
   /**
@@ -70,6 +89,7 @@ export class CompChannel {
    */
   async getCqEvent(opts: { timeout?: number } = {}): Promise<Cq> {
     checkObject('getCqEvent: options', opts);
+    this.tb.checkInRun('getCqEvent');
     const cq = await this.q.take('getCqEvent', opts.timeout);
     cq.noteEvent();
     return cq;

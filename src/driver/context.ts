@@ -105,12 +105,13 @@ export class Context {
   /** ibv_create_comp_channel: a channel CQs may report their completion events to. */
   createCompChannel(): CompChannel {
     this.tb.checkInRun('createCompChannel');
-    return new CompChannel(this.tb.sim, this.index);
+    return new CompChannel(this.tb, this.index);
   }
 
   /** ibv_get_async_event: the next asynchronous event (QP and CQ errors), waiting for one. */
   async getAsyncEvent(opts: { timeout?: number } = {}): Promise<AsyncEvent> {
     checkObject('getAsyncEvent: options', opts);
+    this.tb.checkInRun('getAsyncEvent');
     if (opts.timeout !== undefined) checkU53('getAsyncEvent: timeout', opts.timeout);
     await this.eventQueue();
     return this.asyncEvents.take('getAsyncEvent', opts.timeout);
@@ -138,6 +139,7 @@ export class Context {
 
   /** ibv_query_device, with the ODP capabilities (QUERY_HCA_CAP general and ODP, current). */
   async queryDevice(): Promise<DeviceAttr> {
+    this.tb.checkInRun('queryDevice');
     if (this.attr) return this.attr;
     const g = await this.cmd(this.hca.cmdif.exec({ op: 'QUERY_HCA_CAP', opMod: HcaCapOpMod.GENERAL_CUR }), 'queryDevice');
     const o = await this.cmd(this.hca.cmdif.exec({ op: 'QUERY_HCA_CAP', opMod: HcaCapOpMod.ODP_CUR }), 'queryDevice');
@@ -153,29 +155,32 @@ export class Context {
 
   /** ibv_alloc_pd */
   async allocPd(): Promise<Pd> {
+    this.tb.checkInRun('allocPd');
     const { pd } = await this.cmd(this.hca.cmdif.exec({ op: 'ALLOC_PD' }), 'allocPd');
     return new Pd(this, pd);
   }
 
   /** ibv_create_cq: a CQ of at least `cqe` entries (a power of two), its buffer in host memory. */
   async createCq(cqe: number, opts: { channel?: CompChannel } = {}): Promise<Cq> {
+    this.tb.checkInRun('createCq');
     if (!(Number.isInteger(cqe) && cqe >= 1 && cqe <= this.deviceAttr.maxCqe)) {
       throw new VerbsError('EINVAL', `createCq: cqe must be an integer in 1..${this.deviceAttr.maxCqe}, got ${shown(cqe)}`);
     }
     if (opts === null || typeof opts !== 'object') throw new VerbsError('EINVAL', 'createCq: options must be an object');
     const channel = opts.channel;
     if (channel !== undefined && !(channel instanceof CompChannel)) throw new VerbsError('EINVAL', 'createCq: channel must come from ctx.createCompChannel()');
+    if (channel !== undefined && channel.tb !== this.tb) throw new VerbsError('EINVAL', 'createCq: the channel belongs to another Testbed (its events could never arrive)');
     if (channel !== undefined && channel.ctxIndex !== this.index) throw new VerbsError('EINVAL', 'createCq: the channel belongs to another device context');
     const eq = await this.eventQueue();
     let size = 1;
     while (size < cqe) size *= 2;
     // scattered 4 KiB pages, given to the device as the command's page list (pas)
-    const buf = this.dma.alloc(size * 64);
+    const buf = this.dma.alloc(size * 64, 'createCq');
     // a new CQ buffer is filled with op_own = 0xF0 (opcode INVALID): nothing is owned by software
     const ownInit = new Uint8Array([0xf0]);
     for (let i = 0; i < size; i++) this.hca.host.writeFrom(buf.addr + i * 64 + 63, ownInit, 0, 1);
     // the doorbell record: set_ci (dbrec[0]) and the arm word (dbrec[1])
-    const dbr = this.dma.alloc(64);
+    const dbr = this.dma.alloc(64, 'createCq');
     let cqn: number;
     try {
       ({ cqn } = await this.cmd(
@@ -195,6 +200,7 @@ export class Context {
   /** The 64-byte mkey context of `key` (QUERY_MKEY), for inspection. */
   async queryMkey(key: number): Promise<Uint8Array> {
     checkU32('queryMkey: key', key);
+    this.tb.checkInRun('queryMkey');
     const r = await this.cmd(this.hca.cmdif.exec({ op: 'QUERY_MKEY', index: key >>> 8 }), 'queryMkey');
     return r.context;
   }

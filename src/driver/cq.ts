@@ -101,6 +101,7 @@ export class Cq {
   /** ibv_ack_cq_events: acknowledges `n` events received by getCqEvent. */
   ackEvents(n: number): void {
     this.checkAlive('ackEvents');
+    this.ctx.tb.checkInRun('ackEvents');
     if (!(Number.isSafeInteger(n) && n >= 0 && this.eventsAcked + n <= this.eventsGot)) {
       throw new VerbsError('EINVAL', `ackEvents: n must be an integer in 0..${this.eventsGot - this.eventsAcked} (events received and not acknowledged), got ${shown(n)}`);
     }
@@ -116,13 +117,25 @@ export class Cq {
    * ibv_destroy_cq: EBUSY while a live QP uses it as send or receive CQ (the kernel's uverbs
    * usecnt rule: uverbs_free_cq -> ib_destroy_usecnt in include/rdma/ib_verbs.h returns -EBUSY
    * while cq->usecnt, which ib_create_qp raises, is non-zero); else DESTROY_CQ (0x401).
+   *
+   * EBUSY too while completion events returned by getCqEvent are not acknowledged (ackEvents).
+   * libibverbs' ibv_destroy_cq blocks there until ibv_ack_cq_events catches up; here that wait
+   * would hang a process that forgot to ack (nothing else ever acks), so the call fails at once
+   * and the CQ stays usable: ackEvents, then destroy again. Events the channel holds but no
+   * getCqEvent has returned are dropped with the CQ (the kernel's ib_uverbs_release_ucq).
    */
   async destroy(): Promise<void> {
     this.checkAlive('destroy');
+    this.ctx.tb.checkInRun('destroy');
     const users = [...this.qps.values()].filter((q) => !q.destroyed);
     if (users.length > 0) {
       throw new VerbsError('EBUSY', `destroy: the CQ is still the send or receive CQ of ${users.length} QP(s) (qpn 0x${users[0].qpNum.toString(16)})`);
     }
+    const unacked = this.eventsGot - this.eventsAcked;
+    if (unacked > 0) {
+      throw new VerbsError('EBUSY', `destroy: ${unacked} completion event(s) returned by getCqEvent are not acknowledged (ackEvents(${unacked}) first; libibverbs would block here)`);
+    }
+    this.channel?.forget(this);
     this.destroyed = true;
     this.ctx.cqs.delete(this.cqn);
     await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_CQ', cqn: this.cqn }), 'destroy');
@@ -134,6 +147,7 @@ export class Cq {
   /** ibv_poll_cq: up to `n` completions that are there now (no simulated time passes). */
   poll(n = 16): WorkCompletion[] {
     this.checkAlive('poll');
+    this.ctx.tb.checkInRun('poll');
     if (!(Number.isSafeInteger(n) && n >= 0)) throw new VerbsError('EINVAL', `poll: n must be a non-negative integer, got ${shown(n)}`);
     const out: WorkCompletion[] = [];
     const ci0 = this.ci;
@@ -161,6 +175,7 @@ export class Cq {
    */
   async wait(n = 1, opts: { timeout?: number } = {}): Promise<WorkCompletion[]> {
     this.checkAlive('wait');
+    this.ctx.tb.checkInRun('cq.wait');
     if (!(Number.isSafeInteger(n) && n >= 1)) throw new VerbsError('EINVAL', `cq.wait: n must be a positive integer, got ${shown(n)}`);
     if (opts.timeout !== undefined && !(Number.isSafeInteger(opts.timeout) && opts.timeout >= 0)) {
       throw new VerbsError('EINVAL', `cq.wait: timeout must be a whole, non-negative number of ps below 2^53, got ${shown(opts.timeout)}`);

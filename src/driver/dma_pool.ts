@@ -6,7 +6,22 @@
  * the same size class takes it, so create/destroy cycles keep host memory bounded by the most
  * ever live at once (the host has no free of its own: HostSpace is a bump allocator).
  */
-import type { HostSpace } from '../rtl/memory/host_space.ts';
+import { HostError, type HostAllocOptions, type HostBuffer, type HostSpace } from '../rtl/memory/host_space.ts';
+import { VerbsError } from './verbs_error.ts';
+
+/**
+ * Memory the driver takes from the process for a verb (queue rings, doorbell records, EQs, UMR
+ * lists): an address space or host memory that is full is the verb's ENOMEM, as the kernel's
+ * and libmlx5's allocations fail, never the host's own error.
+ */
+export function driverAlloc(host: HostSpace, what: string, length: number, opts: HostAllocOptions = {}): HostBuffer {
+  try {
+    return host.alloc(length, opts);
+  } catch (e) {
+    if (e instanceof HostError && e.errno === 'ENOMEM') throw new VerbsError('ENOMEM', `${what}: no memory for the driver's ${length}-byte buffer (${e.message})`);
+    throw e;
+  }
+}
 
 /** Bytes of a page of the page lists: 4 KiB (log_page_size 0). */
 export const DMA_PAGE = 4096;
@@ -26,14 +41,14 @@ export class DmaPool {
 
   constructor(private readonly host: HostSpace) {}
 
-  /** A buffer of at least `bytes` (rounded up to a power of two of at least 4 KiB), zeroed. */
-  alloc(bytes: number): DmaBuf {
+  /** A buffer of at least `bytes` (rounded up to a power of two of at least 4 KiB), zeroed; ENOMEM naming `what`. */
+  alloc(bytes: number, what: string): DmaBuf {
     let size = DMA_PAGE;
     while (size < bytes) size *= 2;
     const list = this.free.get(size);
     let buf = list?.pop();
     if (buf === undefined) {
-      const b = this.host.alloc(size);
+      const b = driverAlloc(this.host, what, size);
       const pas: number[] = [];
       for (let off = 0; off < size; off += DMA_PAGE) pas.push(this.host.dmaAddress(b.addr + off));
       buf = { addr: b.addr, bytes: size, pas };

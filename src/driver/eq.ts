@@ -12,6 +12,7 @@ import type { Context } from './context.ts';
 import { decodeEqe, eqeOwnedBySw, EQE_OWNER_INIT, type Eqe } from '../rtl/formats/eqe.ts';
 import { EQE_SIZE, EventType } from '../rtl/formats/constants.ts';
 import { UAR_EQ_ARM } from '../rtl/hca.ts';
+import { driverAlloc } from './dma_pool.ts';
 
 /**
  * The event mask of the context's one EQ: completions, the QP and CQ events, page faults (mlx5
@@ -48,7 +49,7 @@ export class DriverEq {
    */
   static async create(ctx: Context, size: number, eventMask: number, dispatch: (e: Eqe) => void): Promise<DriverEq> {
     const host = ctx.hca.host;
-    const buf = host.alloc(Math.max(4096, size * EQE_SIZE), { hugePages: size * EQE_SIZE > 4096 });
+    const buf = driverAlloc(host, 'create EQ', Math.max(4096, size * EQE_SIZE), { hugePages: size * EQE_SIZE > 4096 });
     for (let i = 0; i < size; i++) host.write(buf.addr + i * EQE_SIZE + 63, OWNER_INIT);
     const bufAddr = host.dmaAddress(buf.addr);
     const { eqn } = await ctx.cmd(ctx.hca.cmdif.exec({ op: 'CREATE_EQ', size, bufAddr, eventMask }), 'create EQ');

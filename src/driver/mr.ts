@@ -169,6 +169,7 @@ export class Mr {
    */
   mapSg(sg: readonly { addr: number; length: number }[], pageSize = PAGE): number {
     this.checkAlive('mapSg');
+    this.pd.ctx.tb.checkInRun('mapSg');
     if (!Array.isArray(sg)) throw new VerbsError('EINVAL', `mapSg: the scatter list must be an array, got ${sg === null ? 'null' : typeof sg}`);
     sg.forEach((e, i) => {
       if (e === null || typeof e !== 'object') throw new VerbsError('EINVAL', `mapSg: element ${i} must be an object`);
@@ -249,6 +250,7 @@ export class Mr {
   /** ibv_dereg_mr: EBUSY while windows are bound to it (DESTROY_MKEY otherwise). */
   async dereg(): Promise<void> {
     this.checkAlive('dereg');
+    this.pd.ctx.tb.checkInRun('dereg');
     const ctx = this.pd.ctx;
     if (readMkey(ctx.hca, this.index).mwCount > 0) throw new VerbsError('EBUSY', 'dereg: memory windows are still bound to the MR');
     this.destroyed = true;

@@ -25,6 +25,7 @@ export class Mw {
   /** ibv_dealloc_mw */
   async dealloc(): Promise<void> {
     this.checkAlive('dealloc');
+    this.pd.ctx.tb.checkInRun('dealloc');
     this.destroyed = true;
     this.pd.untrack(this);
     const ctx = this.pd.ctx;

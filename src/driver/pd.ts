@@ -38,6 +38,7 @@ export class Pd {
    */
   async regMr(addr: number, length: number, access: number): Promise<Mr> {
     this.checkAlive('regMr');
+    this.ctx.tb.checkInRun('regMr');
     checkAccess(access, 'regMr');
     if (!(Number.isSafeInteger(length) && length > 0)) throw new VerbsError('EINVAL', `regMr: length must be > 0, got ${shown(length)}`);
     if (!Number.isSafeInteger(addr) || addr < 0) throw new VerbsError('EINVAL', `regMr: bad address ${addr}`);
@@ -130,6 +131,7 @@ export class Pd {
     opts: { flush?: boolean } = {},
   ): Promise<void> {
     this.checkAlive('adviseMr');
+    this.ctx.tb.checkInRun('adviseMr');
     if (advice !== 'PREFETCH' && advice !== 'PREFETCH_WRITE' && advice !== 'PREFETCH_NO_FAULT') {
       throw new VerbsError('EINVAL', `adviseMr: advice must be PREFETCH, PREFETCH_WRITE or PREFETCH_NO_FAULT, got ${shown(advice)}`);
     }
@@ -147,7 +149,6 @@ export class Pd {
       }
       return { addr, length, lkey };
     });
-    this.ctx.tb.checkInRun('adviseMr');
     const work = this.ctx.tb.spawn(() => this.ctx.odp.prefetch(advice, list));
     if (opts.flush === true) await work;
   }
@@ -185,6 +186,7 @@ export class Pd {
   /** ibv_alloc_mr: a fast-registration MR, FREE until a REG_MR work request registers it. */
   async allocMr(type: 'MEM_REG' | 'SG_GAPS', maxNumSg: number): Promise<Mr> {
     this.checkAlive('allocMr');
+    this.ctx.tb.checkInRun('allocMr');
     const attr = await this.ctx.queryDevice();
     if (type !== 'MEM_REG' && type !== 'SG_GAPS') throw new VerbsError('EINVAL', `allocMr: type must be MEM_REG or SG_GAPS, got ${shown(type)}`);
     if (!(Number.isInteger(maxNumSg) && maxNumSg >= 1 && maxNumSg <= attr.maxFastRegPageListLen)) {
@@ -213,6 +215,7 @@ export class Pd {
   /** ibv_alloc_mw: a window of type 1 or 2, created FREE (UMR-enabled, KLMS with one entry). */
   async allocMw(type: 1 | 2): Promise<Mw> {
     this.checkAlive('allocMw');
+    this.ctx.tb.checkInRun('allocMw');
     if (type !== 1 && type !== 2) throw new VerbsError('EINVAL', `allocMw: type must be 1 or 2, got ${shown(type)}`);
     const tag = this.ctx.nextTag();
     const r = await this.ctx.cmd(
@@ -228,6 +231,7 @@ export class Pd {
   /** ibv_create_qp (RC): send and receive queues in host memory. */
   async createQp(attr: QpInitAttr): Promise<Qp> {
     this.checkAlive('createQp');
+    this.ctx.tb.checkInRun('createQp');
     if (attr === null || typeof attr !== 'object') throw new VerbsError('EINVAL', `createQp: the attributes must be an object, got ${attr === null ? 'null' : typeof attr}`);
     if (!(attr.sendCq instanceof Cq) || !(attr.recvCq instanceof Cq)) throw new VerbsError('EINVAL', 'createQp: sendCq and recvCq must be CQs (ctx.createCq)');
     attr.sendCq.checkAlive('createQp (sendCq)');
@@ -263,6 +267,7 @@ export class Pd {
    */
   async dealloc(): Promise<void> {
     this.checkAlive('dealloc');
+    this.ctx.tb.checkInRun('dealloc');
     for (const u of this.users) if (u.destroyed) this.users.delete(u);
     if (this.users.size > 0) {
       const live = [...this.users];
@@ -281,6 +286,8 @@ export class Pd {
 
   /** The PD's local DMA lkey: a PA-mode mkey over all memory (the key of SG_GAPS KLMs). */
   async localDmaLkey(): Promise<number> {
+    this.checkAlive('localDmaLkey');
+    this.ctx.tb.checkInRun('localDmaLkey');
     if (this.dmaLkey < 0) {
       const r = await this.ctx.cmd(
         this.ctx.hca.cmdif.exec({

@@ -19,7 +19,7 @@ import { decodeDataSeg, encodeDataSeg } from '../rtl/formats/data_seg.ts';
 import { rqStride, rqWqeCount } from '../rtl/formats/rq_wqe.ts';
 import type { Mtu } from '../rtl/config.ts';
 import type { QpState } from '../rtl/firmware/cmd_types.ts';
-import type { DmaBuf } from './dma_pool.ts';
+import { driverAlloc, type DmaBuf } from './dma_pool.ts';
 import { recvPostInfo, sendPostInfo } from './trace/txlog.ts';
 
 /** ibv_qp_init_attr (RC). */
@@ -161,7 +161,7 @@ export class Qp {
     // one buffer, the receive queue first and the send queue after it (mlx5 qp.c), over
     // scattered 4 KiB pages the device reaches through the command's page list (pas)
     const rqBytes = rqSize * stride;
-    const buf = ctx.dma.alloc(rqBytes + sqWqebbs * 64);
+    const buf = ctx.dma.alloc(rqBytes + sqWqebbs * 64, 'createQp');
     let qpn: number;
     try {
       ({ qpn } = await ctx.cmd(
@@ -212,6 +212,7 @@ export class Qp {
    */
   async query(): Promise<{ state: QpState; remoteQpn: number; mtu: number; timeout: number; retryCnt: number; rnrRetry: number; maxRdAtomic: number }> {
     this.checkAlive('query');
+    this.pd.ctx.tb.checkInRun('query');
     const ctx = this.pd.ctx;
     const q = await ctx.cmd(ctx.hca.cmdif.exec({ op: 'QUERY_QP', qpn: this.qpNum }), 'query');
     this.swState = q.state;
@@ -230,6 +231,7 @@ export class Qp {
    */
   async connect(peer: Qp, opts: { mtu?: Mtu; maxRdAtomic?: number } = {}): Promise<void> {
     this.checkAlive('connect');
+    this.pd.ctx.tb.checkInRun('connect');
     if (!(peer instanceof Qp)) throw new VerbsError('EINVAL', `connect: the peer must be a QP, got ${peer === null ? 'null' : typeof peer}`);
     peer.checkAlive('connect (peer)');
     checkObject('connect: options', opts);
@@ -421,6 +423,7 @@ export class Qp {
    */
   async destroy(): Promise<void> {
     this.checkAlive('destroy');
+    this.pd.ctx.tb.checkInRun('destroy');
     if (this.connecting) throw new VerbsError('EBUSY', 'destroy: a connect of this QP is in progress (await it first)');
     this.destroyed = true;
     this.pd.ctx.qps.delete(this.qpNum);
@@ -722,7 +725,7 @@ export class Qp {
     else {
       const cap = Math.max(4096, list.length);
       // one 4 KiB page, or 2 MiB pages, is physically contiguous (a list is at most 1 MiB)
-      const b = host.alloc(cap, { hugePages: cap > 4096 });
+      const b = driverAlloc(host, 'postSend (UMR descriptor list)', cap, { hugePages: cap > 4096 });
       buf = { addr: host.dmaAddress(b.addr), cap };
     }
     this.descLent.push({ wr: this.posted, ...buf });

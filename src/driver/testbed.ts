@@ -173,23 +173,26 @@ export class Testbed {
 
   /** The host (process address space) of adapter `i`. */
   host(i = 0): HostSpace {
-    return this.hca(i).host;
+    return this.adapter('host', i).host;
   }
 
   /** Adapter `i` (hardware view, for inspection and tests). */
   hca(i = 0): Hca {
-    const h = this.hcas[i];
-    if (!h) throw new RangeError(`Testbed: no adapter ${i} (this testbed has ${this.hcas.length})`);
+    return this.adapter('hca', i);
+  }
+
+  /** Adapter `i`, or VerbsError EINVAL naming the call and the adapters there are. */
+  private adapter(what: string, i: unknown): Hca {
+    const h = typeof i === 'number' && Number.isSafeInteger(i) && i >= 0 ? this.hcas[i] : undefined;
+    if (!h) throw new VerbsError('EINVAL', `${what}: no adapter ${shown(i)} (this testbed has ${this.hcas.length}: 0..${this.hcas.length - 1})`);
     return h;
   }
 
   /** ibv_open_device on adapter `i` (inside run: it queries the device's capabilities). */
   async openDevice(i = 0): Promise<Context> {
-    if (!(Number.isSafeInteger(i) && i >= 0 && i < this.hcas.length)) {
-      throw new VerbsError('EINVAL', `openDevice: no adapter ${String(i)} (this testbed has ${this.hcas.length}: 0..${this.hcas.length - 1})`);
-    }
+    const hca = this.adapter('openDevice', i);
     this.checkInRun('openDevice');
-    const ctx = new Context(this, this.hca(i), i);
+    const ctx = new Context(this, hca, i);
     await ctx.queryDevice();
     return ctx;
   }

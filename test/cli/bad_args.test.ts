@@ -20,6 +20,15 @@ writeFileSync(join(dir, 'unknown.json'), '{"noSuchField": 1}');
 mkdirSync(join(dir, 'nopoints'));
 writeFileSync(join(dir, 'nopoints', 'meta.json'), JSON.stringify({ experiment: 'mtt-cliff' }));
 writeFileSync(join(dir, 'nopoints', 'points.jsonl'), '');
+// issue 17 and 21: a file where a folder is needed; a folder holding a sweep's points; a shard
+// folder with nothing missing (gridPoints 0) to merge into it; a .js file that is no scenario
+writeFileSync(join(dir, 'afile'), 'x');
+mkdirSync(join(dir, 'done'));
+writeFileSync(join(dir, 'done', 'points.jsonl'), '{}\n');
+mkdirSync(join(dir, 'shard'));
+writeFileSync(join(dir, 'shard', 'meta.json'), JSON.stringify({ experiment: 'mtt-cliff', seed: 1, gridPoints: 0 }));
+writeFileSync(join(dir, 'shard', 'points.jsonl'), '');
+writeFileSync(join(dir, 'not_a_scenario.js'), `require('node:fs').writeFileSync(${JSON.stringify(join(dir, 'ran'))}, 'it ran');\nexport default {};\n`);
 
 const CASES: [string[], RegExp][] = [
   [['run', 'frwr', '--seed', ''], /--seed must be a decimal integer >= 0, got ''/],
@@ -45,7 +54,24 @@ const CASES: [string[], RegExp][] = [
   [['run', 'frwr', '--config', join(dir, 'unknown.json')], /--config .*unknown\.json: .*noSuchField/],
   [['run', 'kernel-pipeline', '--config', join(dir, 'negative.json')], /--config: scenario 'kernel-pipeline' builds no adapter, so there is nothing to configure/],
   [['run', 'frwr', '--stats', 'xml'], /--stats must be 'text' or 'json'/],
-  [['run', 'frwr', '--from', '5', '--to', '1'], /--to 1 is before --from 5/],
+  [['run', 'frwr', '--from', '5', '--to', '1'], /--to 1 ps is before --from 5 ps/],
+  [['run', 'frwr', '--from', '2us', '--to', '1.5us'], /--to 1\.5 us is before --from 2 us/],
+  [['run', 'frwr', '--from', '2xs'], /--from 2xs: must be a time: a number of ps, or with a unit ps, ns, us, ms or s/],
+  [['run', 'frwr', '--to', 'us'], /--to us: must be a time/],
+  [['run', 'frwr', '--to', '1.5'], /--to 1\.5: a bare number is picoseconds and must be whole/],
+  [['run', 'frwr', '--to', '1.0005ns'], /--to 1\.0005ns: not a whole number of picoseconds/],
+  [['run', 'frwr', '--to', '9000000s'], /--to 9000000s: too large/],
+  [['run', 'frwr', '--vcd', join(dir, 'afile', 'x.vcd')], /--vcd .*afile\/x\.vcd: .*afile is a file, not a folder/],
+  [['run', 'frwr', '--vcd', '/proc/x.vcd'], /--vcd \/proc\/x\.vcd: cannot write in \/proc \(/],
+  [['run', 'frwr', '--set', 'bogus=1'], /--set bogus: not a configuration field \(mlx5sim config lists them\)/],
+  [['run', 'frwr', '--set', 'constructor=1'], /--set constructor: not a configuration field/],
+  [['run', 'frwr', '--set', 'mttCacheLines=64,128'], /--set mttCacheLines=64,128: a run takes one value per field/],
+  [['run', 'frwr', '--set', 'mttCacheLines=0'], /--set mttCacheLines=0: config\.mttCacheLines/],
+  [['run', 'frwr', '--set', 'mttCacheWays=3'], /--set mttCacheWays=3: config\.mttCacheWays: must be a positive integer dividing mttCacheLines, got 3/],
+  [['run', 'frwr', '--set', 'mttCacheWays=16', '--set', 'mttCacheLines=8'], /--set: config\.mttCacheWays: must be a positive integer dividing mttCacheLines, got 16/],
+  [['run', 'frwr', '--set', 'mtu=1024', '--set', 'mtu=2048'], /--set mtu: given twice/],
+  [['run', 'kernel-pipeline', '--set', 'mtu=1024'], /--set: scenario 'kernel-pipeline' builds no adapter/],
+  [['run', join(dir, 'not_a_scenario.js')], /not_a_scenario\.js: not a scenario file \(a scenario file says 'export default defineScenario\(\{ name, summary, run \}\)'; nothing of it was run\)/],
   [['frob'], /unknown command 'frob'/],
   // sweeps, plots and merges (issue 10): refused before any point runs
   [['sweep'], /sweep needs an experiment name/],
@@ -59,11 +85,18 @@ const CASES: [string[], RegExp][] = [
   [['sweep', 'mtt-cliff', '--jobs', '0'], /--jobs must be a decimal integer >= 1, got '0'/],
   [['sweep', 'mtt-cliff', '--shard', '2/2'], /--shard 2\/2: must be i\/n with 0 <= i < n/],
   [['sweep', 'mtt-cliff', '--out', '/proc/mlx5sim/x'], /--out \/proc\/mlx5sim\/x: cannot write in \/proc\/mlx5sim\/x \(/],
+  [['sweep', 'mtt-cliff', '--out', join(dir, 'afile')], /--out .*afile: .*afile is a file, not a folder/],
+  [['sweep', 'mtt-cliff', '--out', join(dir, 'done')], /--out: .*done already holds a sweep's points \(points\.jsonl\); give --force to overwrite them, or another --out/],
+  [['sweep', 'merge', join(dir, 'shard'), '--out', join(dir, 'done')], /--out: .*done already holds a sweep's points/],
+  [['merge', join(dir, 'shard'), '--out', join(dir, 'afile')], /--out .*afile: .*afile is a file, not a folder/],
+  [['sweep', 'mtt-cliff', '--set', 'constructor=1'], /--set constructor: not a parameter of mtt-cliff/],
+  [['sweep', 'mtt-cliff', '--set', 'toString=1'], /--set toString: not a parameter of mtt-cliff/],
+  [['sweep', 'mtt-cliff', '--set', 'mttCacheLines=64', '--set', 'mttCacheLines=128'], /--set mttCacheLines: given twice \(give every value in one --set mttCacheLines=v1,v2\)/],
   [['plot', dir], /: not a sweep's folder \(no meta\.json\)/],
   [['plot', join(dir, 'nopoints')], /nopoints: points\.jsonl holds no point: nothing to plot/],
   [['sweep', 'merge', dir], /: not a sweep's folder \(no meta\.json\)/],
   [['merge'], /missing required argument 'dirs'/],
-  [[], /no command given \(list, run, demo, sweep, plot\)/],
+  [[], /no command given \(list, run, demo, sweep, plot, config\)/],
 ];
 
 describe('the CLI refuses bad arguments with exit code 2 and a line naming them', () => {
@@ -109,5 +142,6 @@ describe('the CLI refuses bad arguments with exit code 2 and a line naming them'
     expect(out).toEqual([]);
     expect(existsSync(join(cwd, 'waves'))).toBe(false); // refused before the run wrote anything
     expect(existsSync(join(cwd, 'results'))).toBe(false);
+    expect(existsSync(join(dir, 'ran'))).toBe(false); // no refused file's code ran
   });
 });

@@ -94,9 +94,10 @@ describe('running a sweep', () => {
 
   it('sweep merge takes its own --out; shards write to folders of their own by default; a line of another sweep is refused', async () => {
     // commander gives --out to the parent `sweep`: the merge must still see it
-    expect(parseArgs(['sweep', 'merge', 'a', 'b', '--out', 'X'])).toEqual({ cmd: 'merge', dirs: ['a', 'b'], out: 'X' });
-    expect(parseArgs(['merge', 'a', '--out', 'Y'])).toEqual({ cmd: 'merge', dirs: ['a'], out: 'Y' });
-    expect(parseArgs(['sweep', 'merge', 'a'])).toEqual({ cmd: 'merge', dirs: ['a'] });
+    expect(parseArgs(['sweep', 'merge', 'a', 'b', '--out', 'X'])).toEqual({ cmd: 'merge', dirs: ['a', 'b'], out: 'X', force: false });
+    expect(parseArgs(['merge', 'a', '--out', 'Y'])).toEqual({ cmd: 'merge', dirs: ['a'], out: 'Y', force: false });
+    expect(parseArgs(['sweep', 'merge', 'a'])).toEqual({ cmd: 'merge', dirs: ['a'], force: false })
+    expect(parseArgs(['sweep', 'merge', 'a', '--force'])).toEqual({ cmd: 'merge', dirs: ['a'], force: true });
     expect(defaultOut('mr-count')).toBe(join('results', 'mr-count'));
     expect(defaultOut('mr-count', { i: 1, n: 4 })).toBe(join('results', 'mr-count', 'shard-1-of-4'));
     const s = tempDir('mlx5sim-tampered-');

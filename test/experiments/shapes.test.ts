@@ -71,9 +71,9 @@ describe('the built-in experiments at --quick size hold their shapes', () => {
       expect(rate('entry', pages) / rate('entry', null)).toBeGreaterThan(0.95);
       expect(fig(r, (p) => p.cotenant === true && p.cotenantPages === pages && p.destroyInvalidates === 'entry', 'mttMissRate')).toBe(0);
     }
-    // 'all': pooled MRs (a UMR each way, ~266 cycles per simulated ms) flush the caches every
-    // ~3.8 us, before the victim's 3,840 MTT lines refill: x0.2, past Husky's x0.497; the
-    // firmware's 600-page MRs (~2.6 cycles per ms) take it to about x0.7
+    // 'all': pooled MRs (a UMR each way, ~270 cycles per simulated ms) flush the caches every
+    // ~3.7 us, before the victim's 480 MTT lines refill: x0.2, past Husky's x0.497; the
+    // firmware's 600-page MRs (~21 cycles per ms with --quick's 8x faster firmware) about x0.7
     expect(rate('all', 1) / rate('all', null)).toBeLessThan(0.497);
     expect(rate('all', 600) / rate('all', null)).toBeLessThan(0.8);
     expect(fig(r, (p) => p.cotenant === true && p.cotenantPages === 1 && p.destroyInvalidates === 'all', 'mttMissRate')).toBeGreaterThan(0.9);

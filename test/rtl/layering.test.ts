@@ -58,7 +58,8 @@ export function layerOf(rel: string): Layer {
     case 'cli':
       return parts[0];
     case 'rtl':
-      if (parts.length === 2) return parts[1] === 'hca.ts' ? 'rtl/hca' : parts[1] === 'config.ts' ? 'rtl/config' : 'outside';
+      // config_fields.ts describes config.ts's fields beside it: the same layer
+      if (parts.length === 2) return parts[1] === 'hca.ts' ? 'rtl/hca' : parts[1] === 'config.ts' || parts[1] === 'config_fields.ts' ? 'rtl/config' : 'outside';
       return `rtl/${parts[1]}` as Layer;
     default:
       return parts.length === 1 ? 'root' : 'outside';

@@ -26,7 +26,7 @@ export function isConfigField(name: string): name is keyof HcaConfig {
 }
 
 /** A typed value: booleans, sizes (4k, 2m: bytes), numbers, else the text itself. */
-function typed(v: string): ParamValue {
+export function typed(v: string): ParamValue {
   if (v === 'true') return true;
   if (v === 'false') return false;
   const size = parseSize(v);
@@ -38,24 +38,28 @@ function typed(v: string): ParamValue {
 /** The values of `--set field=...`, typed and checked against the axis or configuration field. */
 function setValues(exp: Experiment, field: string, raw: readonly string[]): ParamValue[] {
   const values = raw.map(typed);
-  const axis = exp.axes[field];
+  // own properties only: 'constructor' or 'toString' name no axis, whatever the prototype has
+  const axis = Object.hasOwn(exp.axes, field) ? exp.axes[field] : undefined;
   if (axis) {
     for (const v of values) {
       const bad = axis.check?.(v) ?? null;
       if (bad !== null) throw new UsageError(`--set ${field}: ${bad}, got '${String(v)}'`);
     }
   } else if (isConfigField(field)) {
-    for (const v of values) {
-      try {
-        resolveConfig({ [field]: v } as Partial<HcaConfig>);
-      } catch (e) {
-        throw new UsageError(`--set ${field}=${String(v)}: ${e instanceof Error ? e.message : String(e)}`);
-      }
-    }
+    for (const v of values) checkConfigValue(field, v);
   } else {
-    throw new UsageError(`--set ${field}: not a parameter of ${exp.name} (${Object.keys(exp.axes).join(', ')}) nor a configuration field`);
+    throw new UsageError(`--set ${field}: not a parameter of ${exp.name} (${Object.keys(exp.axes).join(', ')}) nor a configuration field (mlx5sim config lists them)`);
   }
   return [...new Set(values)];
+}
+
+/** A value of a configuration field, checked alone (UsageError `--set field=v: config.field: rule`). */
+export function checkConfigValue(field: keyof HcaConfig, v: ParamValue): void {
+  try {
+    resolveConfig({ [field]: v } as Partial<HcaConfig>);
+  } catch (e) {
+    throw new UsageError(`--set ${field}=${String(v)}: ${e instanceof Error ? e.message : String(e)}`);
+  }
 }
 
 /** The blocks with the command line's axes: a `--set` replaces the axis where a block has it, else joins every block. */
@@ -63,8 +67,8 @@ export function gridBlocks(exp: Experiment, choice: GridChoice): GridBlock[] {
   let blocks: Record<string, readonly ParamValue[]>[] = (choice.quick ? exp.grid.quick : exp.grid.full).map((b) => ({ ...b }));
   for (const s of choice.sets) {
     const values = setValues(exp, s.field, s.values);
-    if (blocks.some((b) => s.field in b)) {
-      blocks = blocks.map((b) => (s.field in b ? { ...b, [s.field]: values } : b));
+    if (blocks.some((b) => Object.hasOwn(b, s.field))) {
+      blocks = blocks.map((b) => (Object.hasOwn(b, s.field) ? { ...b, [s.field]: values } : b));
     } else {
       blocks = blocks.map((b) => ({ ...b, [s.field]: values }));
     }

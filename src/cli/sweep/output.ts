@@ -1,5 +1,6 @@
 /**
- * A sweep's output folder: `points.jsonl` (one line per point, sorted by grid index),
+ * A sweep's output folder: `points.jsonl` (one line per point, sorted by grid index), the same
+ * as a table in `points.csv`,
  * `meta.json` (experiment, grid, configuration, seed, version, git commit, shard) and the plot.
  * Also reading it back, and joining the folders of shards (`mlx5sim sweep merge`).
  */
@@ -48,13 +49,52 @@ export function provenance(): { version: string; gitCommit: string | null } {
 
 export const POINTS_FILE = 'points.jsonl';
 export const META_FILE = 'meta.json';
+export const CSV_FILE = 'points.csv';
 
-/** Writes the points (sorted by index) and meta.json; makes the folder. */
+/**
+ * A command that writes a sweep refuses a folder that holds another's points (exit 2, naming
+ * it) unless `force`: a rerun or a merge must not replace results without being asked.
+ */
+export function refuseOverwrite(what: string, dir: string, force: boolean): void {
+  if (!force && existsSync(join(dir, POINTS_FILE))) {
+    throw new UsageError(`${what}: ${dir} already holds a sweep's points (${POINTS_FILE}); give --force to overwrite them, or another --out`);
+  }
+}
+
+/** Writes the points (sorted by index), points.csv and meta.json; makes the folder. */
 export function writeSweep(dir: string, meta: SweepMeta, lines: readonly PointLine[]): void {
   mkdirSync(dir, { recursive: true });
   const sorted = [...lines].sort((a, b) => a.index - b.index);
   writeFileSync(join(dir, POINTS_FILE), sorted.map((l) => JSON.stringify(l) + '\n').join(''));
+  writeCsv(dir, sorted);
   writeFileSync(join(dir, META_FILE), JSON.stringify(meta, null, 2) + '\n');
+}
+
+/** A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break. */
+function csvField(v: unknown): string {
+  const s = v === undefined ? '' : String(v);
+  return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
+}
+
+/**
+ * `points.csv`: one row per point, sorted by index: index, seed, every parameter, every
+ * figure, every statistic as `<module>.<counter>`, wallSeconds (columns in the order first met;
+ * a point without a column leaves it empty). For a spreadsheet or pandas; points.jsonl stays
+ * the source.
+ */
+export function writeCsv(dir: string, lines: readonly PointLine[]): void {
+  const sorted = [...lines].sort((a, b) => a.index - b.index);
+  const cols = (pick: (l: PointLine) => string[]): string[] => [...new Set(sorted.flatMap(pick))];
+  const params = cols((l) => Object.keys(l.params));
+  const figures = cols((l) => Object.keys(l.figures));
+  const stats = cols((l) => Object.entries(l.stats).flatMap(([m, s]) => Object.keys(s).map((k) => `${m}.${k}`)));
+  const stat = (l: PointLine, col: string): number | undefined => {
+    const dot = col.lastIndexOf('.');
+    return l.stats[col.slice(0, dot)]?.[col.slice(dot + 1)];
+  };
+  const rows: unknown[][] = [['index', 'seed', ...params, ...figures, ...stats, 'wallSeconds']];
+  for (const l of sorted) rows.push([l.index, l.seed, ...params.map((p) => l.params[p]), ...figures.map((f) => l.figures[f]), ...stats.map((s) => stat(l, s)), l.wallSeconds]);
+  writeFileSync(join(dir, CSV_FILE), rows.map((r) => r.map(csvField).join(',') + '\n').join(''));
 }
 
 /** Reads a sweep's folder back; a missing or malformed file is a usage error naming it. */

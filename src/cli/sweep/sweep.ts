@@ -9,7 +9,7 @@ import { experiments } from '../../../experiments/index.ts';
 import type { Experiment, PointLine, ShapeCheck } from '../../experiment.ts';
 import { UsageError, type MergeArgs, type PlotArgs, type SweepArgs } from '../args.ts';
 import { expandGrid, gridBlocks, shardOf, type GridChoice } from './grid.ts';
-import { POINTS_FILE, baseConfig, mergeSweeps, provenance, readSweep, writeSweep, type SweepMeta } from './output.ts';
+import { POINTS_FILE, baseConfig, mergeSweeps, provenance, readSweep, refuseOverwrite, writeCsv, writeSweep, type SweepMeta } from './output.ts';
 import { writePlot } from './plot.ts';
 import { runPoints } from './pool.ts';
 import { Progress } from './progress.ts';
@@ -92,6 +92,7 @@ export async function sweepCommand(a: SweepArgs): Promise<number> {
   // the grid is checked (exit code 2) before the progress bar starts
   const grid = shardOf(expandGrid(exp, { quick: a.quick, sets: a.sets, ...(a.pages ? { pages: a.pages } : {}) }), a.shard);
   const dir = a.out ?? defaultOut(exp.name, a.shard);
+  refuseOverwrite(a.out !== undefined ? '--out' : 'sweep', dir, a.force);
   ensureWritable(`--out ${dir}`, dir);
   const bar = new Progress(grid.length, exp.name);
   const t0 = performance.now();
@@ -119,14 +120,16 @@ export async function mergeCommand(a: MergeArgs): Promise<number> {
   const m = mergeSweeps(a.dirs);
   const exp = findExperiment(m.meta.experiment);
   const out = a.out ?? join('results', exp.name);
+  // an incomplete merge writes nothing: it must not replace a whole sweep with part of one
+  if (m.missing.length) {
+    console.log(`FAIL ${m.missing.length} of ${m.meta.gridPoints} points missing (grid indices ${m.missing.slice(0, 20).join(', ')}${m.missing.length > 20 ? ', ...' : ''}): a shard not run or not given; nothing written to ${out}`);
+    return 1;
+  }
+  refuseOverwrite(a.out !== undefined ? '--out' : 'merge', out, a.force);
   ensureWritable(`--out ${out}`, out);
   writeSweep(out, m.meta, m.lines);
   const svg = await writePlot(out, exp, m.lines);
   console.log(`${exp.name}: ${m.lines.length} of ${m.meta.gridPoints} points from ${a.dirs.length} folders: ${join(out, 'points.jsonl')}, plot ${svg}`);
-  if (m.missing.length) {
-    console.log(`FAIL ${m.missing.length} points missing (grid indices ${m.missing.slice(0, 20).join(', ')}${m.missing.length > 20 ? ', ...' : ''}): a shard not run or not given`);
-    return 1;
-  }
   return report(exp.checks(m.lines)) ? 0 : 1;
 }
 
@@ -134,6 +137,7 @@ export async function plotCommand(a: PlotArgs): Promise<number> {
   const { meta, lines } = readSweep(a.dir);
   const exp = findExperiment(meta.experiment);
   if (lines.length === 0) throw new UsageError(`${a.dir}: ${POINTS_FILE} holds no point: nothing to plot`);
+  writeCsv(a.dir, lines);
   console.log(`${exp.name}: plot ${await writePlot(a.dir, exp, lines)} (${lines.length} points)`);
   return 0;
 }
