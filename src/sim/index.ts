@@ -4,7 +4,7 @@ export { EventQueue, PRIO_CLOCK, PRIO_NORMAL, type EventTarget } from './event_q
 export { Clock } from './clock.ts';
 export { Module, type SignalOptions, type WireOptions, type UnclockedWireOptions, type Nothing, type ReqResp } from './module.ts';
 export { Signal, Reg, Probe } from './signal.ts';
-export { EnumType, enumType } from './enum_type.ts';
+export { EnumType, enumType, flagsType } from './enum_type.ts';
 export { Fifo, type FifoOptions } from './fifo.ts';
 export { SimEvent } from './sim_event.ts';
 export { Counter, Histogram, StatSet, type StatsJson, type HistogramJson } from './stats.ts';
