@@ -5,7 +5,7 @@
  * a scenario's (or a sweep's) own checks fail, 2 on bad usage.
  */
 import { existsSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { Testbed } from '../driver/testbed.ts';
 import { globToRegExp } from '../sim/trace/glob.ts';
 import { pathToFileURL } from 'node:url';
@@ -14,7 +14,7 @@ import { readConfigFile } from './config_file.ts';
 import { scenarios } from '../../scenarios/index.ts';
 import type { Scenario, ScenarioResult } from '../scenario.ts';
 import { formatPs } from '../sim/time.ts';
-import { gtkwPath, type TraceOptions } from '../sim/index.ts';
+import { gtkwPath, phaseViews, type TraceOptions } from '../sim/index.ts';
 import { convertToFst, findVcd2fst } from '../sim/trace/fst.ts';
 import { experiments } from '../../experiments/index.ts';
 import { mergeCommand, plotCommand, sweepCommand } from './sweep/sweep.ts';
@@ -143,7 +143,7 @@ async function main(argv: string[]): Promise<number> {
     }
     const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
     for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd());
-    console.log(`\nEach folder holds <scenario>.vcd and <scenario>.gtkw; the enum filters are in waves/filters/.`);
+    console.log(`\nEach folder holds <scenario>.vcd, <scenario>.gtkw and a <scenario>.<phase>.gtkw per phase; the enum filters are in waves/filters/.`);
     console.log(`Open one with: gtkwave waves/<scenario>/<scenario>.gtkw`);
     return allOk ? 0 : 1;
   }
@@ -163,6 +163,8 @@ async function main(argv: string[]): Promise<number> {
   const r = await s.run({ seed: a.seed, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
   const ok = printChecks(s.name, r);
   console.log(`${s.name}: ${ok ? 'pass' : 'FAIL'} (${r.checks.length} checks, simulated ${formatPs(r.simTime)})${trace ? `, waves in ${trace.vcd}${trace.gtkw === false ? '' : ` (open: gtkwave ${gtkwPath(trace.vcd)})`}` : ''}`);
+  const phases = trace && trace.gtkw !== false ? phaseViews(trace.vcd) : [];
+  if (phases.length > 0) console.log(`phase views: ${phases.map((f) => relative(process.cwd(), f)).join(', ')}`);
   if (trace && vcd2fst) {
     progress(`converting ${trace.vcd} to FST ...`);
     const f = convertToFst(trace.vcd, vcd2fst);

@@ -12,4 +12,4 @@ export { Rng } from './rng.ts';
 export { PS, NS, US, MS, periodOfMHz, formatPs, checkPs, type Ps } from './time.ts';
 export { Tracer, type TraceOptions } from './trace/tracer.ts';
 export { vcdId } from './trace/vcd_ids.ts';
-export { gtkwPath, filterPath } from './trace/gtkw.ts';
+export { gtkwPath, filterPath, phaseGtkwPath, phaseViews } from './trace/gtkw.ts';
