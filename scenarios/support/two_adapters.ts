@@ -102,9 +102,9 @@ export const through = {
   local: (a: number): string[] => [`hca${a}.sq`, `hca${a}.requester`, `hca${a}.atu`, `hca${a}.mkey_cache`, `hca${a}.mtt`, `hca${a}.cq_writer`],
   /** An on-demand-paging fault on adapter `a`: the page-fault unit, its EQE, the driver's commands and UMRs. */
   fault: (a: number): string[] => faultModules(a),
-  /** An RDMA WRITE from adapter `a`'s on-demand MR to `b`: the requester's side, its fault, the wire, the CQE. */
+  /** An RDMA WRITE from adapter `a`'s on-demand MR to `b`: the requester and its fault first, then the send queue, the wire, the CQE. */
   faultingWrite: (a: number, b: number): string[] => [
-    `hca${a}.sq`, `hca${a}.requester`, `hca${a}.atu`, ...faultModules(a), 'link_req', `hca${b}.responder`, 'link_resp', `hca${a}.cq_writer`,
+    `hca${a}.requester`, `hca${a}.atu`, ...faultModules(a), `hca${a}.sq`, 'link_req', `hca${b}.responder`, 'link_resp', `hca${a}.cq_writer`,
   ],
 };
 

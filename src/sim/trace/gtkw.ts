@@ -152,8 +152,11 @@ export function writeGtkw(opts: {
   unkept?: number;
   /** Where to write the save file (default `gtkwPath(vcdPath)`): a phase's view is another file. */
   savePath?: string;
-  /** A line for the file's header comment (a phase's name and modules). */
-  title?: string;
+  /**
+   * A phase's view: `<name>: <modules>`, written in the header as `[*] phase <name>: ...`; its
+   * legend of markers starts collapsed (its rows would push the phase's modules down).
+   */
+  phase?: string;
 }): string[] {
   const vcdAbs = resolve(opts.vcdPath);
   const savePath = resolve(opts.savePath ?? gtkwPath(vcdAbs));
@@ -199,7 +202,7 @@ export function writeGtkw(opts: {
     const total = markers.length + (opts.unkept ?? 0);
     const lines = markers.slice(0, MAX_LISTED).map((m, i) => `${letterOf.get(i) ?? ' '}  ${legendTime(m.time)}  ${m.label}`);
     if (total > MAX_LISTED) lines.push(`... and ${total - MAX_LISTED} more`);
-    const open = total <= LEGEND_OPEN_MAX && lines.every((l) => l.length <= LEGEND_LINE_MAX);
+    const open = opts.phase === undefined && total <= LEGEND_OPEN_MAX && lines.every((l) => l.length <= LEGEND_LINE_MAX);
     const title = `markers (${total})`;
     body.push(open ? F_GROUP_BEGIN : F_CLOSED_BEGIN, `-${title}`, F_COMMENT, ...lines.map((l) => `-${l}`));
     body.push(open ? F_GROUP_END : F_CLOSED_END, `-${title}`);
@@ -219,7 +222,7 @@ export function writeGtkw(opts: {
   for (let k = 0; k < MAX_MARKERS; k++) zoom.push(k < named.length ? String(markers[named[k]].time) : '-1');
   const head = [
     GTKW_HEADER,
-    ...(opts.title ? [`[*] ${opts.title.replace(/\s+/g, ' ')}`] : []),
+    ...(opts.phase === undefined ? [] : [`[*] phase ${opts.phase.replace(/\s+/g, ' ')}`]),
     '[*]',
     `[dumpfile] "${vcdAbs}"`,
     `[savefile] "${savePath}"`,

@@ -326,15 +326,17 @@ export class Tracer implements TraceSink {
     }
   }
 
-  /** The span of every phase's view, with the room a whole-run view gets each side; null: no phase. */
+  /**
+   * From the first phase's begin to the last one's end (its activity, or a mark made in it, may
+   * come later than the other), with the room a whole-run view gets each side; null: no phase.
+   */
   private phaseHull(end: Ps): { start: Ps; end: Ps } | null {
     let first = Infinity;
     let last = -1;
     for (const p of this.phases) {
-      const w = this.phaseWindow(p, end);
-      if (w === null) continue;
-      first = Math.min(first, p.first === Infinity ? w.start : p.first);
-      last = Math.max(last, p.first === Infinity ? w.end : p.last);
+      if (this.phaseWindow(p, end) === null) continue;
+      first = Math.min(first, Math.max(p.start, this.start));
+      last = Math.max(last, p.end >= 0 ? Math.min(p.end, end) : end, p.last);
     }
     if (last < 0) return null;
     return { start: Math.max(this.start, leadIn(first, last)), end: Math.min(leadOut(first, last), end) };
@@ -497,7 +499,7 @@ export class Tracer implements TraceSink {
         // the phase's modules first, open, in the order it named them; the others collapsed
         const groups = [...p.groups.map((i) => ({ ...this.groups[i], active: true })), ...this.groups.filter((_, i) => p.member[i] === 0).map((g) => ({ ...g, active: false }))];
         const savePath = phaseGtkwPath(this.opts.vcd, p.name);
-        const written = writeGtkw({ ...common, groups, view: w, savePath, title: `phase ${p.name}: ${p.modules.join(', ')}` });
+        const written = writeGtkw({ ...common, groups, view: w, savePath, phase: `${p.name}: ${p.modules.join(', ')}` });
         this.files.push(...written.filter((f) => !this.files.includes(f)));
       }
       // an earlier run's phase views that this run did not write would open on the wrong times
