@@ -211,8 +211,17 @@ export class Testbed {
     if (typeof body !== 'function') throw new VerbsError('EINVAL', `phase '${name}': the body must be an async function, got ${shown(body)}`);
     this.checkInRun(`phase '${name}'`);
     this.phaseNames.add(name);
-    if (this.tracer === null) return body();
-    return this.tracer.phase(name, modules, body);
+    return this.runPhase(name, modules, body);
+  }
+
+  /** The phase itself, traced or not alike (a body that throws rejects the promise either way). */
+  private async runPhase<T>(name: string, modules: readonly string[], body: () => Promise<T>): Promise<T> {
+    const h = this.tracer?.beginPhase(name, modules);
+    try {
+      return await body();
+    } finally {
+      if (h !== undefined) this.tracer?.endPhase(h);
+    }
   }
 
   /**
