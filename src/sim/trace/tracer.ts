@@ -29,8 +29,9 @@ export interface TraceOptions {
   start?: Ps;
   stop?: Ps;
   /**
-   * The times the .gtkw opens on (default: from a little before the first marker or work
-   * request to the end; the whole run without either). Marks can name them too (`mark`).
+   * The times the .gtkw opens on (default: the span of the run's phases, `beginPhase`; without
+   * phases, from a little before the first marker or work request to the end; the whole run
+   * without either). Marks can name them too (`mark`).
    */
   view?: { start?: Ps; end?: Ps };
   /** Enums as `$var string` with their names (GTKWave, Surfer); not readable by vcd-stream. */
@@ -327,8 +328,8 @@ export class Tracer implements TraceSink {
   }
 
   /**
-   * From the first phase's begin to the last one's end (its activity, or a mark made in it, may
-   * come later than the other), with the room a whole-run view gets each side; null: no phase.
+   * From the first phase's begin to the last one's end (or its modules' last change, when later),
+   * with the room a whole-run view gets each side; null: no phase inside the trace window.
    */
   private phaseHull(end: Ps): { start: Ps; end: Ps } | null {
     let first = Infinity;
@@ -455,7 +456,7 @@ export class Tracer implements TraceSink {
   /** The view to open on, and whether each group changed during it. */
   private openingWindow(end: Ps): { start: Ps; end: Ps; active: boolean[] } {
     const workEnd = this.viewEnd >= 0 ? Math.min(this.viewEnd, end) : end;
-    // phases, when the run has any, make the view: from the first one's activity to the last one's
+    // phases, when the run has any, make the view: from the first one's begin to the last one's end
     const hull = this.phaseHull(end);
     const auto = hull ? hull.start : this.anchor === Infinity ? this.start : Math.max(this.start, leadIn(this.anchor, workEnd));
     const viewStart = this.viewStart >= 0 ? this.viewStart : auto;
