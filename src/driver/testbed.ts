@@ -168,8 +168,9 @@ export class Testbed {
    * Marks this moment in the waves: the .gtkw gets a named marker with `label` (GTKWave draws
    * it over the traces and lists it under Markers; the .gtkw's legend lists every mark, and the
    * first 26 in the opening view are named A..Z). `{ view: 'start' }` / `{ view: 'end' }` make
-   * the mark open or close the view the .gtkw opens on (by default it spans the run's work: from
-   * a little before the first mark or work request to the end). Without tracing it does nothing.
+   * the mark open or close the view the .gtkw opens on (by default it spans the run's phases,
+   * `phase`; without phases, the run's work: from a little before the first mark or work request
+   * to the end). Without tracing it does nothing.
    */
   mark(label: string, opts: { view?: 'start' | 'end' } = {}): void {
     this.tracer?.mark(label, this.sim.now, opts);
