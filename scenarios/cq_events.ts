@@ -8,6 +8,9 @@ import { Access } from '../src/index.ts';
 import type { Scenario } from '../src/scenario.ts';
 import { PAGE, twoAdapters, runScenario } from './support/two_adapters.ts';
 
+/** A SEND into the armed CQ of adapter 1: the event writers first (the subject), then the SEND's way. */
+const EVENT = ['hca1.cq_writer', 'hca1.eq_writer', 'hca0.sq', 'hca0.requester', 'link_req', 'hca1.responder', 'link_resp', 'hca0.cq_writer'];
+
 const scenario: Scenario = {
   name: 'cq-events',
   summary: 'completion events: reqNotify, the COMP EQE and interrupt, getCqEvent, re-arm; an access error raises QP_ACCESS_ERR',
@@ -27,27 +30,35 @@ const scenario: Scenario = {
       for (let i = 1; i <= 2; i++) qp1b.postRecv({ wrId: i, sgList: [{ addr: b.addr, length: 64, lkey: mr1.lkey }] });
       const send = (id: number): void => qp0b.postSend({ wrId: id, opcode: 'SEND', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], signaled: true });
 
-      tb.mark('arm');
-      ecq.reqNotify();
-      send(1);
-      const got = await ch.getCqEvent({ timeout: 1e9 });
-      tb.mark('cq_event');
-      c.check(got === ecq, 'getCqEvent returns the armed CQ after its next CQE');
-      c.equal(ecq.poll(4).map((w) => w.wrId), [1], 'the CQE is there to poll');
-      ecq.ackEvents(1);
-      ecq.reqNotify();
-      send(2);
-      c.check((await ch.getCqEvent({ timeout: 1e9 })) === ecq, 're-armed: the next CQE raises the next event');
-      tb.mark('cq_event_2');
-      ecq.ackEvents(1);
-      await wait(cq0, 2, 'sends_done');
+      await tb.phase('cq_event', EVENT, async () => {
+        tb.mark('arm');
+        ecq.reqNotify();
+        send(1);
+        const got = await ch.getCqEvent({ timeout: 1e9 });
+        tb.mark('cq_event');
+        c.check(got === ecq, 'getCqEvent returns the armed CQ after its next CQE');
+        c.equal(ecq.poll(4).map((w) => w.wrId), [1], 'the CQE is there to poll');
+      });
+      await tb.phase('rearm', EVENT, async () => {
+        ecq.ackEvents(1);
+        ecq.reqNotify();
+        send(2);
+        c.check((await ch.getCqEvent({ timeout: 1e9 })) === ecq, 're-armed: the next CQE raises the next event');
+        tb.mark('cq_event_2');
+        ecq.ackEvents(1);
+        await wait(cq0, 2, 'sends_done');
+      });
 
-      tb.mark('access_error');
-      qp0.postSend({ wrId: 9, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
-      const [e] = await wait(cq0, 1, 'write_refused');
-      c.equal(e?.status, 'REM_ACCESS_ERR', 'an RDMA WRITE without REMOTE_WRITE is refused');
-      const ev = await ctx1.getAsyncEvent({ timeout: 1e9 });
-      tb.mark('async_event');
+      // the refused WRITE moves the responder's QP to ERR: a QP event, EQE and interrupt on adapter 1
+      const ev = await tb.phase('access_error', ['hca1.eq_writer', 'hca1.responder', 'hca0.sq', 'hca0.requester', 'link_req', 'link_resp', 'hca0.cq_writer'], async () => {
+        tb.mark('access_error');
+        qp0.postSend({ wrId: 9, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+        const [e] = await wait(cq0, 1, 'write_refused');
+        c.equal(e?.status, 'REM_ACCESS_ERR', 'an RDMA WRITE without REMOTE_WRITE is refused');
+        const got = await ctx1.getAsyncEvent({ timeout: 1e9 });
+        tb.mark('async_event');
+        return got;
+      });
       c.equal(ev, { type: 'QP_ACCESS_ERR', qpNum: qp1.qpNum }, 'the responder QP raises QP_ACCESS_ERR');
       const st = tb.stats();
       c.equal(st['tb.hca1.eq_writer']?.interrupts, 3, 'three interrupts on hca1: two completion events and the QP event');

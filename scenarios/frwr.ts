@@ -7,7 +7,7 @@
  */
 import { Access } from '../src/index.ts';
 import type { Scenario } from '../src/scenario.ts';
-import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario, through } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'frwr',
@@ -39,8 +39,11 @@ const scenario: Scenario = {
       h1.write(src.addr, pattern);
       const smr = await pd1.regMr(src.addr, 4 * PAGE, Access.LOCAL_WRITE);
 
-      qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ, signaled: true });
-      const [reg] = await wait(cq0, 1, 'REG_MR');
+      // each phase is one work request and its completion, the checks' firmware commands between
+      const [reg] = await tb.phase('reg_mr', through.umr(0), async () => {
+        qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ, signaled: true });
+        return wait(cq0, 1, 'REG_MR');
+      });
       c.equal(reg && { wrId: reg.wrId, status: reg.status, opcode: reg.opcode }, { wrId: 1, status: 'SUCCESS', opcode: 'REG_MR' }, 'REG_MR completes SUCCESS with opcode REG_MR');
       const raw1 = await ctx0.queryMkey(fmr.lkey);
       c.check((raw1[0] & 0x40) === 0 && raw1[7] === 0x5a, 'after REG_MR the mkey is VALID with tag 0x5a', `status 0x${raw1[0].toString(16)} tag 0x${raw1[7].toString(16)}`);
@@ -49,29 +52,35 @@ const scenario: Scenario = {
       const off = 1000;
       const write = (wrId: number): void =>
         qp1.postSend({ wrId, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr, length: 2 * PAGE, lkey: smr.lkey }], remoteAddr: fmr.iova + off, rkey: fmr.rkey, signaled: true });
-      write(10);
-      const [w1] = await wait(cq1, 1, 'RDMA WRITE');
+      const [w1] = await tb.phase('write', through.remote(1, 0), async () => {
+        write(10);
+        return wait(cq1, 1, 'RDMA WRITE');
+      });
       c.equal(w1 && { status: w1.status, opcode: w1.opcode, byteLen: w1.byteLen }, { status: 'SUCCESS', opcode: 'RDMA_WRITE', byteLen: 2 * PAGE }, 'the peer RDMA WRITE through the fast-reg rkey succeeds');
       c.check(sameBytes(h0.read(dst.addr + off, 2 * PAGE), pattern), 'the written bytes land at iova + 1000 across the page boundaries');
       c.check(h0.read(dst.addr, off).every((b) => b === 0), 'nothing is written before the target range');
 
       // LOCAL_INV on the owner's QP: the MR is FREE again
-      qp0.postSend({ wrId: 2, opcode: 'LOCAL_INV', invalidateRkey: fmr.rkey, signaled: true });
-      const [inv] = await wait(cq0, 1, 'LOCAL_INV');
+      const [inv] = await tb.phase('local_inv', through.umr(0), async () => {
+        qp0.postSend({ wrId: 2, opcode: 'LOCAL_INV', invalidateRkey: fmr.rkey, signaled: true });
+        return wait(cq0, 1, 'LOCAL_INV');
+      });
       c.equal(inv && { wrId: inv.wrId, status: inv.status, opcode: inv.opcode }, { wrId: 2, status: 'SUCCESS', opcode: 'LOCAL_INV' }, 'LOCAL_INV completes SUCCESS with opcode LOCAL_INV');
       const raw2 = await ctx0.queryMkey(fmr.lkey);
       c.check((raw2[0] & 0x40) !== 0, 'after LOCAL_INV the mkey is FREE');
 
       // the same write is refused; nothing is written
       h1.fill(src.addr, 2 * PAGE, 0xee);
-      write(11);
-      qp1.postSend({ wrId: 12, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr, length: 8, lkey: smr.lkey }], remoteAddr: fmr.iova, rkey: fmr.rkey });
-      const errs = await wait(cq1, 2, 'WRITE refused');
-      c.equal(errs.map((w) => [w.wrId, w.status]), [[11, 'REM_ACCESS_ERR'], [12, 'WR_FLUSH_ERR']], 'the write after LOCAL_INV fails REM_ACCESS_ERR; the next WR (unsignaled) is flushed');
-      c.check(sameBytes(h0.read(dst.addr + off, 2 * PAGE), pattern), 'the refused write changed nothing');
-      qp0.postSend({ wrId: 3, opcode: 'LOCAL_INV', invalidateRkey: fmr.rkey, signaled: false });
-      // the waves open on the work up to here; the QUERY_QP commands after it are firmware
-      const [fl] = await wait(cq0, 1, 'owner QP flushed', { view: 'end' });
+      const [fl] = await tb.phase('refused', [...through.remote(1, 0), 'hca0.sq'], async () => {
+        write(11);
+        qp1.postSend({ wrId: 12, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr, length: 8, lkey: smr.lkey }], remoteAddr: fmr.iova, rkey: fmr.rkey });
+        const errs = await wait(cq1, 2, 'WRITE refused');
+        c.equal(errs.map((w) => [w.wrId, w.status]), [[11, 'REM_ACCESS_ERR'], [12, 'WR_FLUSH_ERR']], 'the write after LOCAL_INV fails REM_ACCESS_ERR; the next WR (unsignaled) is flushed');
+        c.check(sameBytes(h0.read(dst.addr + off, 2 * PAGE), pattern), 'the refused write changed nothing');
+        qp0.postSend({ wrId: 3, opcode: 'LOCAL_INV', invalidateRkey: fmr.rkey, signaled: false });
+        return wait(cq0, 1, 'owner QP flushed');
+      });
+      // the QUERY_QP commands after the last phase are firmware: outside every view
       c.equal(fl && [fl.wrId, fl.status], [3, 'WR_FLUSH_ERR'], 'a later WR on the owner QP is flushed too');
       c.equal([(await qp1.query()).state, (await qp0.query()).state], ['ERR', 'ERR'], 'both QPs are in ERR');
     }),

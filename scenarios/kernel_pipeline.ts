@@ -13,7 +13,10 @@ const scenario: Scenario = {
     const sim = new Sim({ seed });
     const demo = new KernelDemo(sim, ITEMS);
     const tracer = trace?.vcd !== undefined ? new Tracer(sim, { ...trace, vcd: trace.vcd }) : null;
+    // one phase, the whole stream: its view opens on the source's and the consumer's activity
+    const streaming = tracer?.beginPhase('stream', ['demo.source', 'demo.consumer']);
     sim.runUntil(Infinity); // runs until every module sleeps
+    if (streaming !== undefined) tracer?.endPhase(streaming);
     tracer?.close();
     const c = new Checks();
     c.equal(demo.consumer.sum.q, KernelDemo.expectedSum(seed, ITEMS), 'consumer checksum equals the sum of the items sent');

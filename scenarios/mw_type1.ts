@@ -7,7 +7,7 @@
  */
 import { Access, VerbsError, incRkey } from '../src/index.ts';
 import type { Scenario } from '../src/scenario.ts';
-import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario, through } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'mw-type1',
@@ -29,17 +29,21 @@ const scenario: Scenario = {
       c.check((raw0[0] & 0x40) !== 0, 'allocMw(1): the window starts FREE');
       const old = mw.rkey;
       const winAddr = buf.addr + PAGE;
-      const newRkey = qp0.bindMw(mw, { mr, addr: winAddr, length: PAGE, access: Access.REMOTE_READ }, { wrId: 1, signaled: true });
-      c.equal(newRkey, incRkey(old), 'bindMw returns incRkey(old rkey)');
-      c.equal(mw.rkey, newRkey, 'bindMw updates mw.rkey at once');
-      const [b] = await wait(cq0, 1, 'bindMw');
+      const [newRkey, b] = await tb.phase('bind', through.umr(0), async () => {
+        const k = qp0.bindMw(mw, { mr, addr: winAddr, length: PAGE, access: Access.REMOTE_READ }, { wrId: 1, signaled: true });
+        c.equal(k, incRkey(old), 'bindMw returns incRkey(old rkey)');
+        c.equal(mw.rkey, k, 'bindMw updates mw.rkey at once');
+        return [k, (await wait(cq0, 1, 'bindMw'))[0]] as const;
+      });
       c.equal(b && [b.wrId, b.status, b.opcode], [1, 'SUCCESS', 'BIND_MW'], 'the bind completes SUCCESS with opcode BIND_MW');
 
       // the peer reads through the window
       const dst = h1.alloc(PAGE, { align: PAGE });
       const dmr = await pd1.regMr(dst.addr, PAGE, Access.LOCAL_WRITE);
-      qp1.postSend({ wrId: 10, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 300, lkey: dmr.lkey }], remoteAddr: winAddr + 100, rkey: mw.rkey, signaled: true });
-      const [r] = await wait(cq1, 1, 'READ through the window');
+      const [r] = await tb.phase('read', through.remote(1, 0), async () => {
+        qp1.postSend({ wrId: 10, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 300, lkey: dmr.lkey }], remoteAddr: winAddr + 100, rkey: mw.rkey, signaled: true });
+        return wait(cq1, 1, 'READ through the window');
+      });
       c.equal(r && [r.status, r.opcode, r.byteLen], ['SUCCESS', 'RDMA_READ', 300], 'a remote READ inside the window succeeds');
       c.check(sameBytes(h1.read(dst.addr, 300), content.subarray(PAGE + 100, PAGE + 400)), 'the READ returns the window bytes');
 
@@ -54,17 +58,21 @@ const scenario: Scenario = {
 
       // a READ reaching past the window's end (inside the MR) is refused
       h1.fill(dst.addr, PAGE, 0);
-      qp1.postSend({ wrId: 11, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 100, lkey: dmr.lkey }], remoteAddr: winAddr + PAGE - 50, rkey: mw.rkey, signaled: true });
-      const [bad] = await wait(cq1, 1, 'out-of-window READ');
+      const [bad] = await tb.phase('read_refused', through.remote(1, 0), async () => {
+        qp1.postSend({ wrId: 11, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 100, lkey: dmr.lkey }], remoteAddr: winAddr + PAGE - 50, rkey: mw.rkey, signaled: true });
+        return wait(cq1, 1, 'out-of-window READ');
+      });
       c.equal(bad?.status, 'REM_ACCESS_ERR', 'a READ past the window end fails REM_ACCESS_ERR');
       c.check(h1.read(dst.addr, 100).every((x) => x === 0), 'the refused READ placed nothing');
       c.equal([(await qp0.query()).state, (await qp1.query()).state], ['ERR', 'ERR'], 'both QPs are in ERR');
 
       // unbind (length 0) from a fresh QP: a type-1 window belongs to its PD, not to a QP
       const [qp2] = await pair(pd0, pd1);
-      const k2 = qp2.bindMw(mw, { mr, addr: winAddr, length: 0, access: 0 }, { wrId: 2, signaled: true });
-      c.equal(k2, incRkey(newRkey), 'the unbind takes the next rkey too');
-      const [u] = await wait(cq0, 1, 'unbind');
+      const [u] = await tb.phase('unbind', through.umr(0), async () => {
+        const k2 = qp2.bindMw(mw, { mr, addr: winAddr, length: 0, access: 0 }, { wrId: 2, signaled: true });
+        c.equal(k2, incRkey(newRkey), 'the unbind takes the next rkey too');
+        return wait(cq0, 1, 'unbind');
+      });
       c.equal(u && [u.wrId, u.status, u.opcode], [2, 'SUCCESS', 'BIND_MW'], 'the unbind (length 0) completes SUCCESS');
       const raw1 = await ctx0.queryMkey(mw.rkey);
       c.check((raw1[0] & 0x40) !== 0, 'after the unbind the window is FREE');

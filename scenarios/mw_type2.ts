@@ -9,7 +9,7 @@
  */
 import { Access, VerbsError, incRkey, type Qp } from '../src/index.ts';
 import type { Scenario } from '../src/scenario.ts';
-import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario, through } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'mw-type2',
@@ -43,54 +43,69 @@ const scenario: Scenario = {
 
       // 1. bind over pages 1..2, write through it
       const w1 = buf.addr + PAGE;
-      const k1 = bind(1, w1, 2 * PAGE);
-      c.equal(mw.rkey, k1, 'postSend BIND_MW sets mw.rkey to the new key');
-      const [b1] = await wait(cq0, 1, 'BIND_MW');
+      const [k1, b1] = await tb.phase('bind', through.umr(0), async () => {
+        const k = bind(1, w1, 2 * PAGE);
+        c.equal(mw.rkey, k, 'postSend BIND_MW sets mw.rkey to the new key');
+        return [k, (await wait(cq0, 1, 'BIND_MW'))[0]] as const;
+      });
       c.equal(b1 && [b1.wrId, b1.status, b1.opcode], [1, 'SUCCESS', 'BIND_MW'], 'BIND_MW completes SUCCESS');
       const raw = await ctx0.queryMkey(mw.rkey);
       c.check((raw[0] & 0x40) === 0 && raw[7] === (k1 & 0xff) && (new DataView(raw.buffer, raw.byteOffset).getUint32(4) >>> 8) === qp0.qpNum,
         'the window is VALID with the new tag, bound to the posting QP');
-      writeVia(qp1, 10, w1 + 500, 1000);
-      const [wr1] = await wait(cq1, 1, 'WRITE through the window');
+      const [wr1] = await tb.phase('write', through.remote(1, 0), async () => {
+        writeVia(qp1, 10, w1 + 500, 1000);
+        return wait(cq1, 1, 'WRITE through the window');
+      });
       c.equal(wr1 && [wr1.status, wr1.byteLen], ['SUCCESS', 1000], 'a peer WRITE through the window succeeds');
       c.check(sameBytes(h0.read(w1 + 500, 1000), srcBytes.subarray(0, 1000)), 'the bytes land in the MR at the window address');
 
       // 2. LOCAL_INV of the window
-      qp0.postSend({ wrId: 2, opcode: 'LOCAL_INV', invalidateRkey: mw.rkey, signaled: true });
-      const [li] = await wait(cq0, 1, 'LOCAL_INV');
+      const [li] = await tb.phase('local_inv', through.umr(0), async () => {
+        qp0.postSend({ wrId: 2, opcode: 'LOCAL_INV', invalidateRkey: mw.rkey, signaled: true });
+        return wait(cq0, 1, 'LOCAL_INV');
+      });
       c.equal(li && [li.wrId, li.status, li.opcode], [2, 'SUCCESS', 'LOCAL_INV'], 'LOCAL_INV of the window completes SUCCESS');
       c.check(await isFree(mw.rkey), 'the window is FREE after LOCAL_INV');
 
       // 3. re-bind with the next key, over page 3
       const w2 = buf.addr + 3 * PAGE;
-      const k2 = bind(3, w2, PAGE);
-      c.equal(k2, incRkey(k1), 'the re-bind uses the next key');
-      const [b2] = await wait(cq0, 1, 're-bind');
+      const [k2, b2] = await tb.phase('rebind', through.umr(0), async () => {
+        const k = bind(3, w2, PAGE);
+        c.equal(k, incRkey(k1), 'the re-bind uses the next key');
+        return [k, (await wait(cq0, 1, 're-bind'))[0]] as const;
+      });
       c.equal(b2 && [b2.wrId, b2.status], [3, 'SUCCESS'], 'the re-bind succeeds');
-      writeVia(qp1, 11, w2, 64);
-      const [wr2] = await wait(cq1, 1, 'WRITE through the re-bound window');
+      const [wr2] = await tb.phase('write_rebound', through.remote(1, 0), async () => {
+        writeVia(qp1, 11, w2, 64);
+        return wait(cq1, 1, 'WRITE through the re-bound window');
+      });
       c.equal(wr2?.status, 'SUCCESS', 'a WRITE through the re-bound window succeeds');
       c.check(sameBytes(h0.read(w2, 64), srcBytes.subarray(0, 64)), 'the bytes land at the new window');
 
       //    another QP of the same PD: refused (a type-2 window belongs to its QP)
       const [qp2, qp3] = await pair(pd0, pd1);
       h0.fill(w2 + 1024, 64, 0);
-      writeVia(qp3, 12, w2 + 1024, 64);
-      const [wr3] = await wait(cq1, 1, 'WRITE via another QP');
+      const [wr3] = await tb.phase('wrong_qp', through.remote(1, 0), async () => {
+        writeVia(qp3, 12, w2 + 1024, 64);
+        return wait(cq1, 1, 'WRITE via another QP');
+      });
       c.equal(wr3?.status, 'REM_ACCESS_ERR', 'a WRITE arriving on another QP than the bound one fails REM_ACCESS_ERR');
       c.check(h0.read(w2 + 1024, 64).every((x) => x === 0), 'and writes nothing');
       c.equal((await qp2.query()).state, 'ERR', 'that responder QP goes to ERR');
 
       // 4. remote invalidate of the window by SEND_WITH_INV
-      qp0.postRecv({ wrId: 100, sgList: [{ addr: rbuf.addr, length: 64, lkey: rmr.lkey }] });
-      qp1.postSend({ wrId: 13, opcode: 'SEND_WITH_INV', invalidateRkey: mw.rkey, sgList: [{ addr: src.addr, length: 16, lkey: smr.lkey }], signaled: true });
-      const [rv] = await wait(cq0, 1, 'receive of SEND_WITH_INV');
+      const [rv, sd] = await tb.phase('send_with_inv', ['hca1.sq', 'hca1.requester', 'link_req', 'hca0.responder', 'hca0.umr_engine', 'hca0.mkey_cache', 'link_resp', 'hca0.cq_writer', 'hca1.cq_writer'], async () => {
+        qp0.postRecv({ wrId: 100, sgList: [{ addr: rbuf.addr, length: 64, lkey: rmr.lkey }] });
+        qp1.postSend({ wrId: 13, opcode: 'SEND_WITH_INV', invalidateRkey: mw.rkey, sgList: [{ addr: src.addr, length: 16, lkey: smr.lkey }], signaled: true });
+        return [(await wait(cq0, 1, 'receive of SEND_WITH_INV'))[0], (await wait(cq1, 1, 'SEND_WITH_INV'))[0]] as const;
+      });
       c.equal(rv && [rv.wrId, rv.status, rv.opcode, [...rv.wcFlags], rv.invalidatedRkey], [100, 'SUCCESS', 'RECV', ['WITH_INV'], k2], 'RECV with WITH_INV and invalidatedRkey = the window rkey');
-      const [sd] = await wait(cq1, 1, 'SEND_WITH_INV');
       c.equal(sd && [sd.status, sd.opcode], ['SUCCESS', 'SEND'], 'the sender completes SEND');
       c.check(await isFree(mw.rkey), 'the window is FREE after the remote invalidate');
-      writeVia(qp1, 14, w2, 8);
-      const [wr4] = await wait(cq1, 1, 'WRITE through the invalidated window');
+      const [wr4] = await tb.phase('write_invalidated', through.remote(1, 0), async () => {
+        writeVia(qp1, 14, w2, 8);
+        return wait(cq1, 1, 'WRITE through the invalidated window');
+      });
       c.equal(wr4?.status, 'REM_ACCESS_ERR', 'the invalidated window key is refused');
 
       // 5. no window counts on the MR any more; dealloc

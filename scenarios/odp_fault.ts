@@ -8,7 +8,7 @@
  */
 import { Access } from '../src/index.ts';
 import type { Scenario } from '../src/scenario.ts';
-import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario, through } from './support/two_adapters.ts';
 
 const US = 1_000_000;
 
@@ -33,8 +33,10 @@ const scenario: Scenario = {
       // 1. requester: the WRITE's source page is not present
       tb.mark('requester_fault');
       const t0 = tb.now;
-      qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr, length: PAGE, lkey: omr0.lkey }], remoteAddr: pinned.addr, rkey: pmr1.rkey, signaled: true });
-      const [w1] = await wait(cq0, 1, 'write_done');
+      const [w1] = await tb.phase('requester_fault', through.faultingWrite(0, 1), async () => {
+        qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr, length: PAGE, lkey: omr0.lkey }], remoteAddr: pinned.addr, rkey: pmr1.rkey, signaled: true });
+        return wait(cq0, 1, 'write_done');
+      });
       c.equal(w1?.status, 'SUCCESS', 'the WRITE from a cold ODP source completes SUCCESS');
       const t = (tb.now - t0) / US;
       c.check(t > 190 && t < 260, 'the cold 4 KB write takes ~220 us (one fault, the driver maps and resumes)', `${t.toFixed(1)} us`);
@@ -44,24 +46,31 @@ const scenario: Scenario = {
       // 2. responder: an RDMA READ of a cold page of the peer's ODP MR
       tb.mark('responder_fault');
       h1.write(dst.addr + 2 * PAGE, Uint8Array.of(0xaa, 0xbb));
-      qp0.postSend({ wrId: 2, opcode: 'RDMA_READ', sgList: [{ addr: src.addr + 2 * PAGE, length: 2, lkey: omr0.lkey }], remoteAddr: dst.addr + 2 * PAGE, rkey: omr1.rkey, signaled: true });
-      const [r2] = await wait(cq0, 1, 'read_done');
+      // the READ target faults at the responder (RNR NAK, retry), then its destination at the requester
+      const [r2] = await tb.phase('responder_fault', ['hca0.sq', 'hca0.requester', 'link_req', 'hca1.responder', 'hca1.atu', ...through.fault(1), 'link_resp', 'hca0.atu', ...through.fault(0), 'hca0.cq_writer'], async () => {
+        qp0.postSend({ wrId: 2, opcode: 'RDMA_READ', sgList: [{ addr: src.addr + 2 * PAGE, length: 2, lkey: omr0.lkey }], remoteAddr: dst.addr + 2 * PAGE, rkey: omr1.rkey, signaled: true });
+        return wait(cq0, 1, 'read_done');
+      });
       c.equal(r2?.status, 'SUCCESS', 'the READ of a cold responder page completes after the RNR retry');
       c.equal([...h0.read(src.addr + 2 * PAGE, 2)], [0xaa, 0xbb], 'the READ brings the bytes');
 
       // 3. receive buffer: a SEND into a cold page
       tb.mark('recv_fault');
-      qp1.postRecv({ wrId: 3, sgList: [{ addr: dst.addr + 3 * PAGE, length: 64, lkey: omr1.lkey }] });
-      qp0.postSend({ wrId: 4, opcode: 'SEND', sgList: [{ addr: src.addr, length: 16, lkey: omr0.lkey }], signaled: true });
-      const [rc] = await wait(cq1, 1, 'recv_done');
-      c.equal(rc && [rc.wrId, rc.status, rc.byteLen], [3, 'SUCCESS', 16], 'the SEND into a cold receive buffer is received');
-      await wait(cq0, 1, 'send_done');
+      await tb.phase('recv_fault', ['hca0.sq', 'hca0.requester', 'link_req', 'hca1.responder', 'hca1.atu', ...through.fault(1), 'link_resp', 'hca1.cq_writer', 'hca0.cq_writer'], async () => {
+        qp1.postRecv({ wrId: 3, sgList: [{ addr: dst.addr + 3 * PAGE, length: 64, lkey: omr1.lkey }] });
+        qp0.postSend({ wrId: 4, opcode: 'SEND', sgList: [{ addr: src.addr, length: 16, lkey: omr0.lkey }], signaled: true });
+        const [rc] = await wait(cq1, 1, 'recv_done');
+        c.equal(rc && [rc.wrId, rc.status, rc.byteLen], [3, 'SUCCESS', 16], 'the SEND into a cold receive buffer is received');
+        await wait(cq0, 1, 'send_done');
+      });
 
       // 4. munmap: the fault cannot be resolved
       tb.mark('munmap');
-      await h0.munmap(src.addr + 3 * PAGE, PAGE);
-      qp0.postSend({ wrId: 5, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr + 3 * PAGE, length: 8, lkey: omr0.lkey }], remoteAddr: dst.addr, rkey: omr1.rkey, signaled: true });
-      const [e5] = await wait(cq0, 1, 'munmap_error');
+      const [e5] = await tb.phase('munmap', through.faultingWrite(0, 1), async () => {
+        await h0.munmap(src.addr + 3 * PAGE, PAGE);
+        qp0.postSend({ wrId: 5, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr + 3 * PAGE, length: 8, lkey: omr0.lkey }], remoteAddr: dst.addr, rkey: omr1.rkey, signaled: true });
+        return wait(cq0, 1, 'munmap_error');
+      });
       c.equal(e5?.status, 'LOC_ACCESS_ERR', 'an access to a munmapped page of an ODP MR completes LOC_ACCESS_ERR');
       const st = tb.stats();
       c.equal([st['tb.hca0.pagefault']?.faults, st['tb.hca1.pagefault']?.faults], [3, 2], 'faults on hca0: the WRITE source, the READ destination (REQUESTOR | WRITE), the munmapped page; on hca1: the READ target and the receive buffer');

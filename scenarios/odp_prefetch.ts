@@ -6,9 +6,7 @@
  */
 import { Access } from '../src/index.ts';
 import type { Scenario } from '../src/scenario.ts';
-import { PAGE, twoAdapters, runScenario } from './support/two_adapters.ts';
-
-const US = 1_000_000;
+import { PAGE, twoAdapters, runScenario, through, odpWrites } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'odp-prefetch',
@@ -22,22 +20,19 @@ const scenario: Scenario = {
       const dst = tb.host(1).alloc(PAGE);
       const omr = await pd0.regMr(src.addr, 2 * PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
       const mr1 = await pd1.regMr(dst.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
-      const write = async (id: number, page: number, what: string): Promise<number> => {
-        const t0 = tb.now;
-        qp0.postSend({ wrId: id, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr + page * PAGE, length: 256, lkey: omr.lkey }], remoteAddr: dst.addr, rkey: mr1.rkey, signaled: true });
-        const [w] = await wait(cq0, 1, what);
-        c.equal(w?.status, 'SUCCESS', `${what}: SUCCESS`);
-        return (tb.now - t0) / US;
-      };
+      const write = odpWrites({ tb, c, wait, qp: qp0, cq: cq0, src: { addr: src.addr, lkey: omr.lkey }, dst: { addr: dst.addr, rkey: mr1.rkey } });
       tb.mark('prefetch');
-      await pd0.adviseMr('PREFETCH', [{ addr: src.addr, length: PAGE, lkey: omr.lkey }], { flush: true });
+      // the driver maps the pages by UMR on its own QP, as a fault would
+      await tb.phase('prefetch', through.umr(0), () => pd0.adviseMr('PREFETCH', [{ addr: src.addr, length: PAGE, lkey: omr.lkey }], { flush: true }));
       tb.mark('prefetched');
       const pre = await write(1, 0, 'prefetched_write');
       c.check(pre < 10, 'a prefetched page takes no fault on its first access', `${pre.toFixed(1)} us`);
 
       tb.mark('no_fault_prefetch');
-      await h0.madviseDontNeed(src.addr + PAGE, PAGE);
-      await pd0.adviseMr('PREFETCH_NO_FAULT', [{ addr: src.addr, length: 2 * PAGE, lkey: omr.lkey }], { flush: true });
+      await tb.phase('no_fault_prefetch', through.umr(0), async () => {
+        await h0.madviseDontNeed(src.addr + PAGE, PAGE);
+        await pd0.adviseMr('PREFETCH_NO_FAULT', [{ addr: src.addr, length: 2 * PAGE, lkey: omr.lkey }], { flush: true });
+      });
       const cold = await write(2, 1, 'dropped_write');
       c.check(cold > 150, 'PREFETCH_NO_FAULT did not bring the dropped page back: it faults', `${cold.toFixed(1)} us`);
       c.equal([omr.odpStats().pageFaults, omr.odpStats().pagePrefetch], [1, 2], 'one fault; two pages prefetched (the first, then it again with NO_FAULT)');

@@ -9,7 +9,10 @@
  */
 import { Access, Testbed, VerbsError } from '../src/index.ts';
 import { Checks, type Scenario } from '../src/scenario.ts';
-import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario, through } from './support/two_adapters.ts';
+
+/** RDMA_READ_WITH_INV on adapter 0: the READ to adapter 1 and back, then the local invalidation by UMR. */
+const READ_INV = ['hca0.sq', 'hca0.requester', 'link_req', 'hca1.responder', 'hca1.atu', 'link_resp', 'hca0.atu', 'hca0.umr_engine', 'hca0.mkey_cache', 'hca0.cq_writer'];
 
 const scenario: Scenario = {
   name: 'read-with-inv',
@@ -50,20 +53,26 @@ const scenario: Scenario = {
       const dst = h0.alloc(PAGE, { align: PAGE });
       const fmr = await pd0.allocMr('MEM_REG', 1);
       fmr.mapSg([{ addr: dst.addr, length: PAGE }]);
-      qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.lkey, access: Access.LOCAL_WRITE, signaled: true });
-      const [reg] = await wait(cq0, 1, 'REG_MR');
+      const [reg] = await tb.phase('reg_mr', through.umr(0), async () => {
+        qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.lkey, access: Access.LOCAL_WRITE, signaled: true });
+        return wait(cq0, 1, 'REG_MR');
+      });
       c.equal(reg?.status, 'SUCCESS', 'REG_MR of the sink MR succeeds');
 
-      qp0.postSend({ wrId: 2, opcode: 'RDMA_READ_WITH_INV', sgList: [{ addr: dst.addr, length: data.length, lkey: fmr.lkey }], remoteAddr: src.addr, rkey: smr.rkey, invalidateRkey: fmr.lkey, signaled: true });
-      const [rd] = await wait(cq0, 1, 'RDMA_READ_WITH_INV');
+      const [rd] = await tb.phase('read_with_inv', READ_INV, async () => {
+        qp0.postSend({ wrId: 2, opcode: 'RDMA_READ_WITH_INV', sgList: [{ addr: dst.addr, length: data.length, lkey: fmr.lkey }], remoteAddr: src.addr, rkey: smr.rkey, invalidateRkey: fmr.lkey, signaled: true });
+        return wait(cq0, 1, 'RDMA_READ_WITH_INV');
+      });
       c.equal(rd && [rd.wrId, rd.status, rd.opcode, rd.byteLen], [2, 'SUCCESS', 'RDMA_READ', data.length], 'the read completes RDMA_READ SUCCESS with its byte count');
       c.check(sameBytes(h0.read(dst.addr, data.length), data), 'the data landed in the sink');
       const raw = await ctx0.queryMkey(fmr.lkey);
       c.check((raw[0] & 0x40) !== 0, 'the sink MR is FREE: invalidated after the read');
 
       // the invalidated key is refused as an lkey
-      qp0.postSend({ wrId: 3, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 8, lkey: fmr.lkey }], remoteAddr: src.addr, rkey: smr.rkey, signaled: true });
-      const [again] = await wait(cq0, 1, 'RDMA_READ into the invalidated MR');
+      const [again] = await tb.phase('read_invalidated', through.remote(0, 1), async () => {
+        qp0.postSend({ wrId: 3, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 8, lkey: fmr.lkey }], remoteAddr: src.addr, rkey: smr.rkey, signaled: true });
+        return wait(cq0, 1, 'RDMA_READ into the invalidated MR');
+      });
       c.equal(again?.status, 'LOC_PROT_ERR', 'a read into the invalidated MR fails LOC_PROT_ERR');
 
       // fresh QPs: the key to invalidate names nothing (a stale tag)
@@ -71,8 +80,10 @@ const scenario: Scenario = {
       const sink = h0.alloc(PAGE, { align: PAGE });
       const umr = await pd0.regMr(sink.addr, PAGE, Access.LOCAL_WRITE);
       const stale = ((umr.lkey & 0xffffff00) | ((umr.lkey + 1) & 0xff)) >>> 0;
-      qp2.postSend({ wrId: 4, opcode: 'RDMA_READ_WITH_INV', sgList: [{ addr: sink.addr, length: 64, lkey: umr.lkey }], remoteAddr: src.addr, rkey: smr.rkey, invalidateRkey: stale, signaled: true });
-      const [bad] = await wait(cq0, 1, 'RDMA_READ_WITH_INV of a stale key');
+      const [bad] = await tb.phase('inv_stale', READ_INV, async () => {
+        qp2.postSend({ wrId: 4, opcode: 'RDMA_READ_WITH_INV', sgList: [{ addr: sink.addr, length: 64, lkey: umr.lkey }], remoteAddr: src.addr, rkey: smr.rkey, invalidateRkey: stale, signaled: true });
+        return wait(cq0, 1, 'RDMA_READ_WITH_INV of a stale key');
+      });
       c.equal(bad && [bad.wrId, bad.status], [4, 'LOC_QP_OP_ERR'], 'invalidating a key that names no MR completes LOC_QP_OP_ERR');
       c.check(sameBytes(h0.read(sink.addr, 64), data.subarray(0, 64)), 'the read data landed before the invalidation failed');
       c.equal((await qp2.query()).state, 'ERR', 'the QP goes to ERR');

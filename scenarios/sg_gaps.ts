@@ -7,7 +7,7 @@
  */
 import { Access } from '../src/index.ts';
 import type { Scenario } from '../src/scenario.ts';
-import { PAGE, twoAdapters, sameBytes, runScenario } from './support/two_adapters.ts';
+import { PAGE, twoAdapters, sameBytes, runScenario, through } from './support/two_adapters.ts';
 
 const scenario: Scenario = {
   name: 'sg-gaps',
@@ -43,25 +43,29 @@ const scenario: Scenario = {
       // then show REG_MR and the READs without that wait between them
       const dst = h1.alloc(2 * PAGE, { align: PAGE });
       const dmr = await pd1.regMr(dst.addr, 2 * PAGE, Access.LOCAL_WRITE);
-      qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.LOCAL_WRITE | Access.REMOTE_READ, signaled: true });
-      const [reg] = await wait(cq0, 1, 'REG_MR');
+      const [reg] = await tb.phase('reg_mr', through.umr(0), async () => {
+        qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.LOCAL_WRITE | Access.REMOTE_READ, signaled: true });
+        return wait(cq0, 1, 'REG_MR');
+      });
       c.equal(reg && [reg.status, reg.opcode], ['SUCCESS', 'REG_MR'], 'REG_MR (KLM) completes SUCCESS');
       const raw = await ctx0.queryMkey(fmr.lkey);
       c.equal([(raw[0] & 0x40) !== 0, raw[2] & 3], [false, 2], 'the mkey is VALID in access mode KLMS');
 
-      // the peer reads it all, and a piece straddling the first gap
-      qp1.postSend({ wrId: 10, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: concat.length, lkey: dmr.lkey }], remoteAddr: fmr.iova, rkey: fmr.rkey, signaled: true });
-      const [r1] = await wait(cq1, 1, 'READ of the whole MR');
-      c.equal(r1 && [r1.status, r1.byteLen], ['SUCCESS', concat.length], 'an RDMA READ of the whole MR succeeds');
-      c.check(sameBytes(h1.read(dst.addr, concat.length), concat), 'it returns the three elements concatenated (the gaps skipped)');
-      qp1.postSend({ wrId: 11, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr + PAGE + 8, length: 3000, lkey: dmr.lkey }], remoteAddr: fmr.iova + 900, rkey: fmr.rkey, signaled: true });
-      const [r2] = await wait(cq1, 1, 'READ across the gaps');
-      c.equal(r2?.status, 'SUCCESS', 'a READ from inside the first element across both gaps succeeds');
-      c.check(sameBytes(h1.read(dst.addr + PAGE + 8, 3000), concat.subarray(900, 3900)), 'it returns the right slice of the concatenation');
-      // one byte past the end is refused
-      qp1.postSend({ wrId: 12, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 2, lkey: dmr.lkey }], remoteAddr: fmr.iova + concat.length - 1, rkey: fmr.rkey, signaled: true });
-      const [r3] = await wait(cq1, 1, 'READ past the end');
-      c.equal(r3?.status, 'REM_ACCESS_ERR', 'a READ one byte past the MR length fails REM_ACCESS_ERR');
+      // the peer reads it all, and a piece straddling the first gap: the KLM walk at the owner
+      await tb.phase('reads', ['hca1.sq', 'hca1.requester', 'link_req', 'hca0.responder', 'hca0.atu', 'hca0.klm_walker', 'hca0.mkey_cache', 'hca0.mtt', 'link_resp', 'hca1.cq_writer'], async () => {
+        qp1.postSend({ wrId: 10, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: concat.length, lkey: dmr.lkey }], remoteAddr: fmr.iova, rkey: fmr.rkey, signaled: true });
+        const [r1] = await wait(cq1, 1, 'READ of the whole MR');
+        c.equal(r1 && [r1.status, r1.byteLen], ['SUCCESS', concat.length], 'an RDMA READ of the whole MR succeeds');
+        c.check(sameBytes(h1.read(dst.addr, concat.length), concat), 'it returns the three elements concatenated (the gaps skipped)');
+        qp1.postSend({ wrId: 11, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr + PAGE + 8, length: 3000, lkey: dmr.lkey }], remoteAddr: fmr.iova + 900, rkey: fmr.rkey, signaled: true });
+        const [r2] = await wait(cq1, 1, 'READ across the gaps');
+        c.equal(r2?.status, 'SUCCESS', 'a READ from inside the first element across both gaps succeeds');
+        c.check(sameBytes(h1.read(dst.addr + PAGE + 8, 3000), concat.subarray(900, 3900)), 'it returns the right slice of the concatenation');
+        // one byte past the end is refused
+        qp1.postSend({ wrId: 12, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 2, lkey: dmr.lkey }], remoteAddr: fmr.iova + concat.length - 1, rkey: fmr.rkey, signaled: true });
+        const [r3] = await wait(cq1, 1, 'READ past the end');
+        c.equal(r3?.status, 'REM_ACCESS_ERR', 'a READ one byte past the MR length fails REM_ACCESS_ERR');
+      });
     }),
 };
 

@@ -50,13 +50,17 @@ const scenario: Scenario = {
       return [resp.result, sim.now - t0];
     };
 
+    /** A phase of the waves (`Tracer.phase`): each step below, with the modules it goes through. */
+    const phase = <T>(name: string, modules: string[], body: () => Promise<T>): Promise<T> => (tracer ? tracer.phase(name, modules, body) : body());
+    const MISS = ['hca0.atu', 'hca0.mkey_cache', 'hca0.mtt', 'hca0.pcie'];
+
     await sim.run(async () => {
       // 1. cold then warm, direct mkey
       const a = mr(4);
-      const [cold, tCold] = await xlate(a.key, a.va + PAGE + 16);
+      const [cold, tCold] = await phase('cold', MISS, () => xlate(a.key, a.va + PAGE + 16));
       c.equal(cold, { kind: 'ok', segments: [{ pa: a.pas[1] + 16, length: 64 }] }, 'cold access translates to the second page');
       c.check(tCold > 1_000_000 && tCold < 1_250_000, 'a cold direct access costs about two PCIe reads (~1.1 us)', `${tCold} ps`);
-      const [, tWarm] = await xlate(a.key, a.va + PAGE + 16);
+      const [, tWarm] = await phase('warm', ['hca0.atu', 'hca0.mkey_cache', 'hca0.mtt'], () => xlate(a.key, a.va + PAGE + 16));
       c.check(tWarm <= 10 * hca.coreClock.period, 'the same access warm takes a few cycles', `${tWarm} ps`);
 
       // 2. thrash: 24 mkeys through a 16-entry, 4-way LRU cache, twice round
@@ -64,7 +68,9 @@ const scenario: Scenario = {
       await sim.delay(100_000);
       const before = sim.stats()['tb.hca0.mkey_cache'].misses as number;
       tracer?.mark('thrash');
-      for (let round = 0; round < 2; round++) for (const m of many) await xlate(m.key, m.va);
+      await phase('thrash', MISS, async () => {
+        for (let round = 0; round < 2; round++) for (const m of many) await xlate(m.key, m.va);
+      });
       const misses = (sim.stats()['tb.hca0.mkey_cache'].misses as number) - before;
       c.equal(misses, 48, 'cycling 24 mkeys through 16 entries misses on every access (LRU thrash)');
 
@@ -73,7 +79,7 @@ const scenario: Scenario = {
       const w1 = klm(a.key, a.va, 4 * PAGE);
       const w2 = klm(w1, 0, 4 * PAGE);
       tracer?.mark('KLM walk');
-      const [nested, tNested] = await xlate(w2, 2 * PAGE + 8, 16);
+      const [nested, tNested] = await phase('klm_walk', ['hca0.atu', 'hca0.klm_walker', 'hca0.mkey_cache', 'hca0.mtt', 'hca0.pcie'], () => xlate(w2, 2 * PAGE + 8, 16));
       c.equal(nested, { kind: 'ok', segments: [{ pa: a.pas[2] + 8, length: 16 }] }, 'a nested KLM key walks down to the MTT page');
       c.check(tNested > 2 * 1_050_000 && tNested < 3_000_000, 'two cold KLM levels add two dependent reads each (the inner mkey is warm)', `${tNested} ps`);
 
@@ -81,7 +87,7 @@ const scenario: Scenario = {
       await sim.delay(100_000);
       const stale = ((a.key & ~0xff) | ((a.key + 1) & 0xff)) >>> 0;
       tracer?.mark('stale key');
-      const [bad] = await xlate(stale, a.va);
+      const [bad] = await phase('stale_key', ['hca0.atu', 'hca0.mkey_cache', 'hca0.pcie'], () => xlate(stale, a.va));
       c.equal(bad, { kind: 'error', error: 'INVALID_KEY', key: stale }, 'a stale tag is refused');
       // idle at the end, so the waves show the last mark's label clear of the edge
       await sim.delay(2_000_000);

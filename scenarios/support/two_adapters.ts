@@ -85,6 +85,46 @@ export async function twoAdapters(tb: Testbed): Promise<{
   return { ctx0, ctx1, pd0, pd1, cq0, cq1, pair };
 }
 
+const faultModules = (a: number): string[] => [`hca${a}.pagefault`, `hca${a}.eq_writer`, `hca${a}.cmdif`, `hca${a}.umr_engine`, `hca${a}.mtt`];
+
+/**
+ * The modules a phase of a scenario is about (`tb.phase`), by the way its work request goes, in
+ * the order a reader follows it.
+ */
+export const through = {
+  /** A UMR work request (REG_MR, LOCAL_INV, BIND_MW) on adapter `a`: its send queue, the UMR engine, the caches it keeps coherent, the CQE. */
+  umr: (a: number): string[] => [`hca${a}.sq`, `hca${a}.umr_engine`, `hca${a}.mkey_cache`, `hca${a}.mtt`, `hca${a}.cq_writer`],
+  /** An RDMA operation from adapter `a` to `b`: the requester's side, the wire, the responder and its translation, the CQE. */
+  remote: (a: number, b: number): string[] => [
+    `hca${a}.sq`, `hca${a}.requester`, `hca${a}.atu`, 'link_req', `hca${b}.responder`, `hca${b}.atu`, `hca${b}.mkey_cache`, `hca${b}.mtt`, 'link_resp', `hca${a}.cq_writer`,
+  ],
+  /** A work request adapter `a` fails by itself (a bad lkey): its send queue, requester, translation, CQE. */
+  local: (a: number): string[] => [`hca${a}.sq`, `hca${a}.requester`, `hca${a}.atu`, `hca${a}.mkey_cache`, `hca${a}.mtt`, `hca${a}.cq_writer`],
+  /** An on-demand-paging fault on adapter `a`: the page-fault unit, its EQE, the driver's commands and UMRs. */
+  fault: (a: number): string[] => faultModules(a),
+  /** An RDMA WRITE from adapter `a`'s on-demand MR to `b`: the requester and its fault first, then the send queue, the wire, the CQE. */
+  faultingWrite: (a: number, b: number): string[] => [
+    `hca${a}.requester`, `hca${a}.atu`, ...faultModules(a), `hca${a}.sq`, 'link_req', `hca${b}.responder`, 'link_resp', `hca${a}.cq_writer`,
+  ],
+};
+
+/**
+ * `write(id, page, what)`: a 256-byte RDMA WRITE from page `page` of an on-demand MR (`src`) to
+ * `dst`, as the phase `what` (also its completion's marker), checked SUCCESS; resolves to the
+ * microseconds it took from post to completion.
+ */
+export function odpWrites(o: { tb: Testbed; c: Checks; wait: Waiter; qp: Qp; cq: Cq; src: { addr: number; lkey: number }; dst: { addr: number; rkey: number } }): (id: number, page: number, what: string) => Promise<number> {
+  const { tb, c, wait, qp, cq, src, dst } = o;
+  return (id, page, what) =>
+    tb.phase(what, through.faultingWrite(0, 1), async () => {
+      const t0 = tb.now;
+      qp.postSend({ wrId: id, opcode: 'RDMA_WRITE', sgList: [{ addr: src.addr + page * PAGE, length: 256, lkey: src.lkey }], remoteAddr: dst.addr, rkey: dst.rkey, signaled: true });
+      const [w] = await wait(cq, 1, what);
+      c.equal(w?.status, 'SUCCESS', `${what}: SUCCESS`);
+      return (tb.now - t0) / 1e6;
+    });
+}
+
 /** Byte-for-byte equality of two buffers. */
 export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);

@@ -5,7 +5,7 @@
  * a scenario's (or a sweep's) own checks fail, 2 on bad usage.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { Testbed } from '../driver/testbed.ts';
 import { globToRegExp } from '../sim/trace/glob.ts';
 import { pathToFileURL } from 'node:url';
@@ -14,7 +14,7 @@ import { printConfig, runConfig } from './config_file.ts';
 import { scenarios } from '../../scenarios/index.ts';
 import type { Scenario, ScenarioResult } from '../scenario.ts';
 import { formatPs } from '../sim/time.ts';
-import { gtkwPath, type TraceOptions } from '../sim/index.ts';
+import { gtkwPath, phaseViews, type TraceOptions } from '../sim/index.ts';
 import type { TestbedTrace } from '../driver/testbed.ts';
 import { checkWireTrace, wireTrace } from './wire_trace.ts';
 import { logCommand } from './log.ts';
@@ -157,7 +157,7 @@ async function main(argv: string[]): Promise<number> {
     }
     const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
     for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd());
-    console.log(`\nEach folder holds <scenario>.vcd and <scenario>.gtkw; the enum filters are in waves/filters/.`);
+    console.log(`\nEach folder holds <scenario>.vcd, <scenario>.gtkw and a <scenario>.<phase>.gtkw per phase; the enum filters are in waves/filters/.`);
     console.log(`A verbs scenario's folder also holds <scenario>.pcap (wireshark) and <scenario>.txlog.jsonl / .trace.json (mlx5sim log, ui.perfetto.dev).`);
     console.log(`Open one with: gtkwave waves/<scenario>/<scenario>.gtkw`);
     return allOk ? 0 : 1;
@@ -180,6 +180,8 @@ async function main(argv: string[]): Promise<number> {
   const say = a.stats === 'json' ? (line: string): void => console.error(line) : (line: string): void => console.log(line);
   const ok = printChecks(s.name, r, say);
   say(`${s.name}: ${ok ? 'pass' : 'FAIL'} (${r.checks.length} checks, simulated ${formatPs(r.simTime)})${trace?.vcd !== undefined ? `, waves in ${trace.vcd}${trace.gtkw === false ? '' : ` (open: gtkwave ${gtkwPath(trace.vcd)})`}` : ''}`);
+  const phases = trace?.vcd !== undefined && trace.gtkw !== false ? phaseViews(trace.vcd) : [];
+  if (phases.length > 0) say(`phase views: ${phases.map((f) => relative(process.cwd(), f)).join(', ')}`);
   if (trace?.pcap !== undefined) say(`packets: ${trace.pcap} (open: wireshark ${trace.pcap})`);
   if (trace?.txlog !== undefined) say(`transaction log: ${trace.txlog} (mlx5sim log ${trace.txlog} --wr <id>), timeline: ${traceJsonPath(trace.txlog)} (ui.perfetto.dev)`);
   if (trace?.vcd !== undefined && vcd2fst) {

@@ -2,6 +2,8 @@
  * The testbed (API.md "Testbed and time"): one or more HCAs, each with its own host, on one
  * simulated timeline, optionally traced to a VCD. All verbs calls happen inside `run()`.
  */
+import { PHASE_NAME } from '../sim/trace/tracer.ts';
+import { globToRegExp } from '../sim/trace/glob.ts';
 import { Sim, Tracer, type Ps, type StatsJson, type TraceOptions } from '../sim/index.ts';
 import { Hca } from '../rtl/hca.ts';
 import { resolveConfig, type HcaConfig } from '../rtl/config.ts';
@@ -65,6 +67,7 @@ export class Testbed {
   /** @internal The transaction log the driver tells of posts and polls; null when untraced. */
   readonly txlog: TxLog | null;
   private firstWork: Ps | null = null;
+  private readonly phaseNames = new Set<string>();
 
   constructor(opts: TestbedOptions = {}) {
     checkObject('Testbed: options', opts);
@@ -206,11 +209,61 @@ export class Testbed {
    * Marks this moment in the waves: the .gtkw gets a named marker with `label` (GTKWave draws
    * it over the traces and lists it under Markers; the .gtkw's legend lists every mark, and the
    * first 26 in the opening view are named A..Z). `{ view: 'start' }` / `{ view: 'end' }` make
-   * the mark open or close the view the .gtkw opens on (by default it spans the run's work: from
-   * a little before the first mark or work request to the end). Without tracing it does nothing.
+   * the mark open or close the view the .gtkw opens on (by default it spans the run's phases,
+   * `phase`; without phases, the run's work: from a little before the first mark or work request
+   * to the end). Without tracing it does nothing.
    */
   mark(label: string, opts: { view?: 'start' | 'end' } = {}): void {
     this.tracer?.mark(label, this.sim.now, opts);
+  }
+
+  /**
+   * Runs `body` as a named phase of the run (inside run), for the waves: the part of the work a
+   * reader wants to look at (a REG_MR, a WRITE and its completion, a page fault) and the modules
+   * it is about, as paths below `tb` or globs over them (`'hca0.umr_engine'`, `'hca*.sq'`, in the
+   * order the reader should see them). A traced run then writes, beside `<run>.gtkw`, one
+   * `<run>.<name>.gtkw` per phase: it opens on the span in which those modules' signals changed
+   * during the phase (a little room each side; the activity fills about nine tenths of the wave
+   * pane), with those modules first and open and the others collapsed below; and `<run>.gtkw`
+   * itself spans the phases (from the first to the last), unless a mark or `trace.view` names its
+   * times. So a scenario keeps its own checks (QUERY_MKEY, QUERY_QP) outside every phase, and
+   * they stay out of the views. Returns what `body` returns; the phase ends when `body` settles
+   * (also on a throw). Names: 1 to 64 letters, digits, `_`, `-`, each used once in a run; every
+   * module pattern must name a module of the testbed (VerbsError EINVAL otherwise, traced or not).
+   * Phases only mark time: they change nothing the simulation does.
+   *
+   * ```ts
+   * const [wc] = await tb.phase('reg_mr', ['hca0.sq', 'hca0.umr_engine', 'hca0.cq_writer'], async () => {
+   *   qp.postSend({ wrId: 1, opcode: 'REG_MR', mr, key: mr.rkey, access, signaled: true });
+   *   return cq.wait(1);
+   * });
+   * ```
+   */
+  phase<T>(name: string, modules: readonly string[], body: () => Promise<T>): Promise<T> {
+    if (typeof name !== 'string' || !PHASE_NAME.test(name)) throw new VerbsError('EINVAL', `phase: the name must be 1 to 64 letters, digits, '_' or '-' (it names a file), got ${shown(name)}`);
+    if (this.phaseNames.has(name)) throw new VerbsError('EINVAL', `phase: '${name}' is already a phase of this run: give each phase its own name`);
+    if (!Array.isArray(modules) || modules.length === 0) throw new VerbsError('EINVAL', `phase '${name}': modules must be a non-empty array of module paths below tb (e.g. 'hca0.sq'), got ${shown(modules)}`);
+    const top = this.sim.top.name;
+    const paths = [...this.sim.top.walk()].map((m) => m.path.slice(top.length + 1));
+    for (const m of modules as unknown[]) {
+      if (typeof m !== 'string' || m === '') throw new VerbsError('EINVAL', `phase '${name}': a module must be a path below tb such as 'hca0.sq', got ${shown(m)}`);
+      const re = globToRegExp(m);
+      if (!paths.some((p) => re.test(p))) throw new VerbsError('EINVAL', `phase '${name}': no module '${m}' in this testbed (its modules are paths such as 'hca0.sq', 'hca1.umr_engine', 'link_req')`);
+    }
+    if (typeof body !== 'function') throw new VerbsError('EINVAL', `phase '${name}': the body must be an async function, got ${shown(body)}`);
+    this.checkInRun(`phase '${name}'`);
+    this.phaseNames.add(name);
+    return this.runPhase(name, modules, body);
+  }
+
+  /** The phase itself, traced or not alike (a body that throws rejects the promise either way). */
+  private async runPhase<T>(name: string, modules: readonly string[], body: () => Promise<T>): Promise<T> {
+    const h = this.tracer?.beginPhase(name, modules);
+    try {
+      return await body();
+    } finally {
+      if (h !== undefined) this.tracer?.endPhase(h);
+    }
   }
 
   /**

@@ -62,3 +62,28 @@ export function enumType<const N extends readonly string[]>(
   });
   return [type, Object.freeze(values) as { [K in N[number]]: number }];
 }
+
+/**
+ * A bitmask traced as a plain vector (page-fault flags): GTKWave's translate filter matches a
+ * printed value whole, so the type names every value of `width` bits by the bits it has set,
+ * `REQUESTOR|WRITE`, an unnamed remainder in hex (`RDMA|0x40`), and 0 as `NONE`. `bits` maps a
+ * name to its mask (one bit each). `width` is at most 10 bits (1,024 filter lines).
+ */
+export function flagsType(name: string, bits: Readonly<Record<string, number>>, width: number): EnumType {
+  if (!(Number.isInteger(width) && width >= 1 && width <= 10)) throw new Error(`flags ${name}: width ${width} is not in 1..10`);
+  const named = Object.entries(bits).sort((a, b) => a[1] - b[1]);
+  let all = 0;
+  for (const [n, m] of named) {
+    if (!(Number.isInteger(m) && m > 0 && (m & (m - 1)) === 0 && m < 2 ** width)) throw new Error(`flags ${name}: ${n} = ${m} is not one bit of ${width}`);
+    if (all & m) throw new Error(`flags ${name}: bit ${m} named twice`);
+    all |= m;
+  }
+  const names: Record<number, string> = {};
+  for (let v = 0; v < 2 ** width; v++) {
+    const parts = named.filter(([, m]) => (v & m) !== 0).map(([n]) => n);
+    const rest = v & ~all;
+    if (rest !== 0) parts.push(`0x${rest.toString(16)}`);
+    names[v] = parts.length === 0 ? 'NONE' : parts.join('|');
+  }
+  return new EnumType(name, names);
+}

@@ -22,9 +22,12 @@ describe('waves folders', () => {
     expect(cli(cwd, 'run', 'frwr')).toMatch(/waves in waves\/frwr\/frwr\.vcd \(open: gtkwave waves\/frwr\/frwr\.gtkw\)/);
     cli(cwd, 'run', 'sg-gaps');
     expect(readdirSync(join(cwd, 'waves')).sort()).toEqual(['filters', 'frwr', 'sg-gaps']);
-    expect(readdirSync(join(cwd, 'waves/frwr')).sort()).toEqual(['frwr.gtkw', 'frwr.vcd']);
+    // the run's view and one per phase of frwr (tb.phase), beside the VCD
+    expect(readdirSync(join(cwd, 'waves/frwr')).sort()).toEqual(['frwr.gtkw', 'frwr.local_inv.gtkw', 'frwr.refused.gtkw', 'frwr.reg_mr.gtkw', 'frwr.vcd', 'frwr.write.gtkw']);
     const frwr = gtkwReferences(join(cwd, 'waves/frwr/frwr.gtkw'));
     const sg = gtkwReferences(join(cwd, 'waves/sg-gaps/sg-gaps.gtkw'));
+    const phase = gtkwReferences(join(cwd, 'waves/frwr/frwr.write.gtkw'));
+    expect([phase.dumpfile, phase.filters.every((f) => frwr.filters.includes(f))]).toEqual([frwr.dumpfile, true]);
     // both runs name the same filter files, and those are all the filters folder holds
     const shared = readdirSync(join(cwd, 'waves/filters')).map((f) => join(cwd, 'waves/filters', f)).sort();
     expect([...new Set([...frwr.filters, ...sg.filters])].sort()).toEqual(shared);
@@ -37,6 +40,7 @@ describe('waves folders', () => {
     const moved = join(away, 'frwr/frwr.gtkw');
     expect(gtkwaveResolve(moved, frwr.savefile, frwr.dumpfile)).toBe(join(away, 'frwr/frwr.vcd'));
     for (const f of frwr.filters) expect(gtkwaveResolve(moved, frwr.savefile, f)).toBe(join(away, 'filters', f.slice(f.lastIndexOf('/') + 1)));
+    expect(gtkwaveResolve(join(away, 'frwr/frwr.write.gtkw'), phase.savefile, phase.dumpfile)).toBe(join(away, 'frwr/frwr.vcd'));
 
     // one run's folder copied away alone: its VCD re-anchors, the filters are found where
     // they were written (so on this machine; elsewhere copy waves/filters beside it)

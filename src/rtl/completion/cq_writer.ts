@@ -8,7 +8,7 @@
 import { EnumType, Fifo, Module, type Reg, type WireOptions } from '../../sim/index.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { encodeCqe } from '../formats/cqe.ts';
-import { CqeOpcode, EventType } from '../formats/constants.ts';
+import { CqeOpcode, CqeSyndrome, EventType, SYNDROME_TO_WC_STATUS } from '../formats/constants.ts';
 import type { EqeJob } from './eq_writer.ts';
 import { EQE_DATA_SIZE } from '../formats/eqe.ts';
 import { queueAddr, type QueuePages } from '../memory/pas.ts';
@@ -40,6 +40,13 @@ export const CqeOpcodeEnum = new EnumType('cqe_opcode', {
   [CqeOpcode.RESP_ERR]: 'RESP_ERR',
   [CqeOpcode.INVALID]: 'INVALID',
 });
+
+/**
+ * Completion syndromes by the work completion status they become (mlx5_handle_error_cqe's
+ * table, SYNDROME_TO_WC_STATUS), 0 as OK: the send queue, the requester and the CQ writer
+ * trace the syndrome a work request ends with.
+ */
+export const CqeSyndromeEnum = new EnumType('cqe_syndrome', { 0: 'OK', ...SYNDROME_TO_WC_STATUS, [CqeSyndrome.GENERAL_ERR]: 'GENERAL_ERR' });
 
 /** What the writer needs of a CQ: where its buffer is, how many CQEs it holds (a power of two), its EQ. */
 export interface CqPlace {
@@ -136,7 +143,7 @@ export class CqWriter extends Module {
     this.rValid = this.probe('cqe_valid', 1);
     this.rCqn = this.probe('cqn', 24);
     this.rOpcode = this.probe('opcode', CqeOpcodeEnum.width, { enum: CqeOpcodeEnum });
-    this.rSyndrome = this.probe('syndrome', 8);
+    this.rSyndrome = this.probe('syndrome', 8, { enum: CqeSyndromeEnum });
     this.rSe = this.probe('se', 1);
     this.req = new Fifo<CqeJob>(this, 'req', { capacity: 8 });
     this.req.consumer = this;

@@ -21,7 +21,7 @@ import { EnumType, Fifo, Module, enumType, type Reg, type Signal, type WireOptio
 import type { EventTarget } from '../../sim/event_queue.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { EQE_DATA_SIZE, EQE_SIZE, encodeEqe } from '../formats/eqe.ts';
-import { EventType } from '../formats/constants.ts';
+import { EventType, PageFaultSubtype } from '../formats/constants.ts';
 
 /** An event to write: its type, subtype and the 28 data bytes (spec/mlx5.md layouts). */
 export interface EqeJob {
@@ -61,6 +61,12 @@ export const EventTypeEnum = new EnumType(
   'eqe_type',
   Object.fromEntries(Object.entries(EventType).map(([k, v]) => [v, k])) as Record<number, string>,
 );
+
+/**
+ * Event subtypes: only page faults have any here (PageFaultSubtype: the WQE or RDMA layout), so
+ * 0 is also every other event's.
+ */
+export const EventSubTypeEnum = new EnumType('eqe_sub_type', { [PageFaultSubtype.WQE]: 'NONE_or_PF_WQE', [PageFaultSubtype.RDMA]: 'PF_RDMA' });
 
 /** What the writer did this edge: wrote an EQE, dropped one on an overrun EQ, or nothing. */
 export const [EqWriterState, EQW] = enumType('eq_writer_state', ['IDLE', 'WRITE', 'OVERRUN', 'UNROUTED']);
@@ -108,7 +114,7 @@ export class EqWriter extends Module implements EventTarget {
     this.rValid = this.probe('eqe_valid', 1);
     this.rEqn = this.probe('eqn', 8);
     this.rType = this.probe('type', EventTypeEnum.width, { enum: EventTypeEnum });
-    this.rSubType = this.probe('sub_type', 8);
+    this.rSubType = this.probe('sub_type', 8, { enum: EventSubTypeEnum });
     this.rIrq = this.probe('msix_irq', 1);
     this.rIrqEqn = this.probe('msix_vector', 8);
     this.rOverrun = this.reg('overrun', 1);

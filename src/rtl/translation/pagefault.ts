@@ -14,7 +14,7 @@
  * QP and side waits for the first's resume, then retries its translation (the first fault's
  * mapping may have brought its pages in too). Other QPs keep running.
  */
-import { Module, enumType, type Signal } from '../../sim/index.ts';
+import { Module, enumType, flagsType, type Signal } from '../../sim/index.ts';
 import { EQE_DATA_SIZE, encodeEqePageFault, EQE_DATA_OFFSET, type EqePageFault } from '../formats/eqe.ts';
 import { EventType, PageFaultFlag } from '../formats/constants.ts';
 
@@ -39,6 +39,9 @@ export interface EventSink {
 export type FaultReport = EqePageFault;
 
 export const [PagefaultState, PF] = enumType('pagefault_state', ['IDLE', 'FAULT', 'RESUME', 'ERROR']);
+
+/** The page-fault flags (REQUESTOR, WRITE, RDMA; ERROR on resume) by the bits set. */
+export const PageFaultFlags = flagsType('pagefault_flags', PageFaultFlag, 8);
 
 interface Pending {
   report: FaultReport;
@@ -82,7 +85,7 @@ export class Pagefault extends Module {
     this.sink = opts.deps.events;
     this.fsm = this.signal('state', PagefaultState.width, { enum: PagefaultState });
     this.sQpn = this.signal('qpn', 24);
-    this.sFlags = this.signal('flags', 8);
+    this.sFlags = this.signal('flags', 8, { enum: PageFaultFlags });
     this.sVa = this.signal('fault_va', 64);
     this.sOutstanding = this.signal('outstanding', 16);
     this.cFaults = this.stats.counter('faults');

@@ -54,6 +54,8 @@ export interface RqDoorbell {
 /** The `op` trace value: index in this list plus one (0: none), named in the waves. */
 const RC_OPS = ['SEND', 'SEND_IMM', 'SEND_INV', 'WRITE', 'WRITE_IMM', 'READ', 'CMP_SWAP', 'FETCH_ADD'];
 const RcOpEnum = new EnumType('rc_op', ['NONE', ...RC_OPS]);
+/** The NAK the responder last answered with (0: none yet). */
+const RcNakEnum = new EnumType('rc_nak', ['NONE', 'ACCESS', 'INV_REQ', 'REM_OP', 'RNR'] satisfies ('NONE' | RcNak)[]);
 
 /** What a context is doing; the `state` trace shows the stage of the last context that moved. */
 /** WAIT_TURN: admitted, waiting for the messages before it in its QP (the order rules above). */
@@ -190,7 +192,7 @@ export class Responder extends Module implements FaultClient {
     this.rQpn = this.probe('qpn', 24);
     this.rOp = this.probe('op', 4, { enum: RcOpEnum });
     this.rKey = this.probe('rkey', 32);
-    this.rNak = this.probe('nak', 3);
+    this.rNak = this.probe('nak', RcNakEnum.width, { enum: RcNakEnum });
     this.inbox = new Fifo<RcRequest>(this, 'inbox', { capacity: 1024 });
     this.rqDoorbell = new Fifo<RqDoorbell>(this, 'rq_doorbell', { capacity: 16 });
     this.flushReq = new Fifo<number>(this, 'flush_req', { capacity: 16 });
@@ -767,7 +769,7 @@ export class Responder extends Module implements FaultClient {
 
   private nak(c: Ctx, k: RcNak): void {
     const m = c.m!;
-    this.rNak.set(['ACCESS', 'INV_REQ', 'REM_OP', 'RNR'].indexOf(k) + 1);
+    this.rNak.set(RcNakEnum.valueOf(k));
     if (k === 'RNR') {
       this.sRnr.inc();
       // the requester sends this message and the later ones again: expect it, drop what came after

@@ -27,9 +27,9 @@
  * UMR's time and keeps the mkey cache coherent; then the CQE: opcode RDMA_READ, or
  * LOC_QP_OP_ERR when the LOCAL_INV rules fail (spec/semantics.md "Work requests").
  */
-import { Fifo, Module, enumType, type ReqResp, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
+import { EnumType, Fifo, Module, enumType, type ReqResp, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
 import type { DmaPort } from '../memory/pcie.ts';
-import type { CqeJob } from '../completion/cq_writer.ts';
+import { CqeSyndromeEnum, type CqeJob } from '../completion/cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
 import type { QpTable, QpView } from './qp_table.ts';
 import { ContextTable } from './context_table.ts';
@@ -47,6 +47,9 @@ export interface SqDoorbell {
 }
 
 /** What the engine did on the last edge it worked (FETCH: a read issued; EXEC: a WQE dispatched; ...). */
+/** Send WQE opcodes by name (MLX5_OPCODE_*), as the send queue and the requester trace them. */
+export const WqeOpcodeEnum = new EnumType('wqe_opcode', Object.fromEntries(Object.entries(WqeOpcode).map(([k, v]) => [v, k])) as Record<number, string>);
+
 export const [SqState, SQ_STATES] = enumType('sq_state', ['IDLE', 'FETCH', 'WAIT_WQE', 'EXEC', 'WAIT_DONE', 'CQE', 'INVALIDATE']);
 const { IDLE, FETCH, WAIT_WQE, EXEC, WAIT_DONE, CQE, INVALIDATE } = SQ_STATES;
 
@@ -195,8 +198,8 @@ export class Sq extends Module {
     this.rInflight = this.probe('inflight', 16);
     this.rQpn = this.probe('qpn', 24);
     this.rWqeIndex = this.probe('wqe_index', 16);
-    this.rOpcode = this.probe('opcode', 8);
-    this.rSyndrome = this.probe('syndrome', 8);
+    this.rOpcode = this.probe('opcode', 8, { enum: WqeOpcodeEnum });
+    this.rSyndrome = this.probe('syndrome', 8, { enum: CqeSyndromeEnum });
     this.doorbell = new Fifo<SqDoorbell>(this, 'doorbell', { capacity: 16 });
     this.doorbell.consumer = this;
     this.port.resp.consumer = this;

@@ -6,7 +6,7 @@
 import { accessSync, constants, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { delimiter, join, resolve } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { gtkwPath } from './gtkw.ts';
+import { gtkwPath, phaseViews } from './gtkw.ts';
 
 /** The `vcd2fst` executable on `PATH` (null when there is none). */
 export function findVcd2fst(path = process.env.PATH ?? ''): string | null {
@@ -43,13 +43,16 @@ export function convertToFst(vcd: string, vcd2fst: string): FstResult {
     const err = (e as { stderr?: Buffer }).stderr?.toString().trim();
     throw new Error(`vcd2fst ${vcd} ${fst} failed${err ? `: ${err}` : ''}`);
   }
+  // the run's .gtkw and its phases' (`<run>.<phase>.gtkw`), when written
   const gtkw = gtkwPath(vcd);
-  let text: string | null = null;
-  try {
-    text = readFileSync(gtkw, 'utf8');
-  } catch {
-    // --no-gtkw: nothing to point
+  for (const f of [gtkw, ...phaseViews(vcd)]) {
+    let text: string | null = null;
+    try {
+      text = readFileSync(f, 'utf8');
+    } catch {
+      // --no-gtkw: nothing to point
+    }
+    if (text !== null) writeFileSync(f, text.replace(/^\[dumpfile\] ".*"$/m, () => `[dumpfile] "${resolve(fst)}"`));
   }
-  if (text !== null) writeFileSync(gtkw, text.replace(/^\[dumpfile\] ".*"$/m, () => `[dumpfile] "${resolve(fst)}"`));
   return { fst, vcdBytes: statSync(vcd).size, fstBytes: statSync(fst).size };
 }

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Signal } from '../signal.ts';
 import type { EnumType } from '../enum_type.ts';
@@ -49,9 +49,32 @@ function writeShared(path: string, text: string): void {
   renameSync(tmp, path);
 }
 
+/** How every save file mlx5sim writes begins (so a stale one of ours is told from a user's). */
+export const GTKW_HEADER = '[*]\n[*] mlx5sim waveform view: gtkwave <run>.gtkw';
+
 /** The save file of a VCD: `<vcd without .vcd>.gtkw` beside it. */
 export function gtkwPath(vcdPath: string): string {
   return join(dirname(vcdPath), `${basename(vcdPath).replace(/\.vcd$/, '')}.gtkw`);
+}
+
+/** The save file of one phase of a run: `<run>.<phase>.gtkw` beside the run's .gtkw. */
+export function phaseGtkwPath(vcdPath: string, phase: string): string {
+  return gtkwPath(vcdPath).replace(/\.gtkw$/, `.${phase}.gtkw`);
+}
+
+/** The phase views beside a run's .gtkw (`<run>.<phase>.gtkw`), sorted by name, as absolute paths. */
+export function phaseViews(vcdPath: string): string[] {
+  const run = basename(gtkwPath(vcdPath), '.gtkw');
+  let names: string[];
+  try {
+    names = readdirSync(dirname(vcdPath));
+  } catch {
+    return [];
+  }
+  return names
+    .filter((n) => n.startsWith(`${run}.`) && /^[A-Za-z0-9_-]+\.gtkw$/.test(n.slice(run.length + 1)))
+    .sort()
+    .map((n) => resolve(dirname(vcdPath), n));
 }
 
 /** GTKWave's named markers: A..Z. */
@@ -127,8 +150,16 @@ export function writeGtkw(opts: {
   markers?: readonly GtkwMarker[];
   /** Markers made but not passed (a long run's): counted in the legend. */
   unkept?: number;
+  /** Where to write the save file (default `gtkwPath(vcdPath)`): a phase's view is another file. */
+  savePath?: string;
+  /**
+   * A phase's view: `<name>: <modules>`, written in the header as `[*] phase <name>: ...`; its
+   * legend of markers starts collapsed (its rows would push the phase's modules down).
+   */
+  phase?: string;
 }): string[] {
   const vcdAbs = resolve(opts.vcdPath);
+  const savePath = resolve(opts.savePath ?? gtkwPath(vcdAbs));
   const filterDir = resolve(opts.filterDir);
   const dumpStart = opts.dumpStart ?? 0;
   const view = openingView(dumpStart, opts.dumpEnd, opts.view ?? { start: dumpStart, end: opts.dumpEnd });
@@ -171,7 +202,7 @@ export function writeGtkw(opts: {
     const total = markers.length + (opts.unkept ?? 0);
     const lines = markers.slice(0, MAX_LISTED).map((m, i) => `${letterOf.get(i) ?? ' '}  ${legendTime(m.time)}  ${m.label}`);
     if (total > MAX_LISTED) lines.push(`... and ${total - MAX_LISTED} more`);
-    const open = total <= LEGEND_OPEN_MAX && lines.every((l) => l.length <= LEGEND_LINE_MAX);
+    const open = opts.phase === undefined && total <= LEGEND_OPEN_MAX && lines.every((l) => l.length <= LEGEND_LINE_MAX);
     const title = `markers (${total})`;
     body.push(open ? F_GROUP_BEGIN : F_CLOSED_BEGIN, `-${title}`, F_COMMENT, ...lines.map((l) => `-${l}`));
     body.push(open ? F_GROUP_END : F_CLOSED_END, `-${title}`);
@@ -190,11 +221,11 @@ export function writeGtkw(opts: {
   const zoom = [`*${view.zoom.toFixed(6)}`, '-1'];
   for (let k = 0; k < MAX_MARKERS; k++) zoom.push(k < named.length ? String(markers[named[k]].time) : '-1');
   const head = [
-    '[*]',
-    '[*] mlx5sim waveform view: gtkwave <run>.gtkw',
+    GTKW_HEADER,
+    ...(opts.phase === undefined ? [] : [`[*] phase ${opts.phase.replace(/\s+/g, ' ')}`]),
     '[*]',
     `[dumpfile] "${vcdAbs}"`,
-    `[savefile] "${resolve(gtkwPath(vcdAbs))}"`,
+    `[savefile] "${savePath}"`,
     `[timestart] ${view.start}`,
     '[size] 1600 900',
     '[pos] -1 -1',
@@ -207,8 +238,7 @@ export function writeGtkw(opts: {
     '[sst_expanded] 1',
     '[sst_vpaned_height] 260',
   ];
-  const p = gtkwPath(vcdAbs);
-  writeFileSync(p, [...head, ...body, ''].join('\n'));
-  written.unshift(p);
+  writeFileSync(savePath, [...head, ...body, ''].join('\n'));
+  written.unshift(savePath);
   return written;
 }

@@ -1,13 +1,13 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Sim, TraceSink } from '../sim.ts';
 import type { Signal } from '../signal.ts';
 import type { Module } from '../module.ts';
 import { VcdWriter } from './vcd_writer.ts';
 import { vcdId } from './vcd_ids.ts';
-import { scopeSelector } from './glob.ts';
-import { MAX_MARKERS, writeGtkw, type GtkwGroup, type GtkwMarker } from './gtkw.ts';
-import { leadIn, leadOut } from './view.ts';
+import { globToRegExp, scopeSelector } from './glob.ts';
+import { GTKW_HEADER, MAX_MARKERS, phaseGtkwPath, phaseViews, writeGtkw, type GtkwGroup, type GtkwMarker } from './gtkw.ts';
+import { PHASE_MIN_LEAD, leadIn, leadOut } from './view.ts';
 import { checkPs, type Ps } from '../time.ts';
 
 /** What to trace and where (API.md `trace`). */
@@ -29,8 +29,9 @@ export interface TraceOptions {
   start?: Ps;
   stop?: Ps;
   /**
-   * The times the .gtkw opens on (default: from a little before the first marker or work
-   * request to the end; the whole run without either). Marks can name them too (`mark`).
+   * The times the .gtkw opens on (default: the span of the run's phases, `beginPhase`; without
+   * phases, from a little before the first marker or work request to the end; the whole run
+   * without either). Marks can name them too (`mark`).
    */
   view?: { start?: Ps; end?: Ps };
   /** Enums as `$var string` with their names (GTKWave, Surfer); not readable by vcd-stream. */
@@ -40,6 +41,25 @@ export interface TraceOptions {
 }
 
 const enc = new TextEncoder();
+
+/** A phase's name: it becomes part of a file name, `<run>.<phase>.gtkw`. */
+export const PHASE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * A phase of a run (see `Tracer.beginPhase`): its modules (group indexes, in the order named),
+ * when it began and ended, and the first and last change of its modules' signals between.
+ */
+interface Phase {
+  name: string;
+  modules: readonly string[];
+  groups: number[];
+  /** 1 at the index of each of its groups: the change hook's membership test. */
+  member: Uint8Array;
+  start: Ps;
+  end: Ps;
+  first: Ps;
+  last: Ps;
+}
 /** Marks kept for the .gtkw's names and legend; later ones are only counted (memory stays flat). */
 const MAX_KEPT = 2000;
 
@@ -90,6 +110,11 @@ export class Tracer implements TraceSink {
   private snapDue = Infinity;
   /** Files written besides the VCD (after close). */
   readonly files: string[] = [];
+  /** Every phase begun, in order; `openPhases` those not yet ended (see `beginPhase`). */
+  private readonly phases: Phase[] = [];
+  private readonly openPhases: Phase[] = [];
+  /** The first change of any phase's modules inside its phase (Infinity: none yet). */
+  private phaseFirst = Infinity;
 
   constructor(
     private readonly sim: Sim,
@@ -236,7 +261,94 @@ export class Tracer implements TraceSink {
     if (g >= 0) {
       this.lastChange[g] = t;
       if (this.firstAfterSnap[g] === Infinity) this.firstAfterSnap[g] = t;
+      if (this.openPhases.length !== 0) this.phaseChange(g, t);
     }
+  }
+
+  /** A change of group `g` at `t` while phases are open: the phases of `g` saw activity. */
+  private phaseChange(g: number, t: Ps): void {
+    for (let i = 0; i < this.openPhases.length; i++) {
+      const p = this.openPhases[i];
+      if (p.member[g] === 0) continue;
+      if (p.first === Infinity) p.first = t;
+      p.last = t;
+      if (this.phaseFirst === Infinity) {
+        this.phaseFirst = t;
+        // the whole-run view then spans the phases: the activity snapshot must lie inside it
+        if (this.viewStart < 0) this.snapshot();
+      }
+    }
+  }
+
+  /**
+   * A phase of the run begins now: a part of the work (a registration, a write, a fault) and the
+   * modules it is about, as paths below the top scope or globs over them (`hca0.umr_engine`,
+   * `hca*.sq`). At close the tracer writes `<run>.<name>.gtkw` beside the .gtkw, opening on the
+   * span in which the phase's modules' signals changed between `beginPhase` and `endPhase`, with
+   * those modules first and open and the others collapsed below; and the run's own .gtkw, unless
+   * a mark or `view` names its times, spans the phases (so the checks and setup around them are
+   * off screen). Names are letters, digits, `_` and `-`, unique in a run. Returns the phase's
+   * handle for `endPhase`.
+   */
+  beginPhase(name: string, modules: readonly string[]): number {
+    if (!PHASE_NAME.test(name)) throw new RangeError(`phase name '${name}': 1 to 64 letters, digits, '_' or '-' (it names a file)`);
+    if (this.phases.some((p) => p.name === name)) throw new RangeError(`phase '${name}' begun twice in one run: phases name files, give each its own name`);
+    const groups: number[] = [];
+    for (const m of modules) {
+      const re = globToRegExp(m);
+      this.groups.forEach((g, i) => {
+        if (re.test(g.label) && !groups.includes(i)) groups.push(i);
+      });
+    }
+    const member = new Uint8Array(this.groups.length);
+    for (const g of groups) member[g] = 1;
+    const p: Phase = { name, modules: [...modules], groups, member, start: this.sim.now, end: -1, first: Infinity, last: -1 };
+    this.phases.push(p);
+    if (!this.closed) this.openPhases.push(p);
+    return this.phases.length - 1;
+  }
+
+  /** The phase `handle` (from `beginPhase`) ends now. Ending it twice is a no-op. */
+  endPhase(handle: number): void {
+    const p = this.phases[handle];
+    if (p === undefined || p.end >= 0) return;
+    p.end = this.sim.now;
+    const k = this.openPhases.indexOf(p);
+    if (k >= 0) this.openPhases.splice(k, 1);
+  }
+
+  /** Runs `body` as the phase `name` of `modules` (`beginPhase` ... `endPhase`, also on a throw). */
+  async phase<T>(name: string, modules: readonly string[], body: () => Promise<T>): Promise<T> {
+    const h = this.beginPhase(name, modules);
+    try {
+      return await body();
+    } finally {
+      this.endPhase(h);
+    }
+  }
+
+  /**
+   * From the first phase's begin to the last one's end (or its modules' last change, when later),
+   * with the room a whole-run view gets each side; null: no phase inside the trace window.
+   */
+  private phaseHull(end: Ps): { start: Ps; end: Ps } | null {
+    let first = Infinity;
+    let last = -1;
+    for (const p of this.phases) {
+      if (this.phaseWindow(p, end) === null) continue;
+      first = Math.min(first, Math.max(p.start, this.start));
+      last = Math.max(last, p.end >= 0 ? Math.min(p.end, end) : end, p.last);
+    }
+    if (last < 0) return null;
+    return { start: Math.max(this.start, leadIn(first, last)), end: Math.min(leadOut(first, last), end) };
+  }
+
+  /** The times a phase's view opens on: its activity with a little room, or its whole span. */
+  private phaseWindow(p: Phase, end: Ps): { start: Ps; end: Ps } | null {
+    const pEnd = p.end >= 0 ? Math.min(p.end, end) : end;
+    if (p.start > this.stop || pEnd < this.start) return null;
+    if (p.first === Infinity) return { start: Math.max(p.start, this.start), end: pEnd };
+    return { start: Math.max(this.start, leadIn(p.first, p.last, PHASE_MIN_LEAD)), end: Math.min(leadOut(p.first, p.last, PHASE_MIN_LEAD), end) };
   }
 
   /** Takes the activity snapshot now (see `lastAtSnap`). */
@@ -344,9 +456,11 @@ export class Tracer implements TraceSink {
   /** The view to open on, and whether each group changed during it. */
   private openingWindow(end: Ps): { start: Ps; end: Ps; active: boolean[] } {
     const workEnd = this.viewEnd >= 0 ? Math.min(this.viewEnd, end) : end;
-    const auto = this.anchor === Infinity ? this.start : Math.max(this.start, leadIn(this.anchor, workEnd));
+    // phases, when the run has any, make the view: from the first one's begin to the last one's end
+    const hull = this.phaseHull(end);
+    const auto = hull ? hull.start : this.anchor === Infinity ? this.start : Math.max(this.start, leadIn(this.anchor, workEnd));
     const viewStart = this.viewStart >= 0 ? this.viewStart : auto;
-    const viewEnd = this.viewEnd >= 0 ? Math.min(leadOut(viewStart, workEnd), end) : end;
+    const viewEnd = this.viewEnd >= 0 ? Math.min(leadOut(viewStart, workEnd), end) : hull ? hull.end : end;
     if (this.snapTime < 0 || this.snapDue !== Infinity) this.snapshot(); // nothing changed since it was due
     const active = this.groups.map((_, g) => this.lastAtSnap[g] >= viewStart || this.firstAfterSnap[g] <= viewEnd);
     return { start: viewStart, end: viewEnd, active };
@@ -368,21 +482,34 @@ export class Tracer implements TraceSink {
     if (this.sim.tracer === this) this.sim.tracer = null;
     if (this.opts.gtkw !== false) {
       const view = this.openingWindow(end);
-      this.files.push(
-        ...writeGtkw({
-          vcdPath: this.opts.vcd,
-          filterDir: this.opts.filters ?? join(dirname(this.opts.vcd), 'filters'),
-          top: this.sim.top.name,
-          clocks: this.clocks,
-          groups: this.groups.map((g, i) => ({ ...g, active: view.active[i] })),
-          strings: this.opts.strings === true,
-          dumpStart: this.start,
-          dumpEnd: end,
-          view,
-          markers: this.markers,
-          unkept: this.markCount - this.markers.length,
-        }),
-      );
+      const common = {
+        vcdPath: this.opts.vcd,
+        filterDir: this.opts.filters ?? join(dirname(this.opts.vcd), 'filters'),
+        top: this.sim.top.name,
+        clocks: this.clocks,
+        strings: this.opts.strings === true,
+        dumpStart: this.start,
+        dumpEnd: end,
+        markers: this.markers,
+        unkept: this.markCount - this.markers.length,
+      };
+      this.files.push(...writeGtkw({ ...common, groups: this.groups.map((g, i) => ({ ...g, active: view.active[i] })), view }));
+      for (const p of this.phases) {
+        const w = this.phaseWindow(p, end);
+        if (w === null) continue;
+        // the phase's modules first, open, in the order it named them; the others collapsed
+        const groups = [...p.groups.map((i) => ({ ...this.groups[i], active: true })), ...this.groups.filter((_, i) => p.member[i] === 0).map((g) => ({ ...g, active: false }))];
+        const savePath = phaseGtkwPath(this.opts.vcd, p.name);
+        const written = writeGtkw({ ...common, groups, view: w, savePath, phase: `${p.name}: ${p.modules.join(', ')}` });
+        this.files.push(...written.filter((f) => !this.files.includes(f)));
+      }
+      // an earlier run's phase views that this run did not write would open on the wrong times
+      // (only phase views of ours: `<run>.<x>.gtkw` may also be another run's own view)
+      for (const f of phaseViews(this.opts.vcd)) {
+        if (this.files.includes(f)) continue;
+        const text = readFileSync(f, 'utf8');
+        if (text.startsWith(`${GTKW_HEADER}\n[*] phase `)) rmSync(f);
+      }
     }
   }
 }

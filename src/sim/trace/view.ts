@@ -49,17 +49,22 @@ export function openingView(dumpStart: Ps, dumpEnd: Ps, want: { start: Ps; end: 
 /** Share of the view shown after a named end, so the marker there keeps room for its label. */
 export const LEAD_OUT = 0.06;
 
+/** The least room a view keeps before and after its subject (a phase's: `PHASE_MIN_LEAD`). */
+export const MIN_LEAD = 10_000;
+/** The least room around a phase's activity: a phase of a few cycles still fills most of its pane. */
+export const PHASE_MIN_LEAD = 1_000;
+
 /** Where a view named to end at `end` (a mark's time) stops: a little after it. */
-export function leadOut(start: Ps, end: Ps): Ps {
-  return Math.round(end + Math.max(LEAD_OUT * (end - start), 10_000));
+export function leadOut(start: Ps, end: Ps, min = MIN_LEAD): Ps {
+  return Math.round(end + Math.max(LEAD_OUT * (end - start), min));
 }
 
 /**
  * Where the opening view starts when nothing names it: a little before the first marker or work
  * request (`anchor`), so the setup before it (firmware commands, ICM writes) is off screen.
  */
-export function leadIn(anchor: Ps, end: Ps): Ps {
-  return Math.max(0, Math.round(anchor - Math.max(LEAD_IN * (end - anchor), 10_000)));
+export function leadIn(anchor: Ps, end: Ps, min = MIN_LEAD): Ps {
+  return Math.max(0, Math.round(anchor - Math.max(LEAD_IN * (end - anchor), min)));
 }
 
 /** A label and the time of its marker. */
