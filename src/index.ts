@@ -1,5 +1,5 @@
 /**
- * mlx5sim's public API (../shared/API.md). Nothing else is public.
+ * mlx5sim's public API (docs/guide/ and the reference `npm run docs` builds). Nothing else is public.
  */
 export { Testbed, type TestbedOptions } from './driver/testbed.ts';
 export { VerbsError, type Errno } from './driver/verbs_error.ts';
@@ -27,3 +27,11 @@ export { formatBytes } from './experiment.ts';
 
 /** ib_access_flags bits (API.md "Constants and errors"). */
 export { IbAccess as Access } from './driver/types.ts';
+
+// the types the exports above name (so the reference documents them; no new behaviour)
+export type { HostSpace, HostBuffer, HostAllocOptions } from './rtl/memory/host_space.ts';
+export type { QpState } from './rtl/firmware/cmd_types.ts';
+export type { MrType } from './driver/mr.ts';
+export type { Mtu, DestroyInvalidates } from './rtl/config.ts';
+export type { StatsJson, HistogramJson } from './sim/stats.ts';
+export type { DeviceCap, HcaOdpCaps, HcaCapsOverride, OdpGeneralCap, OdpTransportCap } from './rtl/firmware/hca_caps.ts';
