@@ -63,7 +63,7 @@ export { flags, status };
 
 describe('npm package', () => {
   // three builds (the pack's, its API reference, one more) on a loaded 2-core machine
-  it('packs dist/, docs/, README and LICENSE quietly (no tests, no sources); installs offline into a plain JS project without a warning; runs verbs and the CLI without tsx; the command runs after every build', { timeout: 300_000 }, () => {
+  it('packs dist/, docs/, README and LICENSE quietly (no tests, no sources); installs offline into a plain JS project without a warning; runs verbs and the CLI without tsx; the command runs after every build', { timeout: 420_000 }, () => {
     const tmp = tempDir('mlx5sim-pack-');
     const env = plainEnv();
     const pack = spawnSync('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: root, env, encoding: 'utf8' });
