@@ -1,5 +1,5 @@
 /**
- * The kernel benchmark: the workload of ../shared/bench/systemc-pipeline/pipeline.cpp on the
+ * The kernel benchmark: the workload of a SystemC pipeline benchmark (kept outside this repository) on the
  * mlx5sim kernel. K clocked 32-bit registers in a chain, each taking the previous stage's
  * register plus one (stage 0: 0 + 1), one 500 MHz clock, N cycles.
  */

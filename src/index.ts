@@ -1,5 +1,5 @@
 /**
- * mlx5sim's public API (../shared/API.md). Nothing else is public.
+ * mlx5sim's public API (docs/guide/ and the reference `npm run docs` builds). Nothing else is public.
  */
 export { Testbed, type TestbedOptions } from './driver/testbed.ts';
 export { VerbsError, type Errno } from './driver/verbs_error.ts';
@@ -33,3 +33,10 @@ export type { TestbedTrace } from './driver/testbed.ts';
 export { WR_STAGES, traceJsonPath, type TxLine, type WrLine, type CmdLine, type FaultLine, type WrStage } from './driver/trace/txlog.ts';
 export { adapterMac, adapterIp } from './driver/trace/wire_pcap.ts';
 export { defineScenario } from './scenario.ts';
+// the types the exports above name (so the reference documents them; no new behaviour)
+export type { HostSpace, HostBuffer, HostAllocOptions } from './rtl/memory/host_space.ts';
+export type { QpState } from './rtl/firmware/cmd_types.ts';
+export type { MrType } from './driver/mr.ts';
+export type { Mtu, DestroyInvalidates } from './rtl/config.ts';
+export type { StatsJson, HistogramJson } from './sim/stats.ts';
+export type { DeviceCap, HcaOdpCaps, HcaCapsOverride, OdpGeneralCap, OdpTransportCap } from './rtl/firmware/hca_caps.ts';

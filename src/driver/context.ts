@@ -44,19 +44,21 @@ export class Context {
   /** On-demand paging: the fault handler and MMU notifier (made with the first ODP MR). */
   private odpHandler: OdpHandler | null = null;
   private readonly asyncEvents: EventFifo<AsyncEvent>;
-  /** Page-fault EQEs go here (the ODP fault handler, driver/odp.ts, installs itself). */
+  /** @internal Page-fault EQEs go here (the ODP fault handler, driver/odp.ts, installs itself). */
   onPageFault: ((e: Eqe) => void) | null = null;
   private attr: DeviceAttr | null = null;
   readonly tb: Testbed;
-  /** The driver's MR cache (free mkeys enabled by UMR). */
+  /** @internal The driver's MR cache (free mkeys enabled by UMR). */
   readonly pool: MkeyPool;
-  /** Queue buffers and doorbell records: page lists for the device, reused after destroy. */
+  /** @internal Queue buffers and doorbell records: page lists for the device, reused after destroy. */
   readonly dma: DmaPool;
   /** UMR descriptor buffers (physically contiguous) of destroyed QPs, for later QPs' lists. */
   readonly descFree: { addr: number; cap: number }[] = [];
 
+  /** @internal tb.openDevice makes a context. */
   constructor(
     tb: Testbed,
+    /** @internal The adapter this context drives. */
     readonly hca: Hca,
     readonly index: number,
   ) {
@@ -66,7 +68,7 @@ export class Context {
     this.asyncEvents = new EventFifo<AsyncEvent>(tb.sim);
   }
 
-  /** The context's EQ (created with the first CQ): completions, async events and page faults. */
+  /** @internal The context's EQ (created with the first CQ): completions, async events and page faults. */
   async eventQueue(): Promise<DriverEq> {
     if (this.eq) return this.eq;
     if (!this.eqSetup) this.eqSetup = DriverEq.create(this, EQ_SIZE, ALL_EVENTS_MASK, (e) => this.onEqe(e));
@@ -96,7 +98,7 @@ export class Context {
     else if (e.type === EventType.INTERNAL_ERROR) this.asyncEvents.push({ type: 'DEVICE_FATAL' });
   }
 
-  /** The ODP fault handler and MMU notifier (made with the first ODP MR). */
+  /** @internal The ODP fault handler and MMU notifier (made with the first ODP MR). */
   get odp(): OdpHandler {
     if (this.odpHandler === null) this.odpHandler = new OdpHandler(this);
     return this.odpHandler;

@@ -53,6 +53,7 @@ export class Cq {
   private eventsGot = 0;
   private eventsAcked = 0;
 
+  /** @internal ctx.createCq makes a CQ. */
   constructor(
     readonly ctx: Context,
     readonly cqn: number,

@@ -59,7 +59,9 @@ export interface TestbedOptions {
 }
 
 export class Testbed {
+  /** @internal The simulation kernel under the testbed (the driver's processes run on it). */
   readonly sim: Sim;
+  /** @internal The adapters, in order. */
   readonly hcas: readonly Hca[];
   readonly config: HcaConfig;
   private readonly tracer: Tracer | null;

@@ -1,14 +1,18 @@
 /**
- * The package as a user gets it: `npm pack` (whose `prepare` builds dist/), the tarball installed
- * into a plain JavaScript project with no network, then a verbs script importing 'mlx5sim' and
- * `npx mlx5sim list` and a quick sweep (worker threads running dist/'s JavaScript) run there with
- * plain Node: no tsx, no TypeScript loader. Offline works because the runtime dependencies
- * (commander, piscina, vega, vega-lite) travel inside the tarball (bundleDependencies): npm
- * installs it from a fresh, empty cache with `--offline`, fetching nothing.
+ * The package as a user gets it: `npm pack` (whose `prepack` builds dist/ and the API reference),
+ * quiet (no file list), the tarball installed into a plain JavaScript project with no network and
+ * no warning, then a verbs script importing 'mlx5sim' and `npx mlx5sim list` and a quick sweep
+ * (worker threads running dist/'s JavaScript) run there with plain Node: no tsx, no TypeScript
+ * loader. Offline works because the runtime dependencies (commander, piscina, vega, vega-lite)
+ * travel inside the tarball (bundleDependencies): npm installs it from a fresh, empty cache with
+ * `--offline`, fetching nothing. Then, in this checkout, `npx mlx5sim` after the pack's build and
+ * after another `npm run build` (a build that recreated dist/src/cli/main.js without its execute
+ * bit left `npx mlx5sim` at "Permission denied"; installing a tarball sets the bit, so only this
+ * checks it).
  */
 import { describe, expect, it } from 'vitest';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tempDir } from '../support/tmp.ts';
@@ -58,16 +62,25 @@ export { flags, status };
 `;
 
 describe('npm package', () => {
-  it('packs dist/, README and LICENSE (no tests, no sources); installs offline into a plain JS project; runs verbs and the CLI without tsx', () => {
+  // three builds (the pack's, its API reference, one more) on a loaded 2-core machine
+  it('packs dist/, docs/, README and LICENSE quietly (no tests, no sources); installs offline into a plain JS project without a warning; runs verbs and the CLI without tsx; the command runs after every build', { timeout: 420_000 }, () => {
     const tmp = tempDir('mlx5sim-pack-');
     const env = plainEnv();
-    const packed = JSON.parse(
-      execFileSync('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: root, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }),
-    ) as { filename: string; files: { path: string }[] }[];
+    const pack = spawnSync('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: root, env, encoding: 'utf8' });
+    expect(pack.status).toBe(0);
+    // quiet: no list of the packed files (npm notice), no warning; the scripts' banners only
+    expect(pack.stderr).not.toMatch(/npm (notice|warn)/);
+    const packed = JSON.parse(pack.stdout) as { filename: string; files: { path: string }[] }[];
     const files = packed[0].files.map((f) => f.path);
-    expect(files).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json', 'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/cli/main.js']));
-    // besides dist/, only the bundled runtime dependencies
-    expect(files.filter((f) => !f.startsWith('dist/') && !f.startsWith('node_modules/') && !['LICENSE', 'README.md', 'package.json'].includes(f))).toEqual([]);
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'LICENSE', 'README.md', 'package.json', 'dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/cli/main.js',
+        'docs/README.md', 'docs/api/index.html', 'docs/api/classes/Testbed.html', 'docs/guide/index.md', 'docs/spec/timing.md',
+      ]),
+    );
+    // besides dist/ and docs/, only the bundled runtime dependencies
+    const shipped = /^(dist|docs|node_modules)\//;
+    expect(files.filter((f) => !shipped.test(f) && !['LICENSE', 'README.md', 'package.json'].includes(f))).toEqual([]);
     expect(files.filter((f) => !f.startsWith('node_modules/') && /\.ts$/.test(f) && !f.endsWith('.d.ts'))).toEqual([]);
     expect(files.some((f) => f.startsWith('node_modules/tsx/') || f.startsWith('node_modules/vitest/'))).toBe(false);
     expect(files.some((f) => f.startsWith('dist/test/'))).toBe(false);
@@ -75,7 +88,10 @@ describe('npm package', () => {
     const app = join(tmp, 'app');
     mkdirSync(join(app, 'waves'), { recursive: true });
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
-    execFileSync('npm', ['install', join(tmp, packed[0].filename), '--offline', '--no-audit', '--no-fund', '--cache', join(tmp, 'cache')], { cwd: app, env, stdio: 'ignore' });
+    const install = spawnSync('npm', ['install', join(tmp, packed[0].filename), '--offline', '--no-audit', '--no-fund', '--cache', join(tmp, 'cache')], { cwd: app, env, encoding: 'utf8' });
+    expect(install.status).toBe(0);
+    // no install-scripts warning: the package has no script that runs on install (prepack, not prepare)
+    expect(install.stderr).toBe('');
     const pkg = JSON.parse(readFileSync(join(app, 'node_modules/mlx5sim/package.json'), 'utf8')) as Record<string, Record<string, string>>;
     expect(Object.keys(pkg.dependencies).sort()).toEqual(['commander', 'piscina', 'vega', 'vega-lite']);
     for (const d of Object.keys(pkg.dependencies)) expect(existsSync(join(app, 'node_modules/mlx5sim/node_modules', d, 'package.json'))).toBe(true);
@@ -115,5 +131,12 @@ describe('npm package', () => {
     const tsc = spawnSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: app, env, encoding: 'utf8' });
     expect(tsc.stdout + tsc.stderr).toBe('');
     expect(tsc.status).toBe(0);
+
+    // this checkout: the command runs after the pack's build, and after one more build
+    const listHere = (): string => execFileSync('npx', ['--offline', 'mlx5sim', 'list'], { cwd: root, env, encoding: 'utf8' });
+    expect(listHere()).toMatch(/^frwr\s+fast registration/m);
+    execFileSync('npm', ['run', 'build', '--silent'], { cwd: root, env, stdio: 'ignore' });
+    expect(statSync(join(root, 'dist/src/cli/main.js')).mode & 0o111).toBe(0o111);
+    expect(listHere()).toMatch(/^frwr\s+fast registration/m);
   });
 });

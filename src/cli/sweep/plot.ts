@@ -43,6 +43,11 @@ function distinct(data: readonly Record<string, ParamValue>[], k: string): strin
   return [...new Set(data.map((r) => String(r[k])))];
 }
 
+/** The colour legend: under the plot, one entry a line; none for a single series (it would name nothing). */
+function legendOf(data: readonly Record<string, ParamValue>[]): Record<string, unknown> | null {
+  return distinct(data, 'series').length > 1 ? { orient: 'bottom', direction: 'vertical', labelLimit: 400 } : null;
+}
+
 /**
  * Grouped bars: a group per x value, a bar per series, each labelled with its y; the 'y'
  * references as dashed rules across the plot.
@@ -61,7 +66,7 @@ function barLayers(exp: Experiment, data: Record<string, ParamValue>[], refs: re
       mark: { type: 'bar' },
       encoding: {
         x, xOffset, y,
-        color: { field: 'series', type: 'nominal', sort: series, title: null, legend: { orient: 'bottom', direction: 'vertical', labelLimit: 400 } },
+        color: { field: 'series', type: 'nominal', sort: series, title: null, legend: legendOf(data) },
       },
     },
     {
@@ -83,21 +88,65 @@ function barLayers(exp: Experiment, data: Record<string, ParamValue>[], refs: re
 }
 
 /**
- * Axis tick values, at most about 12: on a byte axis the powers of two from below the smallest
- * value to above the largest (every 2nd, 3rd, ... power as needed), else the distinct values.
+ * An axis label's width as Vega reckons it with no canvas (0.8 x the 10 px font size a
+ * character: it hides a label whose box meets the last one shown), and 4 px kept between two.
  */
-function ticks(values: readonly number[], bytes: boolean): number[] {
+const LABEL_CHAR_PX = 8;
+const LABEL_GAP_PX = 4;
+const PLOT_WIDTH = 560;
+
+/** A tick's label as Vega writes it (thousands separated by commas). */
+function tickText(v: number): string {
+  return Number.isInteger(v) ? String(v).replace(/\B(?=(\d{3})+(?!\d))/g, ',') : String(v);
+}
+
+/** Bits from the highest to the lowest set bit: 512 has 1, 768 2, 640 3, 60 4 (the rounder, the fewer). */
+function significantBits(v: number): number {
+  if (!Number.isSafeInteger(v) || v <= 0) return 64;
+  let n = v;
+  while (n % 2 === 0) n /= 2;
+  return n.toString(2).length;
+}
+
+/**
+ * Axis tick values, at most 12. On a byte axis the powers of two from below the smallest value to
+ * above the largest (every 2nd, 3rd, ... power as needed). Otherwise the values that matter first
+ * (the references' x: a cache's reach, a limit), then the grid's values, rounder ones first, each
+ * kept only if its label clears the labels already kept on the drawn axis: a label Vega would
+ * hide for overlap is a tick with no label, and one another renderer may draw anyway.
+ */
+function ticks(values: readonly number[], opts: { bytes: boolean; log: boolean; must: readonly number[] }): number[] {
   const xs = [...new Set(values)].sort((a, b) => a - b);
-  if (bytes && xs.length && xs[0] > 0) {
+  if (opts.bytes && xs.length && xs[0] > 0) {
     const lo = Math.floor(Math.log2(xs[0]));
     const hi = Math.ceil(Math.log2(xs[xs.length - 1]));
-    const step = Math.ceil((hi - lo + 1) / 12);
+    // labels level (ImageMagick places a rotated one elsewhere): every power of two whose
+    // label clears its neighbours' ('256 MiB' is the widest)
+    const perPower = PLOT_WIDTH / Math.max(1, hi - lo);
+    const widest = Math.max(...xs.map((v) => formatBytes(2 ** Math.round(Math.log2(v))).replace('.00', '').length)) * LABEL_CHAR_PX;
+    const step = Math.max(Math.ceil((hi - lo + 1) / 12), Math.ceil((widest + LABEL_GAP_PX) / perPower));
     const out: number[] = [];
     for (let e = lo; e <= hi; e += step) out.push(2 ** e);
     return out;
   }
-  const step = Math.ceil(xs.length / 12);
-  return xs.filter((_, i) => i % step === 0);
+  const all = [...new Set([...xs, ...opts.must])].filter((v) => !opts.log || v > 0).sort((a, b) => a - b);
+  if (!all.length) return [];
+  // where Vega draws a value: a log scale's domain is niced to powers of ten
+  const f = opts.log ? Math.log10 : (v: number): number => v;
+  const lo = opts.log ? Math.floor(f(all[0])) : all[0];
+  const hi = opts.log ? Math.ceil(f(all[all.length - 1])) : all[all.length - 1];
+  const px = (v: number): number => (hi > lo ? ((f(v) - lo) / (hi - lo)) * PLOT_WIDTH : 0);
+  const width = (v: number): number => tickText(v).length * LABEL_CHAR_PX;
+  const must = new Set(opts.must);
+  const order = all
+    .map((v, i) => ({ v, i, rank: must.has(v) ? 0 : significantBits(v) }))
+    .sort((a, b) => a.rank - b.rank || a.i - b.i);
+  const kept: number[] = [];
+  for (const { v } of order) {
+    if (kept.length === 12) break;
+    if (kept.every((k) => Math.abs(px(v) - px(k)) >= (width(v) + width(k)) / 2 + LABEL_GAP_PX)) kept.push(v);
+  }
+  return kept.sort((a, b) => a - b);
 }
 
 /** A subtitle in lines of at most `width` characters. */
@@ -124,7 +173,17 @@ export function plotSpec(exp: Experiment, lines: readonly PointLine[]): TopLevel
   if (p.mark === 'bar') return frame(p, barLayers(exp, data, refs));
   const xScale = p.x.log ? { type: 'log' as const, base: p.x.bytes ? 2 : 10 } : { type: 'linear' as const };
   const yScale = p.y.log ? { type: 'log' as const } : { type: 'linear' as const, zero: p.y.zero ?? true };
-  const xAxis = { title: p.x.title, grid: true, values: ticks(xs, p.x.bytes === true), ...(p.x.bytes ? { labelExpr: BYTES_LABEL, labelAngle: -30 } : {}) };
+  const must = refs.filter((r) => r.kind === 'x' || r.kind === 'point').map((r) => r.x);
+  const tickValues = ticks(xs, { bytes: p.x.bytes === true, log: p.x.log === true, must });
+  // a count (every value an integer) is labelled as one: 1, not 1.0
+  const count = !p.x.bytes && tickValues.every((v) => Number.isInteger(v));
+  const xAxis = {
+    title: p.x.title,
+    grid: true,
+    values: tickValues,
+    ...(p.x.bytes ? { labelExpr: BYTES_LABEL } : {}),
+    ...(count ? { format: ',d' } : {}),
+  };
   const x = { field: p.x.field, type: 'quantitative' as const, scale: xScale, axis: xAxis };
   const y = { field: p.y.field, type: 'quantitative' as const, scale: yScale, axis: { title: p.y.title, grid: true } };
   const layer: Record<string, unknown>[] = [
@@ -133,7 +192,7 @@ export function plotSpec(exp: Experiment, lines: readonly PointLine[]): TopLevel
       mark: { type: 'line', point: { filled: true, size: 40 }, strokeWidth: 2 },
       encoding: {
         x, y,
-        color: { field: 'series', type: 'nominal', title: null, legend: { orient: 'bottom', direction: 'vertical', labelLimit: 400 } },
+        color: { field: 'series', type: 'nominal', title: null, legend: legendOf(data) },
       },
     },
   ];
@@ -186,11 +245,31 @@ function frame(p: Experiment['plot'], layer: Record<string, unknown>[]): TopLeve
   } as unknown as TopLevelSpec;
 }
 
-/** Renders the spec to SVG (headless). */
+/** The shapes and text of Vega's SVG. */
+const MARK_TAG = /<(path|line|rect|circle|ellipse|polygon|polyline|text)\b([^>]*?)(\/?)>/g;
+/** A text element Vega hid (a label dropped for overlap): opacity 0. */
+const HIDDEN_TEXT = /<text\b[^>]*\sopacity="0"[^>]*>[\s\S]*?<\/text>/g;
+
+/**
+ * Vega's SVG made the same in every renderer: every shape and text says its own fill and stroke
+ * (Vega leaves them to inherit `fill="none"` from the outer group, which ImageMagick's renderer
+ * does not apply: it filled the legend's background black and closed every line into a filled
+ * shape), and the labels Vega hid are left out (ImageMagick draws a text of opacity 0).
+ */
+export function portableSvg(svg: string): string {
+  return svg.replace(HIDDEN_TEXT, '').replace(MARK_TAG, (_m, tag: string, attrs: string, close: string) => {
+    let a = attrs;
+    if (!/\sfill="/.test(a)) a += ' fill="none"';
+    if (!/\sstroke="/.test(a)) a += ' stroke="none"';
+    return `<${tag}${a}${close}>`;
+  });
+}
+
+/** Renders the spec to SVG (headless), portable (portableSvg). */
 export async function renderSvg(spec: TopLevelSpec): Promise<string> {
   const view = new View(parse(compile(spec).spec), { renderer: 'none' });
   try {
-    return await view.toSVG();
+    return portableSvg(await view.toSVG());
   } finally {
     view.finalize();
   }

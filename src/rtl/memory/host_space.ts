@@ -116,8 +116,9 @@ export class HostSpace {
   private last: Region | null = null; // lookup cache: accesses are local
   private pieceLen = 0; // set by translate: bytes contiguous from the address it returned
 
+  /** @internal The adapter makes its host's space. */
   constructor(
-    /** The physical memory under this space. */
+    /** @internal The physical memory under this space. */
     readonly mem: HostMem,
   ) {}
 
@@ -309,7 +310,10 @@ export class HostSpace {
     return Promise.all(holds).then(() => this.mem.freeFrames(freed));
   }
 
-  /** Registers `cb` to hear of every madviseDontNeed; returns a function that unregisters it. */
+  /**
+   * Registers `cb` to hear of every madviseDontNeed; returns a function that unregisters it.
+   * @internal The driver's MMU notifier listens here.
+   */
   onUnmap(cb: UnmapListener): () => void {
     this.listeners.push(cb);
     return () => {
