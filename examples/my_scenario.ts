@@ -5,11 +5,11 @@
  *
  * Run it:   npx mlx5sim run examples/my_scenario.ts            (waves in waves/my-scenario/)
  *           npx mlx5sim run examples/my_scenario.ts --stats text --no-vcd
- * A scenario file's default export is a Scenario { name, summary, run(opts) }; `run` builds its
+ * A scenario file's default export is defineScenario({ name, summary, run(opts) }); `run` builds its
  * own Testbed from the options the command line hands it (seed, waves, --config) and returns its
  * checks: the command exits 1 if one fails. Outside this repository import from 'mlx5sim'.
  */
-import { Access, Checks, Testbed, type Scenario, type ScenarioOptions, type ScenarioResult } from '../src/index.ts';
+import { Access, Checks, Testbed, defineScenario, type ScenarioOptions, type ScenarioResult } from '../src/index.ts';
 
 const PAGE = 4096;
 /** A bound on every wait (1 ms of simulated time): a completion that never comes is a failed check, not a hang. */
@@ -65,9 +65,9 @@ async function run(opts: ScenarioOptions): Promise<ScenarioResult> {
   return { checks: c.list, simTime: tb.now, stats: tb.stats() };
 }
 
-const scenario: Scenario = {
+// `mlx5sim run` reads this line before it loads the file: a file without it is refused, unrun
+export default defineScenario({
   name: 'my-scenario',
   summary: 'an example to copy: RDMA WRITE and READ between two adapters, then a WRITE through a deregistered rkey',
   run,
-};
-export default scenario;
+});
