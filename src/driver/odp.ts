@@ -28,6 +28,7 @@ import { dataSegLength } from '../rtl/formats/data_seg.ts';
 import { parseWqe } from '../rtl/formats/wqe_parse.ts';
 import { decodeCtrlSeg } from '../rtl/formats/ctrl_seg.ts';
 import { IbAccess } from './types.ts';
+import { CmdError } from '../rtl/firmware/cmd_types.ts';
 
 const PAGE = 4096;
 /**
@@ -123,6 +124,10 @@ export class OdpHandler {
   private readonly implicits = new Map<number, ImplicitOdp>();
   /** Mappings redone because an invalidation of the MR came while they were in flight. */
   raceRetries = 0;
+  /** Faults of QPs destroyed before their resume: dropped, as mlx5 drops them. */
+  droppedFaults = 0;
+  /** PAGE_FAULT_RESUMEs the firmware refused (the QP went meanwhile): logged by mlx5, no error. */
+  failedResumes = 0;
 
   constructor(private readonly ctx: Context) {
     ctx.onPageFault = (e) => this.onEqe(e);
@@ -228,6 +233,14 @@ export class OdpHandler {
 
   private async handle(f: ReturnType<typeof decodeEqePageFault>): Promise<void> {
     const cfg = this.ctx.hca.cfg;
+    // the QP the fault is of: gone already, the fault is dropped without a resume (odp.c
+    // mlx5_ib_mr_wqe_pfault_handler: "wqe page fault for missing resource", no resume; the
+    // device forgot the QP's fault at DESTROY_QP)
+    const qp = this.ctx.qps.get(f.qpn);
+    if (qp === undefined) {
+      this.droppedFaults++;
+      return;
+    }
     const requestor = (f.flags & PageFaultFlag.REQUESTOR) !== 0;
     const segs = f.subType === PageFaultSubtype.RDMA ? [{ lkey: f.rKey, addr: f.rdmaVa, length: Math.max(1, f.rdmaOpLen) }] : this.wqeSegs(f.qpn, f.wqeIndex, requestor);
     let ranges: FaultRange[] | null = segs === null ? null : [];
@@ -256,8 +269,23 @@ export class OdpHandler {
       ok = changed > 0;
     }
     const flags = (f.flags & (PageFaultFlag.REQUESTOR | PageFaultFlag.WRITE | PageFaultFlag.RDMA)) | (ok ? 0 : PageFaultFlag.ERROR);
-    await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | f.qpn) >>> 0 }), 'page fault resume');
+    // destroyed while the fault was handled (its number maybe another QP's by now): nothing
+    // waits for the resume, and it must not resume another QP's fault
+    if (this.ctx.qps.get(f.qpn) !== qp) this.droppedFaults++;
+    else await this.resume(flags, f.qpn);
     for (const st of statsOf) st.pageFaultsHandled++;
+  }
+
+  /** PAGE_FAULT_RESUME of the QP's fault (flags as the EQE's, + ERROR). */
+  private async resume(flags: number, qpn: number): Promise<void> {
+    try {
+      await this.ctx.hca.cmdif.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | qpn) >>> 0 });
+    } catch (e) {
+      // a resume the firmware refuses (the QP went while the command was on its way) is only
+      // logged by mlx5 (odp.c mlx5_ib_page_fault_resume: mlx5_ib_err, no error to anyone)
+      if (!(e instanceof CmdError)) throw e;
+      this.failedResumes++;
+    }
   }
 
   /** The ODP capability a requester WQE needs: SEND for sends, WRITE, READ, ATOMIC by opcode. */

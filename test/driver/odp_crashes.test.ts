@@ -1,0 +1,91 @@
+/**
+ * Issue 17, "Crashes and hangs" of on-demand paging: each case killed `tb.run` (or hung) before
+ * its fix. mlx5 ends them cleanly: a fault whose QP is gone is dropped or its resume's failure
+ * only logged (odp.c mlx5_ib_mr_wqe_pfault_handler, mlx5_ib_page_fault_resume); a fault or
+ * prefetch on an MR being deregistered finishes before the mkey goes (mr.c __mlx5_ib_dereg_mr
+ * waits for the mkey's users).
+ */
+import { describe, expect, it } from 'vitest';
+import { Access, Testbed, type Context } from '../../src/index.ts';
+import { rcPair } from '../support/rc_pair.ts';
+
+const US = 1_000_000;
+const PAGE = 4096;
+
+/** Lets time pass until adapter `i`'s page-fault unit has raised a fault (the handler runs from then). */
+async function untilFault(tb: Testbed, i: number): Promise<void> {
+  while ((tb.stats()[`tb.hca${i}.pagefault`]?.faults ?? 0) === 0) await tb.delay(1 * US);
+}
+
+/** After the defect: the context still handles faults (its UMR QP and fault handler are sound). */
+async function stillFaults(tb: Testbed, c0: Context, c1: Context): Promise<void> {
+  const pd0 = await c0.allocPd();
+  const pd1 = await c1.allocPd();
+  const cq0 = await c0.createCq(16);
+  const cq1 = await c1.createCq(16);
+  const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
+  const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
+  await qp0.connect(qp1);
+  const a = tb.host(0).alloc(PAGE);
+  const b = tb.host(1).alloc(PAGE);
+  const omr = await pd0.regMr(a.addr, PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
+  const omr1 = await pd1.regMr(b.addr, PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+  tb.host(0).write(a.addr, new Uint8Array([5, 6, 7]));
+  qp0.postSend({ wrId: 9, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 3, lkey: omr.lkey }], remoteAddr: b.addr, rkey: omr1.rkey, signaled: true });
+  expect((await cq0.wait(1, { timeout: 10_000 * US }))[0].status).toBe('SUCCESS');
+  expect([...tb.host(1).read(b.addr, 3)]).toEqual([5, 6, 7]);
+}
+
+describe('issue 17: a QP destroyed while its page fault is handled', () => {
+  it('destroy_qp_during_requester_fault: the run goes on, the resume of the gone QP is no error', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(PAGE);
+      const b = tb.host(1).alloc(PAGE);
+      const omr = await p.pd0.regMr(a.addr, PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      const mr1 = await p.pd1.regMr(b.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: PAGE, lkey: omr.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+      await untilFault(tb, 0);
+      await p.qp0.destroy();
+      await tb.delay(1_000 * US); // the handler maps and resumes meanwhile
+      expect(p.c0.odp.droppedFaults + p.c0.odp.failedResumes).toBe(1);
+      await stillFaults(tb, p.c0, p.c1);
+    });
+  });
+
+  it('destroy_qp_during_responder_fault: the RDMA fault of a gone QP ends without an error', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(PAGE);
+      const b = tb.host(1).alloc(PAGE);
+      const mr0 = await p.pd0.regMr(a.addr, PAGE, Access.LOCAL_WRITE);
+      const omr = await p.pd1.regMr(b.addr, PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: PAGE, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: omr.rkey, signaled: true });
+      await untilFault(tb, 1);
+      await p.qp1.destroy();
+      await tb.delay(1_000 * US);
+      expect(p.c1.odp.droppedFaults + p.c1.odp.failedResumes).toBe(1);
+      await stillFaults(tb, p.c0, p.c1);
+    });
+  });
+
+  it('destroy_qp_during_receive_fault: the receive fault of a gone QP ends without an error', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(PAGE);
+      const b = tb.host(1).alloc(PAGE);
+      const mr0 = await p.pd0.regMr(a.addr, PAGE, Access.LOCAL_WRITE);
+      const omr = await p.pd1.regMr(b.addr, PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      p.qp1.postRecv({ wrId: 7, sgList: [{ addr: b.addr, length: 64, lkey: omr.lkey }] });
+      p.qp0.postSend({ wrId: 1, opcode: 'SEND', sgList: [{ addr: a.addr, length: 64, lkey: mr0.lkey }], signaled: true });
+      await untilFault(tb, 1);
+      await p.qp1.destroy();
+      await tb.delay(1_000 * US);
+      expect(p.c1.odp.droppedFaults + p.c1.odp.failedResumes).toBe(1);
+      await stillFaults(tb, p.c0, p.c1);
+    });
+  });
+});
