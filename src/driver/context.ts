@@ -84,12 +84,15 @@ export class Context {
       return;
     }
     if (e.type === EventType.PAGE_FAULT) {
-      this.onPageFault?.(e);
+      // the device's one event EQ takes every context's faults: the QP's context handles it; a
+      // QP no context has (destroyed) drops it (odp.c: "wqe page fault for missing resource")
+      this.tb.contextOfQp(this.hca, data.getUint32(24) & 0xffffff)?.onPageFault?.(e);
       return;
     }
     const qpType = QP_EVENTS[e.type];
     if (qpType !== undefined) {
-      this.asyncEvents.push({ type: qpType, qpNum: data.getUint32(24) & 0xffffff });
+      const qpNum = data.getUint32(24) & 0xffffff;
+      (this.tb.contextOfQp(this.hca, qpNum) ?? this).asyncEvents.push({ type: qpType, qpNum });
       return;
     }
     if (e.type === EventType.CQ_ERROR) this.asyncEvents.push({ type: 'CQ_ERR', cqNum: data.getUint32(0) & 0xffffff });

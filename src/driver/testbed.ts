@@ -37,6 +37,8 @@ export class Testbed {
   readonly config: HcaConfig;
   private readonly tracer: Tracer | null;
   private firstWork: Ps | null = null;
+  /** Every context opened, in order (a device-wide event finds its QP's context here). */
+  private readonly contexts: Context[] = [];
 
   constructor(opts: TestbedOptions = {}) {
     checkObject('Testbed: options', opts);
@@ -152,8 +154,18 @@ export class Testbed {
     }
     this.checkInRun('openDevice');
     const ctx = new Context(this, this.hca(i), i);
+    this.contexts.push(ctx);
     await ctx.queryDevice();
     return ctx;
+  }
+
+  /**
+   * @internal The context of adapter `hca` that owns QP `qpn` (mlx5 looks a QP up device-wide:
+   * odp.c odp_get_rsc), or undefined when no live QP has that number.
+   */
+  contextOfQp(hca: Hca, qpn: number): Context | undefined {
+    for (const c of this.contexts) if (c.hca === hca && c.qps.has(qpn)) return c;
+    return undefined;
   }
 
   /** Statistics of every module, keyed by scope path. */

@@ -36,7 +36,17 @@ async function stillFaults(tb: Testbed, c0: Context, c1: Context): Promise<void>
   expect([...tb.host(1).read(b.addr, 3)]).toEqual([5, 6, 7]);
 }
 
-describe('issue 17: a QP destroyed while its page fault is handled', () => {
+/**
+ * The fault ended without a trace of the QP: the page-fault unit holds nothing, and a fault the
+ * handler had taken (`handling`) was dropped or its refused resume counted, not thrown.
+ */
+function faultEnded(tb: Testbed, i: number, ctx: Context, handling: boolean): void {
+  expect(tb.busyModules()).not.toContain(`tb.hca${i}.pagefault`);
+  expect(ctx.odp.droppedFaults + ctx.odp.failedResumes).toBe(handling ? 1 : 0);
+}
+
+// the QP goes before the interrupt handler takes the fault's EQE (0 us), or while the handler maps (20 us)
+describe.each([0, 20])('issue 17: a QP destroyed %i us after its page fault', (after) => {
   it('destroy_qp_during_requester_fault: the run goes on, the resume of the gone QP is no error', async () => {
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {
@@ -47,9 +57,10 @@ describe('issue 17: a QP destroyed while its page fault is handled', () => {
       const mr1 = await p.pd1.regMr(b.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
       p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: PAGE, lkey: omr.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
       await untilFault(tb, 0);
+      await tb.delay(after * US);
       await p.qp0.destroy();
       await tb.delay(1_000 * US); // the handler maps and resumes meanwhile
-      expect(p.c0.odp.droppedFaults + p.c0.odp.failedResumes).toBe(1);
+      faultEnded(tb, 0, p.c0, after > 0);
       await stillFaults(tb, p.c0, p.c1);
     });
   });
@@ -64,9 +75,10 @@ describe('issue 17: a QP destroyed while its page fault is handled', () => {
       const omr = await p.pd1.regMr(b.addr, PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE | Access.REMOTE_WRITE);
       p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: PAGE, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: omr.rkey, signaled: true });
       await untilFault(tb, 1);
+      await tb.delay(after * US);
       await p.qp1.destroy();
       await tb.delay(1_000 * US);
-      expect(p.c1.odp.droppedFaults + p.c1.odp.failedResumes).toBe(1);
+      faultEnded(tb, 1, p.c1, after > 0);
       await stillFaults(tb, p.c0, p.c1);
     });
   });
@@ -82,9 +94,10 @@ describe('issue 17: a QP destroyed while its page fault is handled', () => {
       p.qp1.postRecv({ wrId: 7, sgList: [{ addr: b.addr, length: 64, lkey: omr.lkey }] });
       p.qp0.postSend({ wrId: 1, opcode: 'SEND', sgList: [{ addr: a.addr, length: 64, lkey: mr0.lkey }], signaled: true });
       await untilFault(tb, 1);
+      await tb.delay(after * US);
       await p.qp1.destroy();
       await tb.delay(1_000 * US);
-      expect(p.c1.odp.droppedFaults + p.c1.odp.failedResumes).toBe(1);
+      faultEnded(tb, 1, p.c1, after > 0);
       await stillFaults(tb, p.c0, p.c1);
     });
   });
