@@ -8,6 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, type Context } from '../../src/index.ts';
 import { rcPair } from '../support/rc_pair.ts';
+import { readMkey } from '../../src/rtl/firmware/icm_writer.ts';
 
 const US = 1_000_000;
 const PAGE = 4096;
@@ -99,6 +100,54 @@ describe.each([0, 20])('issue 17: a QP destroyed %i us after its page fault', (a
       await tb.delay(1_000 * US);
       faultEnded(tb, 1, p.c1, after > 0);
       await stillFaults(tb, p.c0, p.c1);
+    });
+  });
+});
+
+/** The MTT entry the device holds (ICM) for page `i` of ODP MR `lkey` on adapter 0. */
+function deviceMtt(tb: Testbed, lkey: number, i: number): number {
+  const hca = tb.hca(0);
+  const e = readMkey(hca, lkey >>> 8);
+  const v = new DataView(hca.icm.read(e.xltAddr + i * 8, 8).buffer);
+  return v.getUint32(0) * 2 ** 32 + v.getUint32(4);
+}
+
+describe('issue 17: translation updates of 512 MiB and more go in chunks (umr.c MLX5_MAX_UMR_CHUNK)', () => {
+  const SIZE = 512 * 1024 * 1024;
+  const LAST = SIZE / PAGE - 1;
+  /** An ODP MR of SIZE bytes with its first and last pages present in the process; `mapped`: and on the device. */
+  async function bigMr(tb: Testbed, mapped: boolean) {
+    const c0 = await tb.openDevice(0);
+    const pd = await c0.allocPd();
+    const a = tb.host(0).alloc(SIZE);
+    tb.host(0).write(a.addr, new Uint8Array([1]));
+    tb.host(0).write(a.addr + SIZE - PAGE, new Uint8Array([2]));
+    const omr = await pd.regMr(a.addr, SIZE, Access.ON_DEMAND | Access.LOCAL_WRITE);
+    if (mapped) {
+      for (const at of [0, SIZE - PAGE]) await pd.adviseMr('PREFETCH_NO_FAULT', [{ addr: a.addr + at, length: PAGE, lkey: omr.lkey }], { flush: true });
+      expect(deviceMtt(tb, omr.lkey, LAST) & 3).not.toBe(0);
+    }
+    return { pd, a, omr };
+  }
+
+  it('prefetch_512mib_chunked: a PREFETCH_NO_FAULT over 512 MiB maps its pages, the last one through the second chunk', async () => {
+    const tb = new Testbed();
+    await tb.run(async () => {
+      const { pd, a, omr } = await bigMr(tb, false);
+      await pd.adviseMr('PREFETCH_NO_FAULT', [{ addr: a.addr, length: SIZE, lkey: omr.lkey }], { flush: true });
+      expect(deviceMtt(tb, omr.lkey, 0) - (deviceMtt(tb, omr.lkey, 0) % PAGE)).toBe(tb.host(0).dmaAddress(a.addr));
+      expect(deviceMtt(tb, omr.lkey, LAST) - (deviceMtt(tb, omr.lkey, LAST) % PAGE)).toBe(tb.host(0).dmaAddress(a.addr + SIZE - PAGE));
+    });
+  });
+
+  it.each(['munmap', 'madviseDontNeed'] as const)('%s_512mib_chunked: zaps every mapped page of 512 MiB, the last one through the second chunk', async (how) => {
+    const tb = new Testbed();
+    await tb.run(async () => {
+      const { a, omr } = await bigMr(tb, true);
+      await tb.host(0)[how](a.addr, SIZE);
+      expect(omr.odpStats()).toMatchObject({ pageInvalidations: 1, pageInvalidationsHandled: 1 });
+      expect(deviceMtt(tb, omr.lkey, 0)).toBe(0);
+      expect(deviceMtt(tb, omr.lkey, LAST)).toBe(0);
     });
   });
 });
