@@ -58,6 +58,33 @@ export class OdpMr {
   /** Bumped by every invalidation of a range of the MR (a fault compares it before its UMR). */
   invalSeq = 0;
   readonly stats: OdpStats;
+  /** Faults, prefetches and zaps using the MR now (mlx5's mmkey.usecount): dereg waits for 0. */
+  users = 0;
+  /** Deregistration began: no new user, and a user's mapping stops short of its UMR. */
+  dying = false;
+  private idle: (() => void) | null = null;
+
+  /** A fault, prefetch or zap begins to use the MR (mlx5 find_odp_mkey's refcount_inc). */
+  hold(): void {
+    this.users++;
+  }
+
+  /** That use ended; the last one lets a waiting dereg go on (mlx5r_deref_odp_mkey). */
+  release(): void {
+    if (--this.users === 0 && this.idle !== null) {
+      const go = this.idle;
+      this.idle = null;
+      go();
+    }
+  }
+
+  /** Resolves once nobody uses the MR (mlx5r_deref_wait_odp_mkey). */
+  unused(): Promise<void> {
+    if (this.users === 0) return Promise.resolve();
+    return new Promise((r) => {
+      this.idle = r;
+    });
+  }
 
   constructor(
     readonly mr: Mr,
@@ -106,6 +133,8 @@ export class ImplicitOdp {
   /** Children being made (two faults in one new GiB make it once). */
   readonly making = new Map<number, Promise<OdpMr>>();
   readonly stats: OdpStats = newStats();
+  /** Deregistration began: no new child is made. */
+  dying = false;
 
   constructor(readonly mr: Mr) {}
 }
@@ -142,15 +171,30 @@ export class OdpHandler {
     this.implicits.set(imp.mr.index, imp);
   }
 
-  /** dereg: the MR (and an implicit MR's children, destroyed) are no longer the handler's. */
+  /**
+   * dereg: the MR (and an implicit MR's children, destroyed) are no longer the handler's. As
+   * mlx5's __mlx5_ib_dereg_mr (mr.c: xa_erase from odp_mkeys, then mlx5r_deref_wait_odp_mkey):
+   * no new fault or prefetch finds the MR, and the ones using it (a fault's or prefetch's
+   * mapping, a zap) finish before the mkey is destroyed, so no UMR ever names a dead mkey. A
+   * fault that finds the MR gone resumes as for any key that names no ODP MR; its access then
+   * fails on the destroyed mkey.
+   */
   async unregister(mr: Mr): Promise<void> {
-    this.mrs.delete(mr.index);
+    const odp = this.mrs.get(mr.index);
+    if (odp !== undefined && odp.mr === mr) {
+      this.mrs.delete(mr.index);
+      odp.dying = true;
+      await odp.unused();
+    }
     const imp = this.implicits.get(mr.index);
     if (imp === undefined) return;
     this.implicits.delete(mr.index);
+    imp.dying = true;
     for (const m of imp.making.values()) await m.catch(() => undefined);
     for (const child of imp.children.values()) {
       this.mrs.delete(child.mr.index);
+      child.dying = true;
+      await child.unused();
       await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: child.mr.index }), 'dereg (implicit ODP child)');
     }
   }
@@ -158,12 +202,14 @@ export class OdpHandler {
   /**
    * The ranges of [iova, iova + length) of the ODP MR `key` names (its device key), as host
    * addresses in ODP MRs, at most `cap` bytes; an implicit MR's missing children are made. Null
-   * when the key names no ODP MR.
+   * when the key names no ODP MR. Every range's MR is held (`OdpMr.hold`): the caller releases
+   * them (`releaseAll`) when done, and a deregistration waits for that.
    */
   private async rangesOf(key: number, iova: number, length: number, cap: number): Promise<FaultRange[] | null> {
     const odp = this.mrs.get(key >>> 8);
     if (odp !== undefined) {
       const r = this.clip(odp, iova, length, cap);
+      if (r !== null) odp.hold();
       return r === null ? [] : [r];
     }
     const imp = this.implicits.get(key >>> 8);
@@ -177,7 +223,10 @@ export class OdpHandler {
       // a GiB with nothing of the process in it gets no child: its access cannot be mapped (a
       // fault there resumes with ERROR; a prefetch over it maps nothing)
       if (this.ctx.hca.host.overlapsAllocation(lo, hi - lo)) {
+        if (imp.dying) break; // being deregistered: no new child
         const child = await this.childOf(imp, ci);
+        if (imp.dying || child.dying) break;
+        child.hold();
         out.push({ odp: child, addr: lo, length: hi - lo });
       } else if (cap !== Infinity) return out.length === 0 ? [] : out;
       lo = hi;
@@ -232,7 +281,6 @@ export class OdpHandler {
   }
 
   private async handle(f: ReturnType<typeof decodeEqePageFault>): Promise<void> {
-    const cfg = this.ctx.hca.cfg;
     // the QP the fault is of: gone already, the fault is dropped without a resume (odp.c
     // mlx5_ib_mr_wqe_pfault_handler: "wqe page fault for missing resource", no resume; the
     // device forgot the QP's fault at DESTROY_QP)
@@ -243,16 +291,24 @@ export class OdpHandler {
     }
     const requestor = (f.flags & PageFaultFlag.REQUESTOR) !== 0;
     const segs = f.subType === PageFaultSubtype.RDMA ? [{ lkey: f.rKey, addr: f.rdmaVa, length: Math.max(1, f.rdmaOpLen) }] : this.wqeSegs(f.qpn, f.wqeIndex, requestor);
-    let ranges: FaultRange[] | null = segs === null ? null : [];
-    for (const sg of segs ?? []) {
-      const rs = await this.rangesOf(sg.lkey, sg.addr, sg.length, MAX_FAULT_BYTES);
-      if (rs === null) {
+    const held: FaultRange[] = [];
+    let handled = segs !== null;
+    try {
+      for (const sg of segs ?? []) {
+        const rs = await this.rangesOf(sg.lkey, sg.addr, sg.length, MAX_FAULT_BYTES);
         // an RDMA access's key that names no ODP MR (a window over one): not handled
-        if (f.subType === PageFaultSubtype.RDMA) ranges = null;
-        continue;
+        if (rs === null && f.subType === PageFaultSubtype.RDMA) handled = false;
+        held.push(...(rs ?? []));
       }
-      ranges?.push(...rs);
+      await this.resolve(f, qp, handled ? held : null, requestor);
+    } finally {
+      releaseAll(held);
     }
+  }
+
+  /** Maps what the fault needs of its ranges (held) and resumes the QP (unless it went). */
+  private async resolve(f: ReturnType<typeof decodeEqePageFault>, qp: Qp, ranges: FaultRange[] | null, requestor: boolean): Promise<void> {
+    const cfg = this.ctx.hca.cfg;
     const statsOf = new Set((ranges ?? []).map((r) => r.odp.stats));
     for (const st of statsOf) st.pageFaults++;
     // the operation's RC ODP capability (mlx5 odp.c checks the transport caps per opcode)
@@ -356,7 +412,8 @@ export class OdpHandler {
         this.raceRetries++;
         continue; // dropped meanwhile: fault the pages in again
       }
-      if (changed === 0) return total;
+      // the MR is being deregistered: nothing more is mapped (the fault fails, as on a gone MR)
+      if (changed === 0 || odp.dying) return total;
       total += changed;
       for (let i = first; i <= last; i++) odp.mtt[i] = entries[i - lo];
       await this.ctx.pool.updateTranslations(odp.mr.deviceKey, lo, entries);
@@ -374,9 +431,18 @@ export class OdpHandler {
    * they are mapped (pages the process lacks stay not present).
    */
   async prefetch(advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT', list: readonly { lkey: number; addr: number; length: number }[]): Promise<void> {
-    const cfg = this.ctx.hca.cfg;
     const ranges: FaultRange[] = [];
-    for (const e of list) ranges.push(...((await this.rangesOf(e.lkey, e.addr, e.length, Infinity)) ?? []));
+    try {
+      for (const e of list) ranges.push(...((await this.rangesOf(e.lkey, e.addr, e.length, Infinity)) ?? []));
+      await this.prefetchRanges(advice, ranges);
+    } finally {
+      releaseAll(ranges);
+    }
+  }
+
+  /** Maps a prefetch's ranges (held), at a fault's software cost. */
+  private async prefetchRanges(advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT', ranges: readonly FaultRange[]): Promise<void> {
+    const cfg = this.ctx.hca.cfg;
     let pages = 0;
     for (const r of ranges) pages += this.pagesOf(r);
     await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
@@ -462,9 +528,14 @@ export class OdpHandler {
       const bhi = Math.min(Math.ceil((last + 1) / 8) * 8, Math.ceil(odp.mtt.length / 8) * 8);
       const entries: number[] = [];
       for (let i = blo; i < bhi; i++) entries.push(i < odp.mtt.length ? odp.mtt[i] : 0);
+      odp.hold(); // a deregistration waits for the zap (mlx5: the notifier's invalidation ends first)
       zaps.push(
         this.ctx.tb.spawn(async () => {
-          await this.ctx.pool.updateTranslations(odp.mr.deviceKey, blo, entries);
+          try {
+            await this.ctx.pool.updateTranslations(odp.mr.deviceKey, blo, entries);
+          } finally {
+            odp.release();
+          }
           odp.stats.pageInvalidationsHandled++;
         }),
       );
@@ -472,4 +543,9 @@ export class OdpHandler {
     // the process's frames are freed once the device can no longer reach them
     return zaps.length === 0 ? undefined : Promise.all(zaps).then(() => undefined);
   }
+}
+
+/** Releases the MRs `rangesOf` held for these ranges. */
+function releaseAll(ranges: readonly FaultRange[] | null): void {
+  for (const r of ranges ?? []) r.odp.release();
 }

@@ -6,7 +6,7 @@
  * waits for the mkey's users).
  */
 import { describe, expect, it } from 'vitest';
-import { Access, Testbed, type Context } from '../../src/index.ts';
+import { Access, SIZE_MAX, Testbed, type Context } from '../../src/index.ts';
 import { rcPair } from '../support/rc_pair.ts';
 import { readMkey } from '../../src/rtl/firmware/icm_writer.ts';
 
@@ -148,6 +148,59 @@ describe('issue 17: translation updates of 512 MiB and more go in chunks (umr.c 
       expect(omr.odpStats()).toMatchObject({ pageInvalidations: 1, pageInvalidationsHandled: 1 });
       expect(deviceMtt(tb, omr.lkey, 0)).toBe(0);
       expect(deviceMtt(tb, omr.lkey, LAST)).toBe(0);
+    });
+  });
+});
+
+describe('issue 17: an ODP MR deregistered while a fault or a prefetch maps it', () => {
+  it('dereg_odp_mr_during_fault: dereg waits for the fault; the WQE ends in error, the run and the UMR QP go on', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(PAGE);
+      const b = tb.host(1).alloc(PAGE);
+      const omr = await p.pd0.regMr(a.addr, PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      const mr1 = await p.pd1.regMr(b.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: PAGE, lkey: omr.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+      await untilFault(tb, 0);
+      await tb.delay(20 * US); // the handler has the fault
+      await omr.dereg();
+      const [wc] = await p.cq0.wait(1, { timeout: 10_000 * US });
+      expect(wc.status).not.toBe('SUCCESS'); // its key is gone
+      await stillFaults(tb, p.c0, p.c1);
+    });
+  });
+
+  it.each(['PREFETCH', 'PREFETCH_NO_FAULT'] as const)('dereg_odp_mr_during_%s: dereg of an MR with an unflushed prefetch waits for it', async (advice) => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const c0 = await tb.openDevice(0);
+      const c1 = await tb.openDevice(1);
+      const pd = await c0.allocPd();
+      const a = tb.host(0).alloc(16 * PAGE);
+      tb.host(0).write(a.addr, new Uint8Array(16 * PAGE).fill(1));
+      const omr = await pd.regMr(a.addr, 16 * PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      await pd.adviseMr(advice, [{ addr: a.addr, length: 16 * PAGE, lkey: omr.lkey }]);
+      await omr.dereg();
+      await stillFaults(tb, c0, c1);
+    });
+  });
+
+  it('dereg_implicit_odp_mr_during_fault: an implicit MR deregistered while a fault makes its child', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(PAGE);
+      const b = tb.host(1).alloc(PAGE);
+      const imr = await p.pd0.regMr(0, SIZE_MAX, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      const mr1 = await p.pd1.regMr(b.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: PAGE, lkey: imr.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+      await untilFault(tb, 0);
+      await tb.delay(6 * US); // the handler is making the child
+      await imr.dereg();
+      const [wc] = await p.cq0.wait(1, { timeout: 10_000 * US });
+      expect(wc.status).not.toBe('SUCCESS');
+      await stillFaults(tb, p.c0, p.c1);
     });
   });
 });
