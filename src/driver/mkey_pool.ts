@@ -243,7 +243,7 @@ export class MkeyPool {
       this.setup = (async () => {
         const pd = await this.pd();
         this.cq = await this.ctx.createCq(16);
-        const a = await pd.createQp({ sendCq: this.cq, recvCq: this.cq, maxSendWr: 16, maxRecvWr: 1 });
+        const a = await pd.createQp({ sendCq: this.cq, recvCq: this.cq, maxSendWr: 16, maxRecvWr: 1 }, true);
         const b = await pd.createQp({ sendCq: this.cq, recvCq: this.cq, maxSendWr: 1, maxRecvWr: 1 });
         await a.connect(b);
         this.qp = a;
