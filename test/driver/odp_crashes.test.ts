@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Access, SIZE_MAX, Testbed, type Context } from '../../src/index.ts';
-import { rcPair } from '../support/rc_pair.ts';
+import { rcPair, rcPairOn } from '../support/rc_pair.ts';
 import { readMkey } from '../../src/rtl/firmware/icm_writer.ts';
 
 const US = 1_000_000;
@@ -20,13 +20,7 @@ async function untilFault(tb: Testbed, i: number): Promise<void> {
 
 /** After the defect: the context still handles faults (its UMR QP and fault handler are sound). */
 async function stillFaults(tb: Testbed, c0: Context, c1: Context): Promise<void> {
-  const pd0 = await c0.allocPd();
-  const pd1 = await c1.allocPd();
-  const cq0 = await c0.createCq(16);
-  const cq1 = await c1.createCq(16);
-  const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
-  const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
-  await qp0.connect(qp1);
+  const { pd0, pd1, cq0, qp0 } = await rcPairOn(c0, c1, { cqe: 16 });
   const a = tb.host(0).alloc(PAGE);
   const b = tb.host(1).alloc(PAGE);
   const omr = await pd0.regMr(a.addr, PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
