@@ -137,7 +137,10 @@ export class Context {
       (this.tb.contextOfQp(this.hca, qpNum) ?? this).asyncEvents.push({ type: qpType, qpNum });
       return;
     }
-    if (e.type === EventType.CQ_ERROR) this.asyncEvents.push({ type: 'CQ_ERR', cqNum: data.getUint32(0) & 0xffffff });
+    if (e.type === EventType.CQ_ERROR) {
+      const cqNum = data.getUint32(0) & 0xffffff;
+      (this.tb.contextOfCq(this.hca, cqNum) ?? this).asyncEvents.push({ type: 'CQ_ERR', cqNum });
+    }
     else if (e.type === EventType.INTERNAL_ERROR) this.asyncEvents.push({ type: 'DEVICE_FATAL' });
   }
 

@@ -168,6 +168,12 @@ export class Testbed {
     return undefined;
   }
 
+  /** @internal The context of adapter `hca` that owns CQ `cqn`, or undefined. */
+  contextOfCq(hca: Hca, cqn: number): Context | undefined {
+    for (const c of this.contexts) if (c.hca === hca && c.cqs.has(cqn)) return c;
+    return undefined;
+  }
+
   /** Statistics of every module, keyed by scope path. */
   stats(): Record<string, StatsJson> {
     return this.sim.stats();

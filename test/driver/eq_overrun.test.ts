@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, VerbsError, type Context, type CompChannel, type Cq } from '../../src/index.ts';
-import { rcPairOn } from '../support/rc_pair.ts';
+import { rcPair, rcPairOn } from '../support/rc_pair.ts';
 
 const US = 1_000_000;
 
@@ -99,5 +99,22 @@ describe('issue 17: EQ sizes and overruns', () => {
       await expect(cq0.wait(1)).rejects.toThrow(/EIO: cq\.wait: 0 of 1 completions, and the device is in error: EQ/);
     });
     expect(tb.stats()['tb.hca0.eq_writer'].overruns).toBeGreaterThan(0);
+  });
+
+  it('events_go_to_the_owning_context: a QP event of a second context on an adapter reaches that context, not the one whose EQ took it', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const first = await tb.openDevice(1);
+      await first.createCq(1); // its EQ is the adapter's first: the device writes async events there
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(4096);
+      const mr0 = await p.pd0.regMr(a.addr, 4096, Access.LOCAL_WRITE);
+      const mr1 = await p.pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE); // no REMOTE_WRITE
+      p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+      expect((await p.cq0.wait(1))[0].status).toBe('REM_ACCESS_ERR');
+      expect(await p.c1.getAsyncEvent({ timeout: 100 * US })).toEqual({ type: 'QP_ACCESS_ERR', qpNum: p.qp1.qpNum });
+      await expect(first.getAsyncEvent({ timeout: 20 * US })).rejects.toMatchObject({ errno: 'ETIMEDOUT' });
+    });
   });
 });
