@@ -78,6 +78,17 @@ export class OdpMr {
     }
   }
 
+  private goneNow: (() => void) | null = null;
+  /** Resolves once the MR's mkey is destroyed (the device can no longer reach its pages). */
+  readonly gone: Promise<void> = new Promise((r) => {
+    this.goneNow = r;
+  });
+
+  /** The mkey is destroyed. */
+  markGone(): void {
+    this.goneNow?.();
+  }
+
   /** Resolves once nobody uses the MR (mlx5r_deref_wait_odp_mkey). */
   unused(): Promise<void> {
     if (this.users === 0) return Promise.resolve();
@@ -151,6 +162,13 @@ export class OdpHandler {
   private readonly mrs = new Map<number, OdpMr>();
   /** Implicit ODP parents by mkey index. */
   private readonly implicits = new Map<number, ImplicitOdp>();
+  /**
+   * MRs being deregistered whose mkey still exists: an invalidation of their pages posts no UMR
+   * (the mkey is about to go) but frees the frames only once the mkey is destroyed, as mlx5's
+   * MMU notifier stays registered until after the mkey's cleanup (mr.c __mlx5_ib_dereg_mr:
+   * mlx5r_handle_mkey_cleanup, then ib_umem_release).
+   */
+  private readonly dyingMrs = new Set<OdpMr>();
   /** Mappings redone because an invalidation of the MR came while they were in flight. */
   raceRetries = 0;
   /** Faults of QPs destroyed before their resume: dropped, as mlx5 drops them. */
@@ -183,6 +201,7 @@ export class OdpHandler {
     const odp = this.mrs.get(mr.index);
     if (odp !== undefined && odp.mr === mr) {
       this.mrs.delete(mr.index);
+      this.dyingMrs.add(odp);
       odp.dying = true;
       await odp.unused();
     }
@@ -193,10 +212,22 @@ export class OdpHandler {
     for (const m of imp.making.values()) await m.catch(() => undefined);
     for (const child of imp.children.values()) {
       this.mrs.delete(child.mr.index);
+      this.dyingMrs.add(child);
       child.dying = true;
       await child.unused();
       await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: child.mr.index }), 'dereg (implicit ODP child)');
+      this.destroyed(child);
     }
+  }
+
+  /** dereg destroyed the MR's mkey (DESTROY_MKEY or the pool's revoke): frames waiting on it go. */
+  mkeyDestroyed(mr: Mr): void {
+    for (const odp of this.dyingMrs) if (odp.mr === mr) this.destroyed(odp);
+  }
+
+  private destroyed(odp: OdpMr): void {
+    this.dyingMrs.delete(odp);
+    odp.markGone();
   }
 
   /**
@@ -507,6 +538,12 @@ export class OdpHandler {
    */
   private invalidate(addr: number, length: number): Promise<void> | undefined {
     const zaps: Promise<void>[] = [];
+    for (const odp of this.dyingMrs) {
+      // being deregistered: no UMR to its mkey; the frames wait until the mkey is gone
+      if (Math.min(addr + length, odp.hostAddr + odp.mr.length) <= Math.max(addr, odp.hostAddr)) continue;
+      odp.invalSeq++;
+      zaps.push(odp.gone);
+    }
     for (const odp of this.mrs.values()) {
       const lo = Math.max(addr, odp.hostAddr);
       const hi = Math.min(addr + length, odp.hostAddr + odp.mr.length);

@@ -165,6 +165,32 @@ describe('issue 17: an ODP MR deregistered while a fault or a prefetch maps it',
     });
   });
 
+  it('dereg_odp_mr_then_munmap: a munmap while dereg waits for the fault frees the frames only once the mkey is gone', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(PAGE);
+      const b = tb.host(1).alloc(PAGE);
+      const omr = await p.pd0.regMr(a.addr, PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      const mr1 = await p.pd1.regMr(b.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: PAGE, lkey: omr.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+      await untilFault(tb, 0);
+      await tb.delay(20 * US);
+      let deregAt = -1;
+      const dereg = tb.spawn(async () => {
+        await omr.dereg();
+        deregAt = tb.now;
+      });
+      await tb.delay(1 * US);
+      await tb.host(0).munmap(a.addr, PAGE);
+      const munmapAt = tb.now;
+      await dereg;
+      expect(munmapAt).toBeGreaterThanOrEqual(deregAt);
+      expect(deregAt).toBeGreaterThan(0);
+      await stillFaults(tb, p.c0, p.c1);
+    });
+  });
+
   it.each(['PREFETCH', 'PREFETCH_NO_FAULT'] as const)('dereg_odp_mr_during_%s: dereg of an MR with an unflushed prefetch waits for it', async (advice) => {
     const tb = new Testbed({ hcas: 2 });
     await tb.run(async () => {
