@@ -198,8 +198,9 @@ export class Sim {
     });
     timers.sort();
     const pending = timers.length === 0 ? 'no event is scheduled' : `only timers of idle modules are pending (${timers.slice(0, 4).join(', ')}${timers.length > 4 ? `, ${timers.length - 4} more` : ''})`;
-    // modules holding work no event will move (a deadlock inside the hardware): named, with
-    // the statistics that say what they wait for
+    // modules holding work that no event will move (a deadlock inside the hardware, e.g. every
+    // send-queue slot held by WQEs waiting for the UMR that needs one): named, so their waves
+    // and statistics can be looked at
     const held: string[] = [];
     for (const m of this.top.walk()) if (m.hasWork()) held.push(m.path);
     if (held.length > 0) {

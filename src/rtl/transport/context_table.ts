@@ -37,7 +37,10 @@ export class ContextTable<T> {
     return this.free.length;
   }
 
-  /** Work began to wait for an entry without taking one (counted as a stall). */
+  /**
+   * Work began to wait for an entry without taking one: counted as a stall, once per wait (an
+   * engine that sleeps until an entry is given back does not count edges).
+   */
   noteStall(): void {
     this.sStalls.inc();
   }
