@@ -20,8 +20,17 @@ export class EventFifo<T> {
   private readonly items: T[] = [];
   private readonly ev: SimEvent;
 
-  constructor(private readonly sim: Sim) {
+  constructor(
+    private readonly sim: Sim,
+    /** Why nothing more will come (the device is in error), or null: an empty take then fails. */
+    private readonly failure: () => string | null = () => null,
+  ) {
     this.ev = new SimEvent(sim);
+  }
+
+  /** Wakes the waiters to look at `failure` again. */
+  wakeAll(): void {
+    this.ev.notify();
   }
 
   push(item: T): void {
@@ -44,6 +53,8 @@ export class EventFifo<T> {
     const deadline = timeout === undefined ? Infinity : this.sim.now + timeout;
     let armed = false;
     while (this.items.length === 0) {
+      const failed = this.failure();
+      if (failed !== null) throw new VerbsError('EIO', `${what}: ${failed}`);
       if (this.sim.now >= deadline) throw new VerbsError('ETIMEDOUT', `${what}: nothing within ${timeout} ps`);
       if (!armed && deadline !== Infinity) {
         armed = true;
@@ -59,13 +70,19 @@ export class EventFifo<T> {
 export class CompChannel {
   private readonly q: EventFifo<Cq>;
 
-  /** @internal Made by ctx.createCompChannel(). */
+  /** @internal Made by ctx.createCompChannel(); `failure` says why no more event will come. */
   constructor(
     /** The testbed whose context made it: a CQ of another testbed cannot report here. */
     readonly tb: Testbed,
     readonly ctxIndex: number,
+    failure: () => string | null = () => null,
   ) {
-    this.q = new EventFifo<Cq>(tb.sim);
+    this.q = new EventFifo<Cq>(tb.sim, failure);
+  }
+
+  /** @internal The device went into error: waiters look again (and fail once nothing is left). */
+  wakeAll(): void {
+    this.q.wakeAll();
   }
 
   /** @internal The EQ handler saw a COMP EQE for `cq`. */

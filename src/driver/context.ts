@@ -29,14 +29,27 @@ const QP_EVENTS: Partial<Record<number, AsyncEvent['type']>> = {
   [EventType.PATH_MIG]: 'PATH_MIG',
 };
 
-/** EQEs in the context's EQ. */
-const EQ_SIZE = 256;
+/**
+ * Completion vectors a context offers (ibv_context.num_comp_vectors; mlx5 has one completion EQ
+ * per vector, as many as CPUs): a CQ's compVector chooses its EQ (README "Events").
+ */
+export const NUM_COMP_VECTORS = 8;
 
 export class Context {
   /** The driver's rolling 8-bit key tag (mlx5: a per-device counter), shared by MRs and windows. */
   private tag = 0;
   private eq: DriverEq | null = null;
   private eqSetup: Promise<DriverEq> | null = null;
+  /** Completion EQs of vectors 1 and up (vector 0 is the event EQ's), made with their first CQ. */
+  private readonly compEqs = new Map<number, Promise<DriverEq>>();
+  /** Completion channels made here (woken when the device goes into error). */
+  private readonly channels: CompChannel[] = [];
+  /**
+   * Why the device is in error (an EQ overran, reported by the device's health syndrome), or
+   * null. From then on a wait for completions or events that nothing is left to satisfy fails
+   * with EIO naming it, instead of waiting for what was lost.
+   */
+  fatal: string | null = null;
   /** Live CQs by number (the EQ handler finds a COMP event's CQ). */
   readonly cqs = new Map<number, Cq>();
   /** Live QPs by number (the ODP fault handler reads a faulting WQE from its queue). */
@@ -65,15 +78,44 @@ export class Context {
     this.tb = tb;
     this.pool = new MkeyPool(this);
     this.dma = new DmaPool(hca.host);
-    this.asyncEvents = new EventFifo<AsyncEvent>(tb.sim);
+    this.asyncEvents = new EventFifo<AsyncEvent>(tb.sim, () => this.fatal);
+    // mlx5_core's health poll finds the fatal syndrome and enters the error state
+    // (mlx5_enter_error_state); mlx5_ib tells every context IB_EVENT_DEVICE_FATAL. Here the
+    // driver hears of it an interrupt's latency after the overrun.
+    hca.msix.onFatal((what) => tb.sim.after(hca.cfg.interruptPs, { fire: () => this.enterError(what) }));
+  }
+
+  /** The device is in error: DEVICE_FATAL to the application, and every wait looks again. */
+  private enterError(what: string): void {
+    if (this.fatal !== null) return;
+    this.fatal = what;
+    this.asyncEvents.push({ type: 'DEVICE_FATAL' });
+    for (const cq of this.cqs.values()) cq.wakeWaiters();
+    for (const ch of this.channels) ch.wakeAll();
   }
 
   /** @internal The context's EQ (created with the first CQ): completions, async events and page faults. */
   async eventQueue(): Promise<DriverEq> {
     if (this.eq) return this.eq;
-    if (!this.eqSetup) this.eqSetup = DriverEq.create(this, EQ_SIZE, ALL_EVENTS_MASK, (e) => this.onEqe(e));
+    if (!this.eqSetup) this.eqSetup = DriverEq.create(this, this.hca.cfg.eventEqSize, ALL_EVENTS_MASK, (e) => this.onEqe(e));
     this.eq = await this.eqSetup;
     return this.eq;
+  }
+
+  /**
+   * The EQ of completion vector `v`: vector 0 is the event EQ (async events, page faults and
+   * the completions of its CQs, `eventEqSize` entries); every other vector has a completion EQ
+   * of its own (`ioEqSize` entries, COMP events only), made with its first CQ.
+   */
+  private async compEq(v: number): Promise<DriverEq> {
+    const eq = await this.eventQueue();
+    if (v === 0) return eq;
+    let p = this.compEqs.get(v);
+    if (p === undefined) {
+      p = DriverEq.create(this, this.hca.cfg.ioEqSize, 1 << EventType.COMP, (e) => this.onEqe(e));
+      this.compEqs.set(v, p);
+    }
+    return p;
   }
 
   /** The EQ handler's dispatch of one EQE. */
@@ -86,16 +128,27 @@ export class Context {
       return;
     }
     if (e.type === EventType.PAGE_FAULT) {
-      this.onPageFault?.(e);
+      // the device's one event EQ takes every context's faults: the QP's context handles it; a
+      // QP no context has (destroyed) drops it (odp.c: "wqe page fault for missing resource")
+      this.tb.contextOfQp(this.hca, data.getUint32(24) & 0xffffff)?.onPageFault?.(e);
       return;
     }
     const qpType = QP_EVENTS[e.type];
     if (qpType !== undefined) {
-      this.asyncEvents.push({ type: qpType, qpNum: data.getUint32(24) & 0xffffff });
+      const qpNum = data.getUint32(24) & 0xffffff;
+      (this.tb.contextOfQp(this.hca, qpNum) ?? this).asyncEvents.push({ type: qpType, qpNum });
       return;
     }
-    if (e.type === EventType.CQ_ERROR) this.asyncEvents.push({ type: 'CQ_ERR', cqNum: data.getUint32(0) & 0xffffff });
+    if (e.type === EventType.CQ_ERROR) {
+      const cqNum = data.getUint32(0) & 0xffffff;
+      (this.tb.contextOfCq(this.hca, cqNum) ?? this).asyncEvents.push({ type: 'CQ_ERR', cqNum });
+    }
     else if (e.type === EventType.INTERNAL_ERROR) this.asyncEvents.push({ type: 'DEVICE_FATAL' });
+  }
+
+  /** ibv_context.num_comp_vectors: the completion vectors a CQ may choose (createCq compVector). */
+  get numCompVectors(): number {
+    return NUM_COMP_VECTORS;
   }
 
   /** @internal The ODP fault handler and MMU notifier (made with the first ODP MR). */
@@ -107,7 +160,9 @@ export class Context {
   /** ibv_create_comp_channel: a channel CQs may report their completion events to. */
   createCompChannel(): CompChannel {
     this.tb.checkInRun('createCompChannel');
-    return new CompChannel(this.tb, this.index);
+    const ch = new CompChannel(this.tb, this.index, () => this.fatal);
+    this.channels.push(ch);
+    return ch;
   }
 
   /** ibv_get_async_event: the next asynchronous event (QP and CQ errors), waiting for one. */
@@ -163,7 +218,7 @@ export class Context {
   }
 
   /** ibv_create_cq: a CQ of at least `cqe` entries (a power of two), its buffer in host memory. */
-  async createCq(cqe: number, opts: { channel?: CompChannel } = {}): Promise<Cq> {
+  async createCq(cqe: number, opts: { channel?: CompChannel; compVector?: number } = {}): Promise<Cq> {
     this.tb.checkInRun('createCq');
     if (!(Number.isInteger(cqe) && cqe >= 1 && cqe <= this.deviceAttr.maxCqe)) {
       throw new VerbsError('EINVAL', `createCq: cqe must be an integer in 1..${this.deviceAttr.maxCqe}, got ${shown(cqe)}`);
@@ -173,7 +228,11 @@ export class Context {
     if (channel !== undefined && !(channel instanceof CompChannel)) throw new VerbsError('EINVAL', 'createCq: channel must come from ctx.createCompChannel()');
     if (channel !== undefined && channel.tb !== this.tb) throw new VerbsError('EINVAL', 'createCq: the channel belongs to another Testbed (its events could never arrive)');
     if (channel !== undefined && channel.ctxIndex !== this.index) throw new VerbsError('EINVAL', 'createCq: the channel belongs to another device context');
-    const eq = await this.eventQueue();
+    const v = opts.compVector ?? 0;
+    if (!(Number.isInteger(v) && v >= 0 && v < NUM_COMP_VECTORS)) {
+      throw new VerbsError('EINVAL', `createCq: compVector must be an integer in 0..${NUM_COMP_VECTORS - 1} (ctx.numCompVectors), got ${shown(v)}`);
+    }
+    const eq = await this.compEq(v);
     let size = 1;
     while (size < cqe) size *= 2;
     // scattered 4 KiB pages, given to the device as the command's page list (pas)

@@ -36,6 +36,11 @@ export class Cq {
    * in order, so the last one it needs). The driver learns of CQEs from host memory only.
    */
   private readonly landed: SimEvent;
+
+  /** @internal The device went into error: a wait looks again (and fails once nothing is left). */
+  wakeWaiters(): void {
+    this.landed.notify();
+  }
   private readonly bufVa: number;
   private readonly dbrVa: number;
   private readonly watchSlot: MemWatch;
@@ -191,6 +196,13 @@ export class Cq {
     for (;;) {
       out.push(...this.poll(n - out.length));
       if (out.length >= n) return out;
+      const fatal = this.ctx.fatal;
+      if (fatal !== null) {
+        // the device is in error (an EQ overran): completions that need a lost event (a page
+        // fault's) would never come, so the wait ends here instead of hanging; what was polled
+        // travels with the error
+        throw Object.assign(new VerbsError('EIO', `cq.wait: ${out.length} of ${n} completions, and the device is in error: ${fatal}`), { partial: out });
+      }
       if (sim.now >= deadline) {
         // what was polled is not lost: it travels with the error (API.md: `partial`)
         throw Object.assign(new VerbsError('ETIMEDOUT', `cq.wait: ${out.length} of ${n} completions within ${opts.timeout} ps`), { partial: out });

@@ -24,6 +24,14 @@ import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttLi
 import { MkcAccessMode, MkeyMaskBit, makeKey } from '../rtl/formats/constants.ts';
 import { IbAccess } from './types.ts';
 
+/**
+ * The most translation bytes one UMR writes: MLX5_MAX_UMR_CHUNK = (1 << (MLX5_MAX_UMR_SHIFT + 4))
+ * - MLX5_UMR_FLEX_ALIGNMENT = 1 MiB - 64 B (drivers/infiniband/hw/mlx5/umr.c:487-488, umr.h:10
+ * MLX5_MAX_UMR_SHIFT 16, include/linux/mlx5/device.h:296 MLX5_UMR_FLEX_ALIGNMENT 0x40): 131,064
+ * MTT entries or 65,532 KLM/KSM entries, 65,532 octowords, within xlt_octowords' 16 bits.
+ */
+export const MAX_UMR_CHUNK = 2 ** 20 - 64;
+
 /** Bucket capacities in MTT entries. */
 export const POOL_BUCKETS = [8, 64, 512] as const;
 /**
@@ -91,16 +99,25 @@ export class MkeyPool {
     return this.updateXlt(key, firstEntry, ksmListBytes(entries));
   }
 
+  /**
+   * A translation update as mlx5r_umr_update_xlt posts it: one UMR per chunk of at most
+   * MAX_UMR_CHUNK bytes of entries, each at its own offset (xlt_octowords is 16 bits: one UMR
+   * writes less than 1 MiB). The chunks go in order, each after the one before completed.
+   */
   private async updateXlt(key: number, xltOffsetOcto: number, list: Uint8Array): Promise<void> {
     const qp = await this.umrQp();
-    return this.exclusive(async () => {
-      const wrId = ++this.seq;
-      const listAddr = list.length > UMR_INLINE_THRESHOLD ? qp.descriptorList(list) : undefined;
-      qp.postBuilt(wrId, 'REG_MR', (view, common) =>
-        buildXltUpdateWqe(view, 0, { ...common, key, xltOffsetOcto, list, ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}) }),
-      );
-      await this.complete(wrId, 'ODP translation update (UMR)');
-    });
+    for (let done = 0; done < list.length; done += MAX_UMR_CHUNK) {
+      const chunk = list.subarray(done, Math.min(list.length, done + MAX_UMR_CHUNK));
+      const offset = xltOffsetOcto + done / 16;
+      await this.exclusive(async () => {
+        const wrId = ++this.seq;
+        const listAddr = chunk.length > UMR_INLINE_THRESHOLD ? qp.descriptorList(chunk) : undefined;
+        qp.postBuilt(wrId, 'REG_MR', (view, common) =>
+          buildXltUpdateWqe(view, 0, { ...common, key, xltOffsetOcto: offset, list: chunk, ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}) }),
+        );
+        await this.complete(wrId, 'ODP translation update (UMR)');
+      });
+    }
   }
 
 
@@ -226,7 +243,7 @@ export class MkeyPool {
       this.setup = (async () => {
         const pd = await this.pd();
         this.cq = await this.ctx.createCq(16);
-        const a = await pd.createQp({ sendCq: this.cq, recvCq: this.cq, maxSendWr: 16, maxRecvWr: 1 });
+        const a = await pd.createQp({ sendCq: this.cq, recvCq: this.cq, maxSendWr: 16, maxRecvWr: 1 }, true);
         const b = await pd.createQp({ sendCq: this.cq, recvCq: this.cq, maxSendWr: 1, maxRecvWr: 1 });
         await a.connect(b);
         this.qp = a;

@@ -256,7 +256,11 @@ export class Mr {
     this.destroyed = true;
     this.pd.untrack(this);
     if (this.odp !== null) await ctx.odp.unregister(this);
-    if (this.poolBucket > 0) await ctx.pool.revoke(this.deviceKey, this.poolBucket);
-    else await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
+    try {
+      if (this.poolBucket > 0) await ctx.pool.revoke(this.deviceKey, this.poolBucket);
+      else await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
+    } finally {
+      if (this.odp !== null) ctx.odp.mkeyDestroyed(this); // an invalidation waiting for it frees its frames
+    }
   }
 }

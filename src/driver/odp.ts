@@ -28,6 +28,7 @@ import { dataSegLength } from '../rtl/formats/data_seg.ts';
 import { parseWqe } from '../rtl/formats/wqe_parse.ts';
 import { decodeCtrlSeg } from '../rtl/formats/ctrl_seg.ts';
 import { IbAccess } from './types.ts';
+import { CmdError } from '../rtl/firmware/cmd_types.ts';
 
 const PAGE = 4096;
 /**
@@ -57,6 +58,44 @@ export class OdpMr {
   /** Bumped by every invalidation of a range of the MR (a fault compares it before its UMR). */
   invalSeq = 0;
   readonly stats: OdpStats;
+  /** Faults, prefetches and zaps using the MR now (mlx5's mmkey.usecount): dereg waits for 0. */
+  users = 0;
+  /** Deregistration began: no new user, and a user's mapping stops short of its UMR. */
+  dying = false;
+  private idle: (() => void) | null = null;
+
+  /** A fault, prefetch or zap begins to use the MR (mlx5 find_odp_mkey's refcount_inc). */
+  hold(): void {
+    this.users++;
+  }
+
+  /** That use ended; the last one lets a waiting dereg go on (mlx5r_deref_odp_mkey). */
+  release(): void {
+    if (--this.users === 0 && this.idle !== null) {
+      const go = this.idle;
+      this.idle = null;
+      go();
+    }
+  }
+
+  private goneNow: (() => void) | null = null;
+  /** Resolves once the MR's mkey is destroyed (the device can no longer reach its pages). */
+  readonly gone: Promise<void> = new Promise((r) => {
+    this.goneNow = r;
+  });
+
+  /** The mkey is destroyed. */
+  markGone(): void {
+    this.goneNow?.();
+  }
+
+  /** Resolves once nobody uses the MR (mlx5r_deref_wait_odp_mkey). */
+  unused(): Promise<void> {
+    if (this.users === 0) return Promise.resolve();
+    return new Promise((r) => {
+      this.idle = r;
+    });
+  }
 
   constructor(
     readonly mr: Mr,
@@ -105,6 +144,8 @@ export class ImplicitOdp {
   /** Children being made (two faults in one new GiB make it once). */
   readonly making = new Map<number, Promise<OdpMr>>();
   readonly stats: OdpStats = newStats();
+  /** Deregistration began: no new child is made. */
+  dying = false;
 
   constructor(readonly mr: Mr) {}
 }
@@ -121,8 +162,19 @@ export class OdpHandler {
   private readonly mrs = new Map<number, OdpMr>();
   /** Implicit ODP parents by mkey index. */
   private readonly implicits = new Map<number, ImplicitOdp>();
+  /**
+   * MRs being deregistered whose mkey still exists: an invalidation of their pages posts no UMR
+   * (the mkey is about to go) but frees the frames only once the mkey is destroyed, as mlx5's
+   * MMU notifier stays registered until after the mkey's cleanup (mr.c __mlx5_ib_dereg_mr:
+   * mlx5r_handle_mkey_cleanup, then ib_umem_release).
+   */
+  private readonly dyingMrs = new Set<OdpMr>();
   /** Mappings redone because an invalidation of the MR came while they were in flight. */
   raceRetries = 0;
+  /** Faults of QPs destroyed before their resume: dropped, as mlx5 drops them. */
+  droppedFaults = 0;
+  /** PAGE_FAULT_RESUMEs the firmware refused (the QP went meanwhile): logged by mlx5, no error. */
+  failedResumes = 0;
 
   constructor(private readonly ctx: Context) {
     ctx.onPageFault = (e) => this.onEqe(e);
@@ -137,28 +189,58 @@ export class OdpHandler {
     this.implicits.set(imp.mr.index, imp);
   }
 
-  /** dereg: the MR (and an implicit MR's children, destroyed) are no longer the handler's. */
+  /**
+   * dereg: the MR (and an implicit MR's children, destroyed) are no longer the handler's. As
+   * mlx5's __mlx5_ib_dereg_mr (mr.c: xa_erase from odp_mkeys, then mlx5r_deref_wait_odp_mkey):
+   * no new fault or prefetch finds the MR, and the ones using it (a fault's or prefetch's
+   * mapping, a zap) finish before the mkey is destroyed, so no UMR ever names a dead mkey. A
+   * fault that finds the MR gone resumes as for any key that names no ODP MR; its access then
+   * fails on the destroyed mkey.
+   */
   async unregister(mr: Mr): Promise<void> {
-    this.mrs.delete(mr.index);
+    const odp = this.mrs.get(mr.index);
+    if (odp !== undefined && odp.mr === mr) {
+      this.mrs.delete(mr.index);
+      this.dyingMrs.add(odp);
+      odp.dying = true;
+      await odp.unused();
+    }
     const imp = this.implicits.get(mr.index);
     if (imp === undefined) return;
     this.implicits.delete(mr.index);
+    imp.dying = true;
     for (const m of imp.making.values()) await m.catch(() => undefined);
     for (const child of imp.children.values()) {
       this.mrs.delete(child.mr.index);
+      this.dyingMrs.add(child);
+      child.dying = true;
+      await child.unused();
       await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: child.mr.index }), 'dereg (implicit ODP child)');
+      this.destroyed(child);
     }
+  }
+
+  /** dereg destroyed the MR's mkey (DESTROY_MKEY or the pool's revoke): frames waiting on it go. */
+  mkeyDestroyed(mr: Mr): void {
+    for (const odp of this.dyingMrs) if (odp.mr === mr) this.destroyed(odp);
+  }
+
+  private destroyed(odp: OdpMr): void {
+    this.dyingMrs.delete(odp);
+    odp.markGone();
   }
 
   /**
    * The ranges of [iova, iova + length) of the ODP MR `key` names (its device key), as host
    * addresses in ODP MRs, at most `cap` bytes; an implicit MR's missing children are made. Null
-   * when the key names no ODP MR.
+   * when the key names no ODP MR. Every range's MR is held (`OdpMr.hold`): the caller releases
+   * them (`releaseAll`) when done, and a deregistration waits for that.
    */
   private async rangesOf(key: number, iova: number, length: number, cap: number): Promise<FaultRange[] | null> {
     const odp = this.mrs.get(key >>> 8);
     if (odp !== undefined) {
       const r = this.clip(odp, iova, length, cap);
+      if (r !== null) odp.hold();
       return r === null ? [] : [r];
     }
     const imp = this.implicits.get(key >>> 8);
@@ -172,7 +254,10 @@ export class OdpHandler {
       // a GiB with nothing of the process in it gets no child: its access cannot be mapped (a
       // fault there resumes with ERROR; a prefetch over it maps nothing)
       if (this.ctx.hca.host.overlapsAllocation(lo, hi - lo)) {
+        if (imp.dying) break; // being deregistered: no new child
         const child = await this.childOf(imp, ci);
+        if (imp.dying || child.dying) break;
+        child.hold();
         out.push({ odp: child, addr: lo, length: hi - lo });
       } else if (cap !== Infinity) return out.length === 0 ? [] : out;
       lo = hi;
@@ -227,19 +312,34 @@ export class OdpHandler {
   }
 
   private async handle(f: ReturnType<typeof decodeEqePageFault>): Promise<void> {
-    const cfg = this.ctx.hca.cfg;
+    // the QP the fault is of: gone already, the fault is dropped without a resume (odp.c
+    // mlx5_ib_mr_wqe_pfault_handler: "wqe page fault for missing resource", no resume; the
+    // device forgot the QP's fault at DESTROY_QP)
+    const qp = this.ctx.qps.get(f.qpn);
+    if (qp === undefined) {
+      this.droppedFaults++;
+      return;
+    }
     const requestor = (f.flags & PageFaultFlag.REQUESTOR) !== 0;
     const segs = f.subType === PageFaultSubtype.RDMA ? [{ lkey: f.rKey, addr: f.rdmaVa, length: Math.max(1, f.rdmaOpLen) }] : this.wqeSegs(f.qpn, f.wqeIndex, requestor);
-    let ranges: FaultRange[] | null = segs === null ? null : [];
-    for (const sg of segs ?? []) {
-      const rs = await this.rangesOf(sg.lkey, sg.addr, sg.length, MAX_FAULT_BYTES);
-      if (rs === null) {
+    const held: FaultRange[] = [];
+    let handled = segs !== null;
+    try {
+      for (const sg of segs ?? []) {
+        const rs = await this.rangesOf(sg.lkey, sg.addr, sg.length, MAX_FAULT_BYTES);
         // an RDMA access's key that names no ODP MR (a window over one): not handled
-        if (f.subType === PageFaultSubtype.RDMA) ranges = null;
-        continue;
+        if (rs === null && f.subType === PageFaultSubtype.RDMA) handled = false;
+        held.push(...(rs ?? []));
       }
-      ranges?.push(...rs);
+      await this.resolve(f, qp, handled ? held : null, requestor);
+    } finally {
+      releaseAll(held);
     }
+  }
+
+  /** Maps what the fault needs of its ranges (held) and resumes the QP (unless it went). */
+  private async resolve(f: ReturnType<typeof decodeEqePageFault>, qp: Qp, ranges: FaultRange[] | null, requestor: boolean): Promise<void> {
+    const cfg = this.ctx.hca.cfg;
     const statsOf = new Set((ranges ?? []).map((r) => r.odp.stats));
     for (const st of statsOf) st.pageFaults++;
     // the operation's RC ODP capability (mlx5 odp.c checks the transport caps per opcode)
@@ -256,8 +356,23 @@ export class OdpHandler {
       ok = changed > 0;
     }
     const flags = (f.flags & (PageFaultFlag.REQUESTOR | PageFaultFlag.WRITE | PageFaultFlag.RDMA)) | (ok ? 0 : PageFaultFlag.ERROR);
-    await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | f.qpn) >>> 0 }), 'page fault resume');
+    // destroyed while the fault was handled (its number maybe another QP's by now): nothing
+    // waits for the resume, and it must not resume another QP's fault
+    if (this.ctx.qps.get(f.qpn) !== qp) this.droppedFaults++;
+    else await this.resume(flags, f.qpn);
     for (const st of statsOf) st.pageFaultsHandled++;
+  }
+
+  /** PAGE_FAULT_RESUME of the QP's fault (flags as the EQE's, + ERROR). */
+  private async resume(flags: number, qpn: number): Promise<void> {
+    try {
+      await this.ctx.hca.cmdif.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | qpn) >>> 0 });
+    } catch (e) {
+      // a resume the firmware refuses (the QP went while the command was on its way) is only
+      // logged by mlx5 (odp.c mlx5_ib_page_fault_resume: mlx5_ib_err, no error to anyone)
+      if (!(e instanceof CmdError)) throw e;
+      this.failedResumes++;
+    }
   }
 
   /** The ODP capability a requester WQE needs: SEND for sends, WRITE, READ, ATOMIC by opcode. */
@@ -328,7 +443,8 @@ export class OdpHandler {
         this.raceRetries++;
         continue; // dropped meanwhile: fault the pages in again
       }
-      if (changed === 0) return total;
+      // the MR is being deregistered: nothing more is mapped (the fault fails, as on a gone MR)
+      if (changed === 0 || odp.dying) return total;
       total += changed;
       for (let i = first; i <= last; i++) odp.mtt[i] = entries[i - lo];
       await this.ctx.pool.updateTranslations(odp.mr.deviceKey, lo, entries);
@@ -346,9 +462,18 @@ export class OdpHandler {
    * they are mapped (pages the process lacks stay not present).
    */
   async prefetch(advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT', list: readonly { lkey: number; addr: number; length: number }[]): Promise<void> {
-    const cfg = this.ctx.hca.cfg;
     const ranges: FaultRange[] = [];
-    for (const e of list) ranges.push(...((await this.rangesOf(e.lkey, e.addr, e.length, Infinity)) ?? []));
+    try {
+      for (const e of list) ranges.push(...((await this.rangesOf(e.lkey, e.addr, e.length, Infinity)) ?? []));
+      await this.prefetchRanges(advice, ranges);
+    } finally {
+      releaseAll(ranges);
+    }
+  }
+
+  /** Maps a prefetch's ranges (held), at a fault's software cost. */
+  private async prefetchRanges(advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT', ranges: readonly FaultRange[]): Promise<void> {
+    const cfg = this.ctx.hca.cfg;
     let pages = 0;
     for (const r of ranges) pages += this.pagesOf(r);
     await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
@@ -413,6 +538,12 @@ export class OdpHandler {
    */
   private invalidate(addr: number, length: number): Promise<void> | undefined {
     const zaps: Promise<void>[] = [];
+    for (const odp of this.dyingMrs) {
+      // being deregistered: no UMR to its mkey; the frames wait until the mkey is gone
+      if (Math.min(addr + length, odp.hostAddr + odp.mr.length) <= Math.max(addr, odp.hostAddr)) continue;
+      odp.invalSeq++;
+      zaps.push(odp.gone);
+    }
     for (const odp of this.mrs.values()) {
       const lo = Math.max(addr, odp.hostAddr);
       const hi = Math.min(addr + length, odp.hostAddr + odp.mr.length);
@@ -434,9 +565,14 @@ export class OdpHandler {
       const bhi = Math.min(Math.ceil((last + 1) / 8) * 8, Math.ceil(odp.mtt.length / 8) * 8);
       const entries: number[] = [];
       for (let i = blo; i < bhi; i++) entries.push(i < odp.mtt.length ? odp.mtt[i] : 0);
+      odp.hold(); // a deregistration waits for the zap (mlx5: the notifier's invalidation ends first)
       zaps.push(
         this.ctx.tb.spawn(async () => {
-          await this.ctx.pool.updateTranslations(odp.mr.deviceKey, blo, entries);
+          try {
+            await this.ctx.pool.updateTranslations(odp.mr.deviceKey, blo, entries);
+          } finally {
+            odp.release();
+          }
           odp.stats.pageInvalidationsHandled++;
         }),
       );
@@ -444,4 +580,9 @@ export class OdpHandler {
     // the process's frames are freed once the device can no longer reach them
     return zaps.length === 0 ? undefined : Promise.all(zaps).then(() => undefined);
   }
+}
+
+/** Releases the MRs `rangesOf` held for these ranges. */
+function releaseAll(ranges: readonly FaultRange[] | null): void {
+  for (const r of ranges ?? []) r.odp.release();
 }

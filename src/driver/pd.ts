@@ -229,7 +229,7 @@ export class Pd {
   }
 
   /** ibv_create_qp (RC): send and receive queues in host memory. */
-  async createQp(attr: QpInitAttr): Promise<Qp> {
+  async createQp(attr: QpInitAttr, /** @internal the driver's UMR QP (mkey_pool.ts) */ umr = false): Promise<Qp> {
     this.checkAlive('createQp');
     this.ctx.tb.checkInRun('createQp');
     if (attr === null || typeof attr !== 'object') throw new VerbsError('EINVAL', `createQp: the attributes must be an object, got ${attr === null ? 'null' : typeof attr}`);
@@ -241,7 +241,7 @@ export class Pd {
       if (cq.ctx.tb !== this.ctx.tb) throw new VerbsError('EINVAL', 'createQp: the send or receive CQ belongs to another Testbed');
       if (cq.ctx !== this.ctx) throw new VerbsError('EINVAL', 'createQp: the send or receive CQ belongs to another device context (adapter)');
     }
-    return this.track(await Qp.create(this, attr));
+    return this.track(await Qp.create(this, attr, umr));
   }
 
   /** Any call on a destroyed object: EINVAL (spec/semantics.md "Verbs calls"). */

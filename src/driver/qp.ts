@@ -136,7 +136,7 @@ export class Qp {
   }
 
   /** Creates the QP: queue buffers in host memory (physically contiguous), CREATE_QP. */
-  static async create(pd: Pd, a: QpInitAttr): Promise<Qp> {
+  static async create(pd: Pd, a: QpInitAttr, umr = false): Promise<Qp> {
     const ctx = pd.ctx;
     const dev = await ctx.queryDevice();
     if (a.userSpace !== undefined && typeof a.userSpace !== 'boolean') throw new VerbsError('EINVAL', `createQp: userSpace must be a boolean, got ${shown(a.userSpace)}`);
@@ -171,6 +171,8 @@ export class Qp {
           // a kernel consumer's QP: fast registration enabled (mlx5_ib create_kernel_qp sets
           // qpc.fre); a user process's QP is created without it (create_user_qp)
           fre: !attr.userSpace,
+          // the driver's own UMR QP (mlx5 MLX5_IB_QPT_REG_UMR): the engine keeps a slot for it
+          ...(umr ? { umr } : {}),
         }),
         'createQp',
       ));

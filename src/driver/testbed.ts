@@ -70,6 +70,8 @@ export class Testbed {
   readonly txlog: TxLog | null;
   private firstWork: Ps | null = null;
   private readonly phaseNames = new Set<string>();
+  /** Every context opened, in order (a device-wide event finds its QP's context here). */
+  private readonly contexts: Context[] = [];
 
   constructor(opts: TestbedOptions = {}) {
     checkObject('Testbed: options', opts);
@@ -198,8 +200,24 @@ export class Testbed {
     const hca = this.adapter('openDevice', i);
     this.checkInRun('openDevice');
     const ctx = new Context(this, hca, i);
+    this.contexts.push(ctx);
     await ctx.queryDevice();
     return ctx;
+  }
+
+  /**
+   * @internal The context of adapter `hca` that owns QP `qpn` (mlx5 looks a QP up device-wide:
+   * odp.c odp_get_rsc), or undefined when no live QP has that number.
+   */
+  contextOfQp(hca: Hca, qpn: number): Context | undefined {
+    for (const c of this.contexts) if (c.hca === hca && c.qps.has(qpn)) return c;
+    return undefined;
+  }
+
+  /** @internal The context of adapter `hca` that owns CQ `cqn`, or undefined. */
+  contextOfCq(hca: Hca, cqn: number): Context | undefined {
+    for (const c of this.contexts) if (c.hca === hca && c.cqs.has(cqn)) return c;
+    return undefined;
   }
 
   /** Statistics of every module, keyed by scope path. */

@@ -79,6 +79,16 @@ export interface HcaConfig {
   icmMkeyEntries: number;
   /** Send queue engine: WQEs in flight at most (fetched, executing or awaiting their CQE), all QPs. */
   sqWqeSlots: number;
+  /**
+   * The driver's event EQ (async events, page faults, completion vector 0), entries: mlx5's
+   * devlink event_eq_size, default MLX5_NUM_ASYNC_EQE 4096 (include/linux/mlx5/eq.h:8).
+   */
+  eventEqSize: number;
+  /**
+   * A completion vector's EQ (vectors 1 and up), entries: mlx5's devlink io_eq_size, default
+   * MLX5_COMP_EQ_SIZE 1024 (include/linux/mlx5/driver.h:853).
+   */
+  ioEqSize: number;
   /** Requester: messages in flight at most (contexts), all QPs. */
   requesterContexts: number;
   /** Responder: messages served at once at most (contexts), all QPs. */
@@ -139,6 +149,8 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   // No public figure for these on-chip tables: assumed, sized so that the initiator depth of 16
   // QPs x 16 READs fits and PCIe's 64 outstanding reads, not a table, limit a deep READ workload.
   sqWqeSlots: 512,
+  eventEqSize: 4096,
+  ioEqSize: 1024,
   requesterContexts: 256,
   responderContexts: 128,
 } satisfies HcaConfig);
@@ -210,6 +222,9 @@ const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
   // indices 0 and 1 are never handed out (cmdif FIRST_MKEY_INDEX): at least one more
   icmMkeyEntries: intIn(3, 2 ** 24, 'must be an integer in 3..2^24 (24-bit mkey index; indices 0 and 1 are reserved)'),
   sqWqeSlots: intIn(1, 65536),
+  // powers of two the EQ holds (CREATE_EQ log_eq_size); 2 at least, as small as a test forces
+  eventEqSize: (v) => (isInt(v) && v >= 2 && v <= 2 ** 22 && (v & (v - 1)) === 0 ? null : 'must be a power of two in 2..2^22'),
+  ioEqSize: (v) => (isInt(v) && v >= 2 && v <= 2 ** 22 && (v & (v - 1)) === 0 ? null : 'must be a power of two in 2..2^22'),
   // DMA tags of the engines' movers tell up to 256 contexts apart (memory/dma_mover.ts)
   requesterContexts: intIn(1, 256),
   responderContexts: intIn(1, 256),

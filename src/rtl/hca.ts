@@ -53,6 +53,12 @@ export interface Uar {
 export interface Msix {
   /** request_irq: `handler` runs (in interrupt context, no simulated time) when the EQ's vector fires. */
   requestIrq(eqn: number, handler: () => void): void;
+  /**
+   * The device's catastrophic-error report (mlx5: a fatal syndrome in the initialization
+   * segment's health buffer, which mlx5_core's health poll reads and answers with
+   * mlx5_enter_error_state): `handler` runs when an EQ of this adapter overran.
+   */
+  onFatal(handler: (what: string) => void): void;
 }
 
 /** UAR offsets of the EQ doorbell (mlx5 MLX5_EQ_DOORBEL_OFFSET and the no-arm variant). */
@@ -158,7 +164,10 @@ export class Hca extends Module {
       new DataView(data.buffer).setUint32(24, qpn & 0xffffff);
       this.eqWriter.post({ eqn: -1, type: EventType[event], subType: 0, data });
     };
-    this.msix = { requestIrq: (eqn, handler) => this.eqWriter.requestIrq(eqn, handler) };
+    this.msix = {
+      requestIrq: (eqn, handler) => this.eqWriter.requestIrq(eqn, handler),
+      onFatal: (handler) => this.eqWriter.onFatal(handler),
+    };
     // REG_MR has no PD check (the mlx5 UMR mask leaves the PD alone); a zero-length type-2 bind
     // is MW_BIND_ERR (o10-37.2.40), as the reference model has it
     this.umrEngine = new UmrEngine(this, 'umr_engine', {

@@ -198,6 +198,14 @@ export class Sim {
     });
     timers.sort();
     const pending = timers.length === 0 ? 'no event is scheduled' : `only timers of idle modules are pending (${timers.slice(0, 4).join(', ')}${timers.length > 4 ? `, ${timers.length - 4} more` : ''})`;
+    // modules holding work that no event will move (a deadlock inside the hardware, e.g. every
+    // send-queue slot held by WQEs waiting for the UMR that needs one): named, so their waves
+    // and statistics can be looked at
+    const held: string[] = [];
+    for (const m of this.top.walk()) if (m.hasWork()) held.push(m.path);
+    if (held.length > 0) {
+      return new Error(`simulation stalled at ${this.now} ps: the main process waits (${waits}), but nothing can move: no clock runs, ${pending}, and these modules hold work no event will advance: ${held.join(', ')}`);
+    }
     return new Error(`simulation stalled at ${this.now} ps: the main process waits (${waits}), but nothing is in flight: no clock runs, no module has work, ${pending}`);
   }
 

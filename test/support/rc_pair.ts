@@ -15,7 +15,11 @@ export interface RcPair {
 
 /** Opens hca0 and hca1 of `tb` and connects a QP pair (call inside `tb.run`). */
 export async function rcPair(tb: Testbed, opts: { cqe?: number; maxSendWr?: number } = {}): Promise<RcPair> {
-  const [c0, c1] = [await tb.openDevice(0), await tb.openDevice(1)];
+  return rcPairOn(await tb.openDevice(0), await tb.openDevice(1), opts);
+}
+
+/** The same pair on contexts already open (a context's second pair, or after an error). */
+export async function rcPairOn(c0: Context, c1: Context, opts: { cqe?: number; maxSendWr?: number } = {}): Promise<RcPair> {
   const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];
   const [cq0, cq1] = [await c0.createCq(opts.cqe ?? 64), await c1.createCq(opts.cqe ?? 64)];
   const sendWr = opts.maxSendWr !== undefined ? { maxSendWr: opts.maxSendWr } : {};

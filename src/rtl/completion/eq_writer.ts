@@ -11,8 +11,9 @@
  *   lands (the MSI-X message is a posted write that follows the EQE's), then is disarmed; an
  *   arm while EQEs are already waiting past ci raises it at once (no lost wake-up).
  * - Overrun: an EQE for a ring with no free entry (producer - consumer = size) is a fatal error
- *   of that EQ: counted, shown in the waves, the EQ stops (nothing more is written to it); the
- *   event is never silently dropped without a trace.
+ *   of that EQ: counted, shown in the waves, the EQ stops (nothing more is written to it), and
+ *   the device reports the error to the driver (its health syndrome, `onFatal`), so the loss of
+ *   what follows is never silent.
  * - Routing: a COMP event goes to the EQ its CQ names; every other event to the lowest-numbered
  *   EQ whose event mask has the type's bit (CREATE_EQ's bitmask; mlx5 maps async events and
  *   page faults that way).
@@ -106,6 +107,8 @@ export class EqWriter extends Module implements EventTarget {
   private readonly sUnrouted;
   private irqPulse = false;
   private readonly posted: EqeJob[] = [];
+  /** The driver's catastrophic-error handlers (Msix.onFatal). */
+  private readonly fatalHandlers: ((what: string) => void)[] = [];
 
   constructor(parent: Module, name: string, opts: EqWriterOptions) {
     super(parent.sim, parent, name);
@@ -143,6 +146,11 @@ export class EqWriter extends Module implements EventTarget {
   /** Registers the driver's handler for the EQ's interrupt (its MSI-X vector). */
   requestIrq(eqn: number, handler: () => void): void {
     this.handlers.set(eqn, handler);
+  }
+
+  /** Registers a handler told when an EQ overruns (the device's health report). */
+  onFatal(handler: (what: string) => void): void {
+    this.fatalHandlers.push(handler);
   }
 
   /** EQEs written to `eqn` so far (its producer index). */
@@ -185,6 +193,10 @@ export class EqWriter extends Module implements EventTarget {
     this.rEqn.set(eq.eqn);
     const s = this.stateOf(eq.eqn);
     if (s.overrun || s.pi - s.ci >= eq.size) {
+      if (!s.overrun) {
+        const what = `EQ ${eq.eqn} (${eq.size} entries) overran: its ${eq.size} EQEs were not consumed when a ${EventTypeEnum.nameOf(j.type)} event came; it takes no more events`;
+        for (const h of this.fatalHandlers) h(what);
+      }
       s.overrun = true;
       this.sOverruns.inc();
       this.rOverrun.set(1);

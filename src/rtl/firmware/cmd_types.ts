@@ -162,6 +162,8 @@ export interface QpContext {
   readonly sqOffset: number;
   /** qpc.fre (fast registration enabled): the QP may post UMR WQEs that write translations. */
   readonly fre: boolean;
+  /** The driver's UMR QP (CREATE_QP `umr`). */
+  readonly umr: boolean;
   readonly state: QpState;
   /** RST2INIT: remote access enabled (ib_access_flags bits). */
   readonly accessFlags: number;
@@ -283,6 +285,12 @@ export interface CmdInputs {
      * translations (REG_MR: MTTs are physical addresses).
      */
     fre?: boolean;
+    /**
+     * The driver's UMR QP (mlx5 creates it as MLX5_IB_QPT_REG_UMR, qpc.st REG_UMR; default
+     * false): the send queue engine keeps a WQE slot for it (transport/sq.ts), so the UMRs that
+     * resolve page faults always get one.
+     */
+    umr?: boolean;
   };
   /** The QP from CREATE_QP (mlx5_ifc destroy_qp_in.qpn), in any state. */
   DESTROY_QP: { qpn: number };

@@ -732,6 +732,7 @@ export class Cmdif extends Module {
     const rqBufAddr = this.uint('rq_buf_addr', c.rqBufAddr ?? 0, 64);
     const dbrAddr = this.uint('dbr_addr', c.dbrAddr ?? 0, 64);
     const fre = this.bit('fre', c.fre, false);
+    const umr = this.bit('umr', c.umr, false);
     // one buffer, the receive queue first and the send queue after it (mlx5 qp.c sq.offset)
     const rqBytes = rqSize * rqStride(maxRecvSge);
     let rqPages: QueuePages;
@@ -767,6 +768,7 @@ export class Cmdif extends Module {
       sqPages,
       sqOffset,
       fre,
+      umr,
       state: 'RESET',
       accessFlags: 0,
       port: 1,

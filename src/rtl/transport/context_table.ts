@@ -32,6 +32,19 @@ export class ContextTable<T> {
     return this.free.length > 0;
   }
 
+  /** Entries free. */
+  get freeCount(): number {
+    return this.free.length;
+  }
+
+  /**
+   * Work began to wait for an entry without taking one: counted as a stall, once per wait (an
+   * engine that sleeps until an entry is given back does not count edges).
+   */
+  noteStall(): void {
+    this.sStalls.inc();
+  }
+
   /** A free entry, or undefined (counted as a stall: work waits for the table). */
   take(): T | undefined {
     const e = this.free.pop();

@@ -23,6 +23,8 @@ export interface QpView {
   readonly sqOffset: number;
   /** qpc.fre: fast registration enabled (UMR WQEs that write translations are allowed). */
   readonly fre: boolean;
+  /** The driver's UMR QP: it may take the WQE slots kept for it (transport/sq.ts). */
+  readonly umr: boolean;
   readonly state: 'RESET' | 'INIT' | 'RTR' | 'RTS' | 'ERR';
   readonly remoteQpn: number;
   readonly remoteHca: number;

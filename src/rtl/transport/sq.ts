@@ -60,6 +60,12 @@ const FETCH_BURST_BBS = 8;
 const FETCH_READS_PER_QP = 2;
 /** The largest WQE: ds is 6 bits, 63 x 16 B = 16 WQEBBs. */
 const MAX_WQE_BBS = 16;
+/**
+ * WQE slots only the driver's UMR QP (CREATE_QP `umr`) may take (model's choice; when the engine
+ * has more than one slot): QPs stalled behind page faults may hold every other slot with WQEs
+ * waiting for their resume, and the fault handler's UMR, which brings that resume, still gets one.
+ */
+const UMR_RESERVED_SLOTS = 1;
 
 // slot states
 const S_FREE = 0;
@@ -116,6 +122,8 @@ interface SqQp {
   active: boolean;
   /** A WQE of this QP completed in error. */
   errSeen: boolean;
+  /** Parsing waits for a free WQE slot (woken when one is given back, not polled every edge). */
+  waitsSlot: boolean;
 }
 
 interface Slot {
@@ -171,6 +179,10 @@ export class Sq extends Module {
   private active: SqQp[] = [];
   private nActive = 0;
   private spare: SqQp[] = [];
+  /** QPs waiting for a free WQE slot to parse into. */
+  private readonly slotWaiters: SqQp[] = [];
+  /** Slots other QPs leave to the UMR QP. */
+  private readonly reserved: number;
   private readonly state: Signal;
   private readonly rInflight: Reg;
   private readonly rQpn: Reg;
@@ -217,6 +229,7 @@ export class Sq extends Module {
         syndrome: 0, byteLen: 0, opcode: 0, wqeIndex: 0, signaled: false,
       }), this.stats, 'slots');
     this.slots = this.slotTable.all;
+    this.reserved = Math.min(UMR_RESERVED_SLOTS, o.slots - 1);
     this.sWqes = this.stats.counter('wqes');
     this.sFlushed = this.stats.counter('flushed');
     this.sErrors = this.stats.counter('errors');
@@ -300,7 +313,7 @@ export class Sq extends Module {
         if (ctx === undefined) continue;
         q = {
           qpn: d.qpn, ctx, pi: 0, fetchPtr: 0, arrived: 0, parsePtr: 0, prefetch: new Uint8Array(64 * PREFETCH_BBS),
-          chunks: [], slots: [], executing: 0, barrier: null, done: 0, active: false, errSeen: false,
+          chunks: [], slots: [], executing: 0, barrier: null, done: 0, active: false, errSeen: false, waitsSlot: false,
         };
         this.qps.set(d.qpn, q);
       }
@@ -394,9 +407,15 @@ export class Sq extends Module {
     }
     // parse: WQEs whose every WQEBB has arrived, into slots
     while (q.parsePtr < q.arrived) {
-      if (!this.slotTable.hasFree) {
-        this.slotTable.take(); // none free: counted as a stall
-        blocked = true;
+      if (this.slotTable.freeCount <= (qp.umr ? 0 : this.reserved)) {
+        // none free for this QP: it waits to be woken by a slot given back (freeSlot), so an
+        // engine whose slots are all held sleeps instead of spinning, and a run that can make
+        // no progress ends in the kernel's stall report instead of running forever
+        if (!q.waitsSlot) {
+          q.waitsSlot = true;
+          this.slotWaiters.push(q);
+          this.slotTable.noteStall();
+        }
         break;
       }
       const first = (q.parsePtr & (PREFETCH_BBS - 1)) * 64;
@@ -606,5 +625,14 @@ export class Sq extends Module {
     s.q = null;
     s.w = null;
     this.slotTable.give(s);
+    const w = this.slotWaiters;
+    if (w.length > 0) {
+      for (let i = 0; i < w.length; i++) {
+        w[i].waitsSlot = false;
+        if (!this.gone(w[i])) this.activate(w[i]);
+      }
+      w.length = 0;
+      this.wake();
+    }
   }
 }
