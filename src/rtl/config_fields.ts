@@ -48,6 +48,8 @@ export const CONFIG_FIELDS: { readonly [K in keyof HcaConfig]: ConfigFieldDoc } 
   hostMemBytes: { unit: 'bytes', meaning: 'host physical memory (a multiple of 2 MiB)' },
   icmMkeyEntries: { unit: 'entries', meaning: 'mkey indices reachable in the ICM mkey context table (24-bit index)' },
   sqWqeSlots: { unit: 'WQEs', meaning: 'send queue engine: WQEs in flight at most, all QPs' },
+  eventEqSize: { unit: 'EQEs', meaning: 'the event EQ of a context (async events, page faults, vector 0 completions); a power of two' },
+  ioEqSize: { unit: 'EQEs', meaning: 'the EQ of each completion vector 1 and up; a power of two' },
   requesterContexts: { unit: 'messages', meaning: 'requester: messages in flight at most, all QPs' },
   responderContexts: { unit: 'messages', meaning: 'responder: messages served at once at most, all QPs' },
 };
