@@ -25,6 +25,8 @@ export interface RunArgs {
   seed: number;
   config?: string;
   stats: 'text' | 'json' | null;
+  /** `--check-dma`: the DMA-ownership checker on (a DMA to a frame nobody gave the device stops the run). */
+  checkDma: boolean;
 }
 
 /** `mlx5sim sweep <experiment>`: the grid's overrides as given (checked against the experiment by the sweep). */
@@ -150,6 +152,7 @@ function program(done: (a: Args) => void): Command {
     .addOption(new Option('--to <ps>', 'trace until this time').argParser((v) => intArg('--to', v)))
     .addOption(seedOpt())
     .option('--config <file>', 'a JSON object of configuration fields (src/rtl/config.ts)')
+    .option('--check-dma', 'check every DMA against who owns its frames (pinned, ODP-mapped, a queue, ICM); a violation stops the run')
     .addOption(new Option('--stats <how>', 'print the statistics').argParser((v) => {
       if (v !== 'text' && v !== 'json') throw new UsageError(`--stats must be 'text' or 'json', got '${v}'`);
       return v;
@@ -160,6 +163,7 @@ function program(done: (a: Args) => void): Command {
         cmd: 'run', target, vcd: o.vcd === false ? null : (o.vcd as string | undefined), gtkw: o.gtkw !== false,
         strings: o.vcdStrings === true, fst: o.fst === true, scopes: (o.scope as string[] | undefined) ?? [],
         seed: (o.seed as number | undefined) ?? 1, stats: (o.stats as 'text' | 'json' | undefined) ?? null,
+        checkDma: o.checkDma === true,
       };
       if (o.depth !== undefined) a.depth = o.depth as number;
       if (o.from !== undefined) a.from = o.from as number;
@@ -171,7 +175,7 @@ function program(done: (a: Args) => void): Command {
     });
 
   p.command('demo')
-    .description('run every scenario: waves into waves/, a summary table')
+    .description('run every scenario, the DMA checker on: waves into waves/, a summary table')
     .addOption(seedOpt())
     .action((o: { seed?: number }) => done({ cmd: 'demo', seed: o.seed ?? 1 }));
 

@@ -124,6 +124,7 @@ async function main(argv: string[]): Promise<number> {
   if (a.cmd === 'merge') return mergeCommand(a);
   if (a.cmd === 'plot') return plotCommand(a);
   if (a.cmd === 'demo') {
+    Testbed.checkDmaByDefault = true; // every scenario under the DMA checker
     const rows: string[][] = [['scenario', 'result', 'simulated time', 'waves']];
     let allOk = true;
     for (const s of scenarios) {
@@ -159,6 +160,7 @@ async function main(argv: string[]): Promise<number> {
   const config = a.config ? readConfigFile(a.config) : undefined;
   const trace = traceOf(a, s.name);
   if (trace) checkTraceArgs(a, trace);
+  if (a.checkDma) Testbed.checkDmaByDefault = true; // the scenario's testbeds check every DMA
   progress(`running ${s.name} ...`);
   const r = await s.run({ seed: a.seed, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
   const ok = printChecks(s.name, r);

@@ -137,16 +137,36 @@ export class OdpHandler {
     this.implicits.set(imp.mr.index, imp);
   }
 
-  /** dereg: the MR (and an implicit MR's children, destroyed) are no longer the handler's. */
-  async unregister(mr: Mr): Promise<void> {
+  /**
+   * dereg: the MR (and an implicit MR's children, destroyed) are no longer the handler's.
+   * Returns their paging states: their mapped pages are released (`unpinMapped`) once the DMA
+   * fence has drained.
+   */
+  async unregister(mr: Mr): Promise<OdpMr[]> {
+    const out: OdpMr[] = [];
+    const own = this.mrs.get(mr.index);
+    if (own !== undefined) out.push(own);
     this.mrs.delete(mr.index);
     const imp = this.implicits.get(mr.index);
-    if (imp === undefined) return;
+    if (imp === undefined) return out;
     this.implicits.delete(mr.index);
     for (const m of imp.making.values()) await m.catch(() => undefined);
     for (const child of imp.children.values()) {
       this.mrs.delete(child.mr.index);
+      child.mr.destroyed = true;
+      out.push(child);
       await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: child.mr.index }), 'dereg (implicit ODP child)');
+    }
+    return out;
+  }
+
+  /** A deregistered ODP MR's mapped pages are no longer the device's (after the DMA fence drained). */
+  unpinMapped(odp: OdpMr): void {
+    const mem = this.ctx.hca.mem;
+    for (let i = 0; i < odp.mtt.length; i++) {
+      const e = odp.mtt[i];
+      if (e !== 0) mem.unpin(e - (e % PAGE));
+      odp.mtt[i] = 0;
     }
   }
 
@@ -329,8 +349,21 @@ export class OdpHandler {
         continue; // dropped meanwhile: fault the pages in again
       }
       if (changed === 0) return total;
+      if (odp.mr.destroyed) return total; // deregistered meanwhile: nothing more is the device's
       total += changed;
-      for (let i = first; i <= last; i++) odp.mtt[i] = entries[i - lo];
+      // a page mapped for the device is the device's (the DMA checker's owner) until its zap drains
+      const mem = host.mem;
+      for (let i = first; i <= last; i++) {
+        const e = entries[i - lo];
+        const old = odp.mtt[i];
+        const fNew = e === 0 ? 0 : e - (e % PAGE);
+        const fOld = old === 0 ? 0 : old - (old % PAGE);
+        if (fNew !== fOld) {
+          if (fNew !== 0) mem.pin(fNew);
+          if (fOld !== 0) mem.unpin(fOld);
+        }
+        odp.mtt[i] = e;
+      }
       await this.ctx.pool.updateTranslations(odp.mr.deviceKey, lo, entries);
       if (odp.invalSeq === seq) return total;
       this.raceRetries++;
@@ -421,8 +454,13 @@ export class OdpHandler {
       const first = odp.pageIndex(lo);
       const last = odp.pageIndex(hi - 1);
       let present = false;
+      const unpin: number[] = [];
       for (let i = first; i <= last; i++) {
-        if (odp.mtt[i] !== 0) present = true;
+        const e = odp.mtt[i];
+        if (e !== 0) {
+          present = true;
+          unpin.push(e - (e % PAGE));
+        }
         odp.mtt[i] = 0;
       }
       odp.stats.pageInvalidations++;
@@ -437,6 +475,10 @@ export class OdpHandler {
       zaps.push(
         this.ctx.tb.spawn(async () => {
           await this.ctx.pool.updateTranslations(odp.mr.deviceKey, blo, entries);
+          // the zap is a DMA fence: what was translated through the old entries (a READ
+          // response on its way) lands before the pages go back to the process or are freed
+          await this.ctx.hca.dmaFence.drain();
+          for (const f of unpin) this.ctx.hca.mem.unpin(f);
           odp.stats.pageInvalidationsHandled++;
         }),
       );

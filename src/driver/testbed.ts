@@ -16,6 +16,14 @@ function checkPs(what: string, v: unknown): void {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new VerbsError('EINVAL', `${what} must be a whole, non-negative number of picoseconds, got ${shown(v)}`);
 }
 import type { RcRequest, RcResponse } from '../rtl/transport/rc_types.ts';
+import type { DmaChecker } from '../rtl/memory/dma_check.ts';
+
+/**
+ * A testbed's `trace`: the waves (TraceOptions, with `vcd`), and `checkDma`: the DMA-ownership
+ * checker (every DMA the adapters make checked against who owns its frames; a violation stops
+ * the run). `{ checkDma: true }` alone checks without writing waves.
+ */
+export type TestbedTraceOptions = (TraceOptions & { checkDma?: boolean }) | { checkDma: boolean };
 
 /** Options of a testbed. */
 export interface TestbedOptions {
@@ -25,13 +33,22 @@ export interface TestbedOptions {
   hcas?: number;
   /** A partial HcaConfig (clocks, caches, latencies); defaults in spec/timing.md. */
   config?: Partial<HcaConfig>;
-  /** Omit for no tracing (no cost). */
-  trace?: TraceOptions;
+  /**
+   * Omit for no waves (no cost). `checkDma` turns the DMA checker on or off (default:
+   * `Testbed.checkDmaByDefault`: on under vitest and with `mlx5sim run --check-dma` or
+   * `npm run demo`, off otherwise).
+   */
+  trace?: TestbedTraceOptions;
   /** Device capabilities to turn off, e.g. `{ odp: false }`: a device without ON_DEMAND_PAGING. */
   caps?: HcaCapsOverride;
 }
 
 export class Testbed {
+  /**
+   * Whether a testbed checks DMA ownership when its options do not say (`trace.checkDma`): on
+   * when running under vitest (every test), and where the command line turns it on.
+   */
+  static checkDmaByDefault = typeof process !== 'undefined' && process.env.VITEST !== undefined;
   readonly sim: Sim;
   readonly hcas: readonly Hca[];
   readonly config: HcaConfig;
@@ -63,9 +80,23 @@ export class Testbed {
       h.requester.link = toResponders;
       h.responder.link = toRequesters;
     }
+    const t = opts.trace;
+    const checkDma = t?.checkDma ?? Testbed.checkDmaByDefault;
+    if (typeof checkDma !== 'boolean') throw new VerbsError('EINVAL', `Testbed: trace.checkDma must be a boolean, got ${shown(checkDma)}`);
+    this.checkers = checkDma ? hcas.map((h) => h.checkDma()) : [];
     // tracing starts once every module and signal exists
-    this.tracer = opts.trace ? new Tracer(this.sim, opts.trace) : null;
+    let waves: TraceOptions | null = null;
+    if (t !== undefined && 'vcd' in t) {
+      const { checkDma: _, ...rest } = t;
+      waves = rest;
+    } else if (t !== undefined && Object.keys(t).some((k) => k !== 'checkDma')) {
+      throw new VerbsError('EINVAL', `Testbed: trace without vcd: name the VCD file to write, or give only checkDma`);
+    }
+    this.tracer = waves ? new Tracer(this.sim, waves) : null;
   }
+
+  /** The DMA checkers of the adapters (empty when the checker is off): their counts and violations. */
+  readonly checkers: readonly DmaChecker[];
 
   /** Runs `main` as the main process and the simulation until it finishes; returns its result. */
   run<T>(main: () => Promise<T>): Promise<T> {

@@ -34,6 +34,9 @@ export class DmaMover {
   private writeBuf: PooledBuf | null = null; // what a scatter writes from, if pooled
   /** Bytes moved by reads and writes. */
   bytes = 0;
+  /** The QP and WQE index its transfers work for (-1: unknown), passed on to PCIe for the DMA checker. */
+  qpn = -1;
+  wqe = -1;
 
   /**
    * `ctx`: when several movers share one port, each tags its reads `chunk * MOVER_TAG_SPAN + ctx`
@@ -109,12 +112,12 @@ export class DmaMover {
     if (this.reading) {
       const tag = this.chunkAt.length * MOVER_TAG_SPAN + this.ctx;
       this.chunkAt.push(this.bufOff);
-      this.port.req.push({ kind: 'read', addr, length: n, tag, dst: this.buf, dstOff: this.bufOff });
+      this.port.req.push({ kind: 'read', addr, length: n, tag, dst: this.buf, dstOff: this.bufOff, qpn: this.qpn, wqe: this.wqe });
       this.inflight++;
     } else {
       const wb = this.writeBuf;
       if (wb !== null) wb.retain(); // released when the write lands
-      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: n === this.buf.length ? this.buf : this.buf.subarray(this.bufOff, this.bufOff + n), owned: true, landed: wb ?? undefined });
+      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: n === this.buf.length ? this.buf : this.buf.subarray(this.bufOff, this.bufOff + n), owned: true, landed: wb ?? undefined, qpn: this.qpn, wqe: this.wqe });
     }
     this.off += n;
     this.bufOff += n;
