@@ -739,7 +739,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
 
   private releaseFence(c: Ctx): void {
     if (c.hold !== 0) {
-      this.fence!.release(c.hold);
+      c.mover.releaseWhenLanded(this.fence!, c.hold);
       c.hold = 0;
     }
   }

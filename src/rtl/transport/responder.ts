@@ -836,7 +836,7 @@ export class Responder extends Module implements FaultClient {
 
   private recycle(c: Ctx): void {
     if (c.hold !== 0) {
-      this.fence!.release(c.hold);
+      c.mover.releaseWhenLanded(this.fence!, c.hold);
       c.hold = 0;
     }
     c.stage = IDLE;
