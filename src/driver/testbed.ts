@@ -46,9 +46,10 @@ export interface TestbedOptions {
 export class Testbed {
   /**
    * Whether a testbed checks DMA ownership when its options do not say (`trace.checkDma`): on
-   * when running under vitest (every test), and where the command line turns it on.
+   * when running under vitest (every test) or with MLX5SIM_CHECK_DMA=1 in the environment, and
+   * where the command line turns it on (`--check-dma`, `demo`).
    */
-  static checkDmaByDefault = typeof process !== 'undefined' && process.env.VITEST !== undefined;
+  static checkDmaByDefault = typeof process !== 'undefined' && (process.env.VITEST !== undefined || process.env.MLX5SIM_CHECK_DMA === '1');
   readonly sim: Sim;
   readonly hcas: readonly Hca[];
   readonly config: HcaConfig;
