@@ -27,3 +27,5 @@ export { formatBytes } from './experiment.ts';
 
 /** ib_access_flags bits (API.md "Constants and errors"). */
 export { IbAccess as Access } from './driver/types.ts';
+export type { TestbedTraceOptions } from './driver/testbed.ts';
+export { DmaChecker, DmaViolationError, describeViolation, type DmaViolation } from './rtl/memory/dma_check.ts';
