@@ -15,6 +15,8 @@ import { Access, Testbed, type Mr, type Pd, type Qp } from '../src/index.ts';
 const MOD = 4;
 const DEPTH = 8; // outstanding per QP
 const ODP_PAGES = 64;
+/** One QP in this many works on the ODP MR. */
+const ODP_EVERY = Number(process.env.SOAK_ODP_EVERY ?? 100);
 
 interface Pair {
   q0: Qp;
@@ -60,7 +62,7 @@ export async function benchSoak(): Promise<void> {
       const q0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0, maxSendWr: 2 * DEPTH });
       const q1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
       await q0.connect(q1);
-      return { q0, q1, odp: i % 10 === 0, out: 0, retiring: false };
+      return { q0, q1, odp: i % ODP_EVERY === 0, out: 0, retiring: false };
     };
     const pairs: Pair[] = [];
     for (let i = 0; i < nQps; i++) pairs.push(await makePair(i));
@@ -81,7 +83,9 @@ export async function benchSoak(): Promise<void> {
       p.q0.postSend(wrs);
       p.out++;
     };
+    process.stderr.write(`soak: ${nQps} QP pairs made in ${Math.round(performance.now() - t0)} ms\n`);
     for (let i = 0; i < nQps; i++) for (let d = 0; d < DEPTH; d += MOD) post(i);
+    let nextReport = Math.min(1_000_000, Math.max(10_000, total / 10));
     const churnMr = async (pd: Pd, h: number): Promise<void> => {
       const b = tb.host(h).alloc(4096);
       const m = await pd.regMr(b.addr, 4096, Access.LOCAL_WRITE);
@@ -106,6 +110,10 @@ export async function benchSoak(): Promise<void> {
         if (!p.retiring && posted < total + nQps * DEPTH) post(i);
       }
       if (atWarm.rss === 0 && done >= warm) atWarm = mem();
+      if (done >= nextReport) {
+        nextReport += Math.min(1_000_000, Math.max(10_000, total / 10));
+        process.stderr.write(`soak: ${done} operations, ${Math.round((performance.now() - t0) / 1000)} s\n`);
+      }
       if (done >= nextInval) {
         nextInval += 10_000;
         const page = Math.floor(done / 10_000) % ODP_PAGES;

@@ -291,9 +291,19 @@ export class Mr {
     if (this.poolBucket > 0) await ctx.pool.revoke(this.deviceKey, this.poolBucket);
     else await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
     // the mkey is gone, but DMA translated through it may still be on its way (a READ's
-    // response): the pages are let go only once the DMA fence says it is over
-    await ctx.hca.dmaFence.drain();
-    this.releasePins();
-    for (const o of odp) ctx.odp.unpinMapped(o);
+    // response): the pages are let go only once the DMA fence has drained. dereg returns now
+    // (a co-tenant's reg/dereg loop is not held by another tenant's traffic); `released`
+    // resolves when the pages are the process's again (or, unmapped meanwhile, free)
+    const done = ctx.hca.dmaFence.drain();
+    this.released = done.then(() => {
+      this.releasePins();
+      for (const o of odp) ctx.odp.unpinMapped(o);
+    });
   }
+
+  /**
+   * After dereg: resolves once the DMA fence has drained and the MR's pages are unpinned (every
+   * DMA translated through the MR is over). Null before dereg.
+   */
+  released: Promise<void> | null = null;
 }

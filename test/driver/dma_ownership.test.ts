@@ -103,6 +103,7 @@ async function runOps(ops: Op[], odpMask: number): Promise<Testbed> {
     await quiet();
     for (const h of [0, 1]) for (const m of mrs[h]) if (!m.destroyed) await m.dereg();
     await quiet();
+    for (const h of [0, 1]) for (const m of mrs[h]) await m.released;
   });
   return tb;
 }

@@ -41,6 +41,7 @@ describe('pinned MRs hold their frames', () => {
       expect(h1.read(fresh.addr, LEN).every((v) => v === 0x11)).toBe(true);
       for (const f of frames) expect(tb.hca(1).mem.read(f, 4)).toEqual(Uint8Array.of(0xee, 0xee, 0xee, 0xee));
       await mr1.dereg();
+      await mr1.released;
       expect(tb.hca(1).mem.framesOrphaned).toBe(0);
       for (const f of frames) expect(tb.hca(1).mem.isAllocated(f)).toBe(false);
     });
@@ -71,6 +72,7 @@ describe('pinned MRs hold their frames', () => {
       expect(h1.read(other.addr + HUGE_PAGE_SIZE - 8192, HUGE_PAGE_SIZE / 256).every((v) => v === 0x33)).toBe(true);
       expect(h1.read(b.addr + HUGE_PAGE_SIZE - 8192, 8)).toEqual(new Uint8Array(8));
       await mr1.dereg();
+      await mr1.released;
       expect(tb.hca(1).mem.isAllocated(base)).toBe(false);
     });
   });
