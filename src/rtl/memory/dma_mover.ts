@@ -41,6 +41,7 @@ export class DmaMover {
   /** Posted writes not yet landed, and the pooled buffer each holds (null: none), oldest first. */
   private writesOut = 0;
   private readonly landBufs: (PooledBuf | null)[] = [];
+  private landHead = 0;
   /** DMA fence holds to release once the writes in flight have landed. */
   private afterLanded: number[] = [];
   private fence: { release(epoch: number): void } | null = null;
@@ -149,9 +150,14 @@ export class DmaMover {
 
   /** A posted write of this mover landed (they land in order). */
   private landedOne(): void {
-    const b = this.landBufs.shift();
+    const b = this.landBufs[this.landHead];
+    this.landBufs[this.landHead++] = null;
     if (b) b.release();
-    if (--this.writesOut === 0 && this.afterLanded.length > 0) {
+    if (--this.writesOut === 0) {
+      this.landBufs.length = 0; // (no shift: a megabyte's 256 writes would cost 256^2 moves)
+      this.landHead = 0;
+    }
+    if (this.writesOut === 0 && this.afterLanded.length > 0) {
       const held = this.afterLanded;
       this.afterLanded = [];
       for (const e of held) this.fence!.release(e);
