@@ -1,10 +1,10 @@
 /**
  * Soak (issue 17): SOAK_OPS operations (default 10,000,000) over SOAK_QPS QP pairs (default
  * 1,000), the DMA checker on. 64 B RDMA READs and WRITEs from adapter 0 to adapter 1, each QP
- * with a few outstanding (completions moderated, one signaled in four); a tenth of the QPs work
- * on an ODP MR of adapter 1, whose pages are dropped (madviseDontNeed: a zap UMR and the DMA
- * fence) now and then under the traffic and faulted back by the next access (responder faults,
- * RNR-NAK and retry); churn: a pooled MR registered and deregistered on each adapter every
+ * with 8 outstanding (completions moderated, one signaled in four); one QP in 100
+ * (SOAK_ODP_EVERY) works on an ODP MR of adapter 1, whose pages are dropped (madviseDontNeed: a
+ * zap UMR and the DMA fence) every 10,000 operations under the traffic and faulted back by the
+ * next access (responder faults, RNR-NAK and retry); churn: a pooled MR registered and deregistered on each adapter every
  * 10,000 operations and a QP pair destroyed and made again every 100,000. Prints one JSON line:
  * operations, DMA checks and violations (0), faults, invalidations, churn, wall seconds, and RSS
  * and heap after warm-up (the first 5%) against the end (after a collection with --expose-gc:
