@@ -4,8 +4,9 @@
  * with 8 outstanding (completions moderated, one signaled in four); one QP in 100
  * (SOAK_ODP_EVERY) works on an ODP MR of adapter 1, whose pages are dropped (madviseDontNeed: a
  * zap UMR and the DMA fence) every 10,000 operations under the traffic and faulted back by the
- * next access (responder faults, RNR-NAK and retry); churn: a pooled MR registered and deregistered on each adapter every
- * 10,000 operations and a QP pair destroyed and made again every 100,000. Prints one JSON line:
+ * next access (responder faults, RNR-NAK and retry); churn: a pooled MR registered and
+ * deregistered on each adapter every 10,000 operations and a QP pair destroyed and made again
+ * every 100,000 (a shorter run scales these: one in 1,000 and one in 100 of its operations). Prints one JSON line:
  * operations, DMA checks and violations (0), faults, invalidations, churn, wall seconds, and RSS
  * and heap after warm-up (the first 5%) against the end (after a collection with --expose-gc:
  * `node --expose-gc --import tsx bench/run.ts soak`), with the peak RSS. Never part of npm test.
@@ -93,9 +94,13 @@ export async function benchSoak(): Promise<void> {
       await tb.host(h).munmap(b.addr, 4096);
       mrChurn++;
     };
-    let nextInval = 10_000;
-    let nextMr = 10_000;
-    let nextQp = 100_000;
+    // the mix scales with the run: at 10 M, an invalidation and an MR churn every 10,000
+    // operations and a QP pair recycled every 100,000
+    const every = Math.max(1_000, Math.floor(total / 1000));
+    const everyQp = Math.max(5_000, Math.floor(total / 100));
+    let nextInval = every;
+    let nextMr = every;
+    let nextQp = everyQp;
     let retire = -1;
     const bg: Promise<void>[] = [];
     while (done < total) {
@@ -115,16 +120,16 @@ export async function benchSoak(): Promise<void> {
         process.stderr.write(`soak: ${done} operations, ${Math.round((performance.now() - t0) / 1000)} s\n`);
       }
       if (done >= nextInval) {
-        nextInval += 10_000;
-        const page = Math.floor(done / 10_000) % ODP_PAGES;
+        nextInval += every;
+        const page = Math.floor(done / every) % ODP_PAGES;
         bg.push(tb.host(1).madviseDontNeed(odpBuf.addr + page * 4096, 4096).then(() => { invalidations++; }));
       }
       if (done >= nextMr) {
-        nextMr += 10_000;
+        nextMr += every;
         bg.push(tb.spawn(() => churnMr(pd0, 0)), tb.spawn(() => churnMr(pd1, 1)));
       }
-      if (done >= nextQp && retire < 0 && done < total - 100_000) {
-        nextQp += 100_000;
+      if (done >= nextQp && retire < 0 && done < total - everyQp) {
+        nextQp += everyQp;
         retire = (qpChurn * 37 + 1) % nQps;
         pairs[retire].retiring = true;
       }
