@@ -21,7 +21,7 @@ export async function benchFuzz(): Promise<void> {
   const total = Number(process.env.FUZZ_CASES ?? 100_000);
   const seed = Number(process.env.FUZZ_SEED ?? 12);
   const t0 = performance.now();
-  const r = { bench: 'fuzz', case: 'wqe', cases: 0, crashes: 0, strayWrites: 0, hangs: 0, seconds: 0, incomplete: 0, modelChecked: 0, modelDisagreements: 0 };
+  const r = { bench: 'fuzz', case: 'wqe', cases: 0, crashes: 0, strayWrites: 0, hangs: 0, seconds: 0, incomplete: 0, modelChecked: 0, modelDisagreements: 0, dmaChecked: 0, dmaViolations: 0 };
   let reported = 0;
   let session: FuzzSession | null = null;
   let inSession = 0;
@@ -29,6 +29,7 @@ export async function benchFuzz(): Promise<void> {
     const cases = fc.sample(fuzzCase, { numRuns: Math.min(CHUNK, total - done), seed: seed + done });
     for (const items of cases) {
       if (session === null || inSession >= PER_SESSION) {
+        if (session !== null) r.dmaChecked += session.tb.checkers.reduce((n, c) => n + c.checked, 0);
         session = openSession();
         inSession = 0;
       }
@@ -41,15 +42,17 @@ export async function benchFuzz(): Promise<void> {
       }
       if (o.hang !== null) r.hangs++;
       r.strayWrites += o.strayWrites;
+      r.dmaViolations += o.dmaViolations;
       if (o.completion !== '') r.incomplete++;
       if (o.modelChecked) r.modelChecked++;
       if (o.model !== '') r.modelDisagreements++;
-      const bad = o.crash ?? o.hang ?? (o.strayWrites > 0 ? `${o.strayWrites} stray writes` : null) ?? (o.completion || o.model || null);
+      const bad = o.crash ?? o.hang ?? (o.strayWrites > 0 ? `${o.strayWrites} stray writes` : null) ?? (o.dmaViolation || o.completion || o.model || null);
       if (bad !== null && reported++ < 5) {
         console.error(JSON.stringify({ case: r.cases, failure: bad, items }, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v instanceof Uint8Array ? [...v] : v)));
       }
     }
   }
+  if (session !== null) r.dmaChecked += session.tb.checkers.reduce((n, c) => n + c.checked, 0);
   r.seconds = Math.round((performance.now() - t0) / 100) / 10;
   console.log(JSON.stringify(r));
   await benchCmdFuzz(seed);

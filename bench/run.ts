@@ -10,6 +10,7 @@ import { benchCliffs } from './cliffs.ts';
 import { benchChurn } from './churn.ts';
 import { benchFuzz } from './fuzz.ts';
 import { benchScale } from './scale.ts';
+import { benchSoak } from './soak.ts';
 
 const benches: Record<string, () => void | Promise<void>> = {
   kernel: benchKernel,
@@ -20,13 +21,16 @@ const benches: Record<string, () => void | Promise<void>> = {
   churn: benchChurn,
   fuzz: benchFuzz,
   scale: benchScale,
+  soak: benchSoak,
 };
 
 const names = process.argv.slice(2);
+// soak runs 10 M operations (minutes): only when named, like the others it is never in npm test
+const ALL = Object.keys(benches).filter((n) => n !== 'soak');
 for (const n of names) {
   if (!(n in benches)) {
     console.error(`unknown benchmark '${n}'; known: ${Object.keys(benches).join(', ')}`);
     process.exit(2);
   }
 }
-for (const n of names.length ? names : Object.keys(benches)) await benches[n]();
+for (const n of names.length ? names : ALL) await benches[n]();

@@ -40,3 +40,5 @@ export type { MrType } from './driver/mr.ts';
 export type { Mtu, DestroyInvalidates } from './rtl/config.ts';
 export type { StatsJson, HistogramJson } from './sim/stats.ts';
 export type { DeviceCap, HcaOdpCaps, HcaCapsOverride, OdpGeneralCap, OdpTransportCap } from './rtl/firmware/hca_caps.ts';
+export type { TestbedTraceOptions } from './driver/testbed.ts';
+export { DmaChecker, DmaViolationError, describeViolation, type DmaViolation } from './rtl/memory/dma_check.ts';

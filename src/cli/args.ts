@@ -31,6 +31,8 @@ export interface RunArgs {
   /** `--pcap [file]`, `--txlog [file]`: true for the default beside the waves (waves/<name>/). */
   pcap?: string | true;
   txlog?: string | true;
+  /** `--check-dma`: the DMA-ownership checker on (a DMA to a frame nobody gave the device stops the run). */
+  checkDma: boolean;
 }
 
 /** `mlx5sim sweep <experiment>`: the grid's overrides as given (checked against the experiment by the sweep). */
@@ -208,6 +210,7 @@ function program(done: (a: Args) => void): Command {
     .addOption(new Option('--set <field=value>', 'a configuration field (mlx5sim config lists them), over --config\'s (repeatable)').argParser(runSetArg))
     .option('--pcap [file]', 'write the packets on the wire as RoCEv2 for Wireshark (default waves/<name>/<name>.pcap)')
     .option('--txlog [file]', 'write the life of every work request (default waves/<name>/<name>.txlog.jsonl, and .trace.json for Perfetto)')
+    .option('--check-dma', 'check every DMA against who owns its frames (pinned, ODP-mapped, a queue, ICM); a violation stops the run')
     .addOption(new Option('--stats <how>', 'print the statistics').argParser((v) => {
       if (v !== 'text' && v !== 'json') throw new UsageError(`--stats must be 'text' or 'json', got '${v}'`);
       return v;
@@ -219,6 +222,7 @@ function program(done: (a: Args) => void): Command {
         strings: o.vcdStrings === true, fst: o.fst === true, scopes: (o.scope as string[] | undefined) ?? [],
         seed: (o.seed as number | undefined) ?? 1, stats: (o.stats as 'text' | 'json' | undefined) ?? null,
         sets: (o.set as RunArgs['sets'] | undefined) ?? [],
+        checkDma: o.checkDma === true,
       };
       if (o.depth !== undefined) a.depth = o.depth as number;
       if (o.from !== undefined) a.from = o.from as number;
@@ -232,7 +236,7 @@ function program(done: (a: Args) => void): Command {
     });
 
   p.command('demo')
-    .description('run every scenario: waves into waves/, a summary table')
+    .description('run every scenario, the DMA checker on: waves into waves/, a summary table')
     .addOption(seedOpt())
     .action((o: { seed?: number }) => done({ cmd: 'demo', seed: o.seed ?? 1 }));
 

@@ -138,6 +138,7 @@ async function main(argv: string[]): Promise<number> {
   if (a.cmd === 'plot') return plotCommand(a);
   if (a.cmd === 'log') return logCommand(a);
   if (a.cmd === 'demo') {
+    Testbed.checkDmaByDefault = true; // every scenario under the DMA checker
     const rows: string[][] = [['scenario', 'result', 'simulated time', 'waves']];
     let allOk = true;
     for (const s of scenarios) {
@@ -174,6 +175,7 @@ async function main(argv: string[]): Promise<number> {
   const config = runConfig(a);
   const trace = traceOf(a, s.name);
   if (trace) checkTraceArgs(a, trace);
+  if (a.checkDma) Testbed.checkDmaByDefault = true; // the scenario's testbeds check every DMA
   progress(`running ${s.name} ...`);
   const r = await s.run({ seed: a.seed, ...(trace ? { trace } : {}), ...(config ? { config } : {}) });
   // with --stats json, stdout is the JSON alone (a pipe into jq); what a person reads goes to stderr

@@ -51,6 +51,8 @@ export class DmaPool {
       const b = driverAlloc(this.host, what, size);
       const pas: number[] = [];
       for (let off = 0; off < size; off += DMA_PAGE) pas.push(this.host.dmaAddress(b.addr + off));
+      // given to the device for good (kernel memory the driver keeps in this pool): pinned
+      this.host.pin(b.addr, size);
       buf = { addr: b.addr, bytes: size, pas };
       this.held += size;
     } else {

@@ -52,6 +52,7 @@ export class DriverEq {
     const buf = driverAlloc(host, 'create EQ', Math.max(4096, size * EQE_SIZE), { hugePages: size * EQE_SIZE > 4096 });
     for (let i = 0; i < size; i++) host.write(buf.addr + i * EQE_SIZE + 63, OWNER_INIT);
     const bufAddr = host.dmaAddress(buf.addr);
+    host.pin(buf.addr, buf.length); // the device's ring for the EQ's life (never freed here)
     const { eqn } = await ctx.cmd(ctx.hca.cmdif.exec({ op: 'CREATE_EQ', size, bufAddr, eventMask }), 'create EQ');
     const eq = new DriverEq(ctx, eqn, size, buf.addr, dispatch);
     ctx.hca.msix.requestIrq(eqn, () => eq.onInterrupt());

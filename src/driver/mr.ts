@@ -110,6 +110,13 @@ export class Mr {
   atomicGranted = false;
   /** A user MR from the driver's mkey pool: its bucket (dereg revokes it by UMR), else 0. */
   readonly poolBucket: number;
+  /**
+   * The frames this registration pins (regMr: pin_user_pages over its range), released by dereg
+   * once the device can no longer reach them; null for ODP and fast-registration MRs.
+   */
+  pins: Float64Array | null = null;
+  /** Fast registration: every frame a mapSg of this MR mapped for the device, held until dereg. */
+  private sgPins: Set<number> | null = null;
   /** An ODP MR (Access.ON_DEMAND; an implicit one too): the driver's paging state, else null. */
   odp: { readonly stats: OdpStats } | null = null;
 
@@ -202,6 +209,7 @@ export class Mr {
         if (i > 0 && (sg[i - 1].addr + sg[i - 1].length) % pageSize !== 0) break;
         if (!host.inVma(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
         host.faultIn(e.addr, e.length); // ib_map_mr_sg takes DMA addresses of pinned, present pages
+        this.pinSg(e.addr, e.length);
         const p = memRegPages(host, e.addr, e.length, pageSize);
         if (pageSize > PAGE) {
           const fallback = !(contiguous && p.contiguous);
@@ -214,6 +222,7 @@ export class Mr {
       } else {
         if (!host.inVma(e.addr, e.length)) throw new VerbsError('EFAULT', `mapSg: element ${i} [0x${e.addr.toString(16)}, +${e.length}) is not mapped`);
         host.faultIn(e.addr, e.length); // ib_map_mr_sg takes DMA addresses of pinned, present pages
+        this.pinSg(e.addr, e.length);
         // host pages are scattered: one KLM per physically contiguous run of the element
         const runs = dmaRuns(host, e.addr, e.length);
         if (elements.length + runs.length > this.klmCapacity) break;
@@ -232,6 +241,31 @@ export class Mr {
     this.iova = mapped > 0 ? sg[0].addr : 0;
     this.length = length;
     return mapped;
+  }
+
+  /**
+   * A kernel consumer DMA-maps the pages it hands ib_map_mr_sg (ib_dma_map_sg) and keeps them
+   * until it is done with the MR: each frame once per MR, until dereg (a registration the device
+   * may still hold can name the pages of any earlier mapSg).
+   */
+  private pinSg(addr: number, len: number): void {
+    if (len === 0) return;
+    const host = this.pd.ctx.hca.host;
+    const got = host.pin(addr, len);
+    const set = (this.sgPins ??= new Set<number>());
+    for (let i = 0; i < got.length; i++) {
+      if (set.has(got[i])) host.mem.unpin(got[i]);
+      else set.add(got[i]);
+    }
+  }
+
+  /** @internal dereg, once the device can no longer reach them: the frames go back to their process (or, unmapped meanwhile, free). */
+  releasePins(): void {
+    const mem = this.pd.ctx.hca.mem;
+    if (this.pins !== null) this.pd.ctx.hca.host.unpin(this.pins);
+    this.pins = null;
+    if (this.sgPins !== null) for (const f of this.sgPins) mem.unpin(f);
+    this.sgPins = null;
   }
 
   /** KLM entries the MR's mkey holds (SG_GAPS: room for elements split at page boundaries). */
@@ -255,12 +289,27 @@ export class Mr {
     if (readMkey(ctx.hca, this.index).mwCount > 0) throw new VerbsError('EBUSY', 'dereg: memory windows are still bound to the MR');
     this.destroyed = true;
     this.pd.untrack(this);
-    if (this.odp !== null) await ctx.odp.unregister(this);
+    const odp = this.odp !== null ? await ctx.odp.unregister(this) : [];
     try {
       if (this.poolBucket > 0) await ctx.pool.revoke(this.deviceKey, this.poolBucket);
       else await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
     } finally {
       if (this.odp !== null) ctx.odp.mkeyDestroyed(this); // an invalidation waiting for it frees its frames
     }
+    // the mkey is gone, but DMA translated through it may still be on its way (a READ's
+    // response): the pages are let go only once the DMA fence has drained. dereg returns now
+    // (a co-tenant's reg/dereg loop is not held by another tenant's traffic); `released`
+    // resolves when the pages are the process's again (or, unmapped meanwhile, free)
+    const done = ctx.hca.dmaFence.drain();
+    this.released = done.then(() => {
+      this.releasePins();
+      for (const o of odp) ctx.odp.unpinMapped(o);
+    });
   }
+
+  /**
+   * After dereg: resolves once the DMA fence has drained and the MR's pages are unpinned (every
+   * DMA translated through the MR is over). Null before dereg.
+   */
+  released: Promise<void> | null = null;
 }

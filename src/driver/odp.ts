@@ -195,18 +195,21 @@ export class OdpHandler {
    * no new fault or prefetch finds the MR, and the ones using it (a fault's or prefetch's
    * mapping, a zap) finish before the mkey is destroyed, so no UMR ever names a dead mkey. A
    * fault that finds the MR gone resumes as for any key that names no ODP MR; its access then
-   * fails on the destroyed mkey.
+   * fails on the destroyed mkey. Returns their paging states: their mapped pages are released
+   * (`unpinMapped`) once the DMA fence has drained.
    */
-  async unregister(mr: Mr): Promise<void> {
+  async unregister(mr: Mr): Promise<OdpMr[]> {
+    const out: OdpMr[] = [];
     const odp = this.mrs.get(mr.index);
     if (odp !== undefined && odp.mr === mr) {
       this.mrs.delete(mr.index);
       this.dyingMrs.add(odp);
       odp.dying = true;
       await odp.unused();
+      out.push(odp);
     }
     const imp = this.implicits.get(mr.index);
-    if (imp === undefined) return;
+    if (imp === undefined) return out;
     this.implicits.delete(mr.index);
     imp.dying = true;
     for (const m of imp.making.values()) await m.catch(() => undefined);
@@ -215,8 +218,21 @@ export class OdpHandler {
       this.dyingMrs.add(child);
       child.dying = true;
       await child.unused();
+      child.mr.destroyed = true;
+      out.push(child);
       await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: child.mr.index }), 'dereg (implicit ODP child)');
       this.destroyed(child);
+    }
+    return out;
+  }
+
+  /** A deregistered ODP MR's mapped pages are no longer the device's (after the DMA fence drained). */
+  unpinMapped(odp: OdpMr): void {
+    const mem = this.ctx.hca.mem;
+    for (let i = 0; i < odp.mtt.length; i++) {
+      const e = odp.mtt[i];
+      if (e !== 0) mem.unpin(e - (e % PAGE));
+      odp.mtt[i] = 0;
     }
   }
 
@@ -444,9 +460,21 @@ export class OdpHandler {
         continue; // dropped meanwhile: fault the pages in again
       }
       // the MR is being deregistered: nothing more is mapped (the fault fails, as on a gone MR)
-      if (changed === 0 || odp.dying) return total;
+      if (changed === 0 || odp.dying || odp.mr.destroyed) return total;
       total += changed;
-      for (let i = first; i <= last; i++) odp.mtt[i] = entries[i - lo];
+      // a page mapped for the device is the device's (the DMA checker's owner) until its zap drains
+      const mem = host.mem;
+      for (let i = first; i <= last; i++) {
+        const e = entries[i - lo];
+        const old = odp.mtt[i];
+        const fNew = e === 0 ? 0 : e - (e % PAGE);
+        const fOld = old === 0 ? 0 : old - (old % PAGE);
+        if (fNew !== fOld) {
+          if (fNew !== 0) mem.pin(fNew);
+          if (fOld !== 0) mem.unpin(fOld);
+        }
+        odp.mtt[i] = e;
+      }
       await this.ctx.pool.updateTranslations(odp.mr.deviceKey, lo, entries);
       if (odp.invalSeq === seq) return total;
       this.raceRetries++;
@@ -552,8 +580,13 @@ export class OdpHandler {
       const first = odp.pageIndex(lo);
       const last = odp.pageIndex(hi - 1);
       let present = false;
+      const unpin: number[] = [];
       for (let i = first; i <= last; i++) {
-        if (odp.mtt[i] !== 0) present = true;
+        const e = odp.mtt[i];
+        if (e !== 0) {
+          present = true;
+          unpin.push(e - (e % PAGE));
+        }
         odp.mtt[i] = 0;
       }
       odp.stats.pageInvalidations++;
@@ -570,6 +603,10 @@ export class OdpHandler {
         this.ctx.tb.spawn(async () => {
           try {
             await this.ctx.pool.updateTranslations(odp.mr.deviceKey, blo, entries);
+            // the zap is a DMA fence: what was translated through the old entries (a READ
+            // response on its way) lands before the pages go back to the process or are freed
+            await this.ctx.hca.dmaFence.drain();
+            for (const f of unpin) this.ctx.hca.mem.unpin(f);
           } finally {
             odp.release();
           }

@@ -51,6 +51,7 @@ export class Pd {
     if (!host.inVma(addr, length)) throw new VerbsError('EFAULT', `regMr: [0x${addr.toString(16)}, +${length}) is not mapped in the host`);
     // get_user_pages faults in what madvise dropped or was never touched (an ODP MR pins and
     // touches nothing); a host out of frames is ENOMEM, as pinning would report
+    let pins: Float64Array | null = null;
     if (!odp) {
       try {
         host.faultIn(addr, length);
@@ -58,7 +59,23 @@ export class Pd {
         if (e instanceof HostError && e.errno === 'ENOMEM') throw new VerbsError('ENOMEM', `regMr: pinning [0x${addr.toString(16)}, +${length}): ${e.message}`);
         throw e;
       }
+      // pin_user_pages (ib_umem_get): the frames stay the registration's until dereg, whatever
+      // the process does with its mapping
+      pins = host.pin(addr, length);
     }
+    try {
+      const mr = await this.regPinned(addr, length, access, odp);
+      mr.pins = pins;
+      return mr;
+    } catch (e) {
+      if (pins !== null) host.unpin(pins);
+      throw e;
+    }
+  }
+
+  /** regMr after pinning: the mkey over the pinned (or, ODP, not present) pages. */
+  private async regPinned(addr: number, length: number, access: number, odp: boolean): Promise<Mr> {
+    const host = this.ctx.hca.host;
     const first = addr - (addr % PAGE);
     const pages = Math.ceil((addr + length - first) / PAGE);
     // get_user_pages: pinning costs time per page (spec/timing.md "pinning host pages")

@@ -729,6 +729,7 @@ export class Qp {
       // one 4 KiB page, or 2 MiB pages, is physically contiguous (a list is at most 1 MiB)
       const b = driverAlloc(host, 'postSend (UMR descriptor list)', cap, { hugePages: cap > 4096 });
       buf = { addr: host.dmaAddress(b.addr), cap };
+      host.pin(b.addr, cap); // the device reads it; kept for later lists (never freed)
     }
     this.descLent.push({ wr: this.posted, ...buf });
     this.pd.ctx.hca.mem.write(buf.addr, list);

@@ -21,6 +21,7 @@ import type { RcRequest, RcResponse } from '../rtl/transport/rc_types.ts';
 import { WirePcap } from './trace/wire_pcap.ts';
 import { TxLog } from './trace/txlog.ts';
 import type { LinkTap } from '../rtl/transport/link.ts';
+import type { DmaChecker } from '../rtl/memory/dma_check.ts';
 
 /** One tap on a link for the pcap and the transaction log together (or the one given). */
 function bothTaps<T>(a: LinkTap<T> | undefined, b: LinkTap<T> | undefined): LinkTap<T> | null {
@@ -29,9 +30,11 @@ function bothTaps<T>(a: LinkTap<T> | undefined, b: LinkTap<T> | undefined): Link
 }
 
 /**
- * What a testbed traces, each part independent: the waves (a VCD with its .gtkw, when `vcd` is
- * given: TraceOptions), the packets on the wire (`pcap`: a pcap file of RoCEv2 frames), and the
- * life of every work request (`txlog`: JSON lines, and a Perfetto trace beside them).
+ * What a testbed traces and checks, each part independent: the waves (a VCD with its .gtkw, when
+ * `vcd` is given: TraceOptions), the packets on the wire (`pcap`: a pcap file of RoCEv2 frames),
+ * the life of every work request (`txlog`: JSON lines, and a Perfetto trace beside them), and
+ * the DMA-ownership checker (`checkDma`). `{ checkDma: true }` alone checks without writing
+ * anything.
  */
 export type TestbedTrace = Omit<TraceOptions, 'vcd'> & {
   vcd?: string;
@@ -42,7 +45,15 @@ export type TestbedTrace = Omit<TraceOptions, 'vcd'> & {
    * (`x.txlog.jsonl`); the same as a Chrome/Perfetto trace-event file beside it (`x.trace.json`).
    */
   txlog?: string;
+  /**
+   * The DMA-ownership checker: every DMA the adapters make is checked against who owns its
+   * frames; a violation stops the run. Default `Testbed.checkDmaByDefault`.
+   */
+  checkDma?: boolean;
 };
+
+/** The testbed's `trace` option (the same type as TestbedTrace). */
+export type TestbedTraceOptions = TestbedTrace;
 
 /** Options of a testbed. */
 export interface TestbedOptions {
@@ -52,13 +63,23 @@ export interface TestbedOptions {
   hcas?: number;
   /** A partial HcaConfig (clocks, caches, latencies); defaults in spec/timing.md. */
   config?: Partial<HcaConfig>;
-  /** Omit for no tracing (no cost). */
+  /**
+   * Omit for no tracing (no cost). `checkDma` turns the DMA checker on or off (default:
+   * `Testbed.checkDmaByDefault`: on under vitest and with `mlx5sim run --check-dma` or
+   * `npm run demo`, off otherwise).
+   */
   trace?: TestbedTrace;
   /** Device capabilities to turn off, e.g. `{ odp: false }`: a device without ON_DEMAND_PAGING. */
   caps?: HcaCapsOverride;
 }
 
 export class Testbed {
+  /**
+   * Whether a testbed checks DMA ownership when its options do not say (`trace.checkDma`): on
+   * when running under vitest (every test) or with MLX5SIM_CHECK_DMA=1 in the environment, and
+   * where the command line turns it on (`--check-dma`, `demo`).
+   */
+  static checkDmaByDefault = typeof process !== 'undefined' && (process.env.VITEST !== undefined || process.env.MLX5SIM_CHECK_DMA === '1');
   /** @internal The simulation kernel under the testbed (the driver's processes run on it). */
   readonly sim: Sim;
   /** @internal The adapters, in order. */
@@ -98,19 +119,28 @@ export class Testbed {
       h.requester.link = toResponders;
       h.responder.link = toRequesters;
     }
-    // tracing starts once every module and signal exists
     const t = opts.trace;
+    const checkDma = t?.checkDma ?? Testbed.checkDmaByDefault;
+    if (typeof checkDma !== 'boolean') throw new VerbsError('EINVAL', `Testbed: trace.checkDma must be a boolean, got ${shown(checkDma)}`);
+    this.checkers = checkDma ? hcas.map((h) => h.checkDma()) : [];
+    // tracing starts once every module and signal exists
     for (const k of ['vcd', 'pcap', 'txlog'] as const) {
       const v = t?.[k];
       if (v !== undefined && (typeof v !== 'string' || v === '')) throw new VerbsError('EINVAL', `Testbed: trace.${k} must be a file path, got ${shown(v)}`);
     }
-    this.tracer = t?.vcd !== undefined ? new Tracer(this.sim, { ...t, vcd: t.vcd }) : null;
+    if (t?.vcd !== undefined) {
+      const { checkDma: _, pcap: _p, txlog: _t, ...waves } = t;
+      this.tracer = new Tracer(this.sim, { ...waves, vcd: t.vcd });
+    } else this.tracer = null;
     this.pcap = t?.pcap !== undefined ? new WirePcap(t.pcap, () => this.sim.now, c.rnrTimerCode) : null;
     this.txlog = t?.txlog !== undefined ? new TxLog(t.txlog, () => this.sim.now) : null;
     if (this.txlog !== null) hcas.forEach((h, i) => this.txlog!.attach(h, i));
     toResponders.tap = bothTaps(this.pcap?.requests, this.txlog?.requests);
     toRequesters.tap = bothTaps(this.pcap?.responses, this.txlog?.responses);
   }
+
+  /** The DMA checkers of the adapters (empty when the checker is off): their counts and violations. */
+  readonly checkers: readonly DmaChecker[];
 
   /** Runs `main` as the main process and the simulation until it finishes; returns its result. */
   run<T>(main: () => Promise<T>): Promise<T> {

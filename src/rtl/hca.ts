@@ -15,6 +15,8 @@ import { Mtt } from './translation/mtt_cache.ts';
 import { KlmWalker } from './translation/klm_walker.ts';
 import { Atu } from './translation/atu.ts';
 import { Pagefault } from './translation/pagefault.ts';
+import { DmaFence } from './translation/dma_fence.ts';
+import { DmaChecker } from './memory/dma_check.ts';
 import { Cmdif, type CmdifOptions } from './firmware/cmdif.ts';
 import { IcmWriter } from './firmware/icm_writer.ts';
 import { CqWriter, decodeCqArmDoorbell } from './completion/cq_writer.ts';
@@ -81,6 +83,11 @@ export class Hca extends Module {
   readonly atu: Atu;
   /** On-demand paging: faults stall their QP and go to the driver as PAGE_FAULT EQEs. */
   readonly pagefault: Pagefault;
+  /**
+   * The DMA fence: the data path's holds on what it translated; the driver drains it after an
+   * invalidating UMR, before it lets the pages go.
+   */
+  readonly dmaFence: DmaFence;
   readonly cmdif: Cmdif;
   /** The one owner of ICM: commands and UMRs change mkey contexts and translation tables through it. */
   readonly icmWriter: IcmWriter;
@@ -99,6 +106,15 @@ export class Hca extends Module {
   readonly uar: Uar;
   /** Payload buffers of the data-path engines (recycled, not allocated per message). */
   readonly payloads = new PayloadPool();
+
+  /**
+   * Turns the DMA-ownership checker (memory/dma_check.ts) on: every DMA the adapter makes to
+   * host memory is checked against the frames' owners from now on. Returns the checker.
+   */
+  checkDma(): DmaChecker {
+    this.pcie.checker ??= new DmaChecker(this.mem, this.path);
+    return this.pcie.checker;
+  }
 
   constructor(sim: Sim, parent: Module, name: string, readonly cfg: HcaConfig, opts: HcaOptions = {}) {
     super(sim, parent, name);
@@ -188,10 +204,12 @@ export class Hca extends Module {
       deps: { staller: { stallQp: (qpn) => this.sq.stallQp(qpn), resumeQp: (qpn) => this.sq.resumeQp(qpn) }, events: this.eqWriter },
     });
     const faults = this.pagefault;
+    this.dmaFence = new DmaFence(this, 'dma_fence');
+    const fence = this.dmaFence;
     this.requester = new Requester(this, 'requester', {
       clock,
       ports: { atu: this.atu.port('requester', 8), dma: this.pcie.port('requester', { reqCapacity: 8, respCapacity: 16 }) },
-      deps: { qps, payloads, faults },
+      deps: { qps, payloads, faults, fence },
       contexts: cfg.requesterContexts,
       hcaIndex: Number(name.slice(3)),
       rnrTimerCode: cfg.rnrTimerCode,
@@ -205,7 +223,7 @@ export class Hca extends Module {
         // SEND_WITH_INV invalidates through the UMR engine, timed and cache-coherent like LOCAL_INV
         rinv: this.umrEngine.rinv,
       },
-      deps: { qps, payloads, faults },
+      deps: { qps, payloads, faults, fence },
       contexts: cfg.responderContexts,
     });
     this.sq = new Sq(this, 'sq', {
@@ -249,6 +267,7 @@ export class Hca extends Module {
     // the .gtkw shows the pipeline in data-flow order (DESIGN.md "GTKWave save file")
     this.atu.waveRank = 10;
     this.pagefault.waveRank = 11;
+    this.dmaFence.waveRank = 12;
     this.mkeyCache.waveRank = 20;
     this.mtt.waveRank = 30;
     this.klmWalker.waveRank = 31;

@@ -12,6 +12,8 @@
  * - no byte of the process's host memory outside the registered writable ranges and the rings
  *   the device writes (CQs, EQs) changes (every device write is recorded as it lands), unless a
  *   kernel QP registered memory in the case (the kernel may name any page);
+ * - the DMA-ownership checker (src/rtl/memory/dma_check.ts) finds no DMA, read or write, to a
+ *   frame nobody gave the device (same exemption: a kernel's REG_MR may name any page);
  * - when every WQE is valid and unmutated (REG_MR only on a kernel QP: the model has no user
  *   QPs), the verbs reference model gives the same statuses and the same bytes in both buffers.
  */
@@ -25,6 +27,7 @@ import { queueAddr } from '../../src/rtl/memory/pas.ts';
 import { HOST_VA_BASE } from '../../src/rtl/memory/host_space.ts';
 import type { HostMem } from '../../src/rtl/memory/host_mem.ts';
 import { VerbsModel } from '../../src/model/verbs/verbs_model.ts';
+import { describeViolation } from '../../src/rtl/memory/dma_check.ts';
 import type { ModelSendWr } from '../../src/model/verbs/types.ts';
 
 /** A valid WQE over the case's real keys, then mutated (byte offsets in the WQE). */
@@ -127,6 +130,9 @@ export interface FuzzOutcome {
   hang: string | null;
   /** Device writes that changed process memory outside the registered writable ranges and rings. */
   strayWrites: number;
+  /** DMAs the DMA checker found reaching a frame nobody gave the device (reads too), with the first one. */
+  dmaViolations: number;
+  dmaViolation: string;
   /** Completion accounting that does not hold, or '' . */
   completion: string;
   /** Where the reference model disagrees (only for cases of valid, unmutated WQEs), or ''. */
@@ -166,7 +172,9 @@ export interface FuzzSession {
 
 /** A fresh two-adapter testbed whose device writes are recorded while a case runs. */
 export function openSession(): FuzzSession {
-  const tb = new Testbed({ hcas: 2 });
+  // the DMA checker records (a kernel QP's REG_MR may name any page: those cases are exempt)
+  const tb = new Testbed({ hcas: 2, trace: { checkDma: true } });
+  for (const c of tb.checkers) c.mode = 'record';
   const s: FuzzSession = { tb, writes: [[], []], armed: false, allowed: [new Map(), new Map()], ringsSeen: [new Set(), new Set()], processFrames: [new Set(), new Set()], vaEnd: [HOST_VA_BASE, HOST_VA_BASE], ctx: null };
   for (const h of [0, 1]) record(tb.hca(h).mem, (pa, len) => { if (s.armed) s.writes[h].push([pa, len]); });
   return s;
@@ -175,9 +183,10 @@ export function openSession(): FuzzSession {
 /** Runs one case, on `session` or on a fresh testbed. A crash leaves the session unusable. */
 export async function runFuzzCase(fcase: FuzzCase, session: FuzzSession = openSession()): Promise<FuzzOutcome> {
   const items = fcase.items;
-  const out: FuzzOutcome = { crash: null, hang: null, strayWrites: 0, completion: '', model: '', modelChecked: false };
+  const out: FuzzOutcome = { crash: null, hang: null, strayWrites: 0, dmaViolations: 0, dmaViolation: '', completion: '', model: '', modelChecked: false };
   const s = session;
   const tb = s.tb;
+  const seen = tb.checkers.map((c) => c.violationCount);
   let qp0: Qp | null = null;
   let aAddr = 0;
   let bAddr = 0;
@@ -231,6 +240,13 @@ export async function runFuzzCase(fcase: FuzzCase, session: FuzzSession = openSe
       out.completion = checkCompletion(tb, qp0, pi);
       const privileged = fcase.kernel && items.some((it) => 'raw' in it || it.valid.kind === 'reg' || it.valid.mutations.length > 0);
       out.strayWrites = strayWrites(s, privileged);
+      tb.checkers.forEach((c, h) => {
+        const n = c.violationCount - seen[h];
+        if (n === 0 || privileged) return;
+        out.dmaViolations += n;
+        const v = c.violations[c.violations.length - 1];
+        if (out.dmaViolation === '' && v !== undefined) out.dmaViolation = describeViolation(v, `tb.hca${h}`);
+      });
     });
   } catch (e) {
     out.crash = e instanceof Error ? `${e.name}: ${e.message}` : String(e);

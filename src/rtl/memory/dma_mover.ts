@@ -8,6 +8,7 @@
  * send it on, or the next gather returns it to the pool.
  */
 import type { DmaPort } from './pcie.ts';
+import type { EventTarget } from '../../sim/event_queue.ts';
 import { PayloadPool, type PooledBuf } from './payload_pool.ts';
 
 /** A physically contiguous piece of host memory (what translation yields and DMA moves). */
@@ -34,6 +35,17 @@ export class DmaMover {
   private writeBuf: PooledBuf | null = null; // what a scatter writes from, if pooled
   /** Bytes moved by reads and writes. */
   bytes = 0;
+  /** The QP and WQE index its transfers work for (-1: unknown), passed on to PCIe for the DMA checker. */
+  qpn = -1;
+  wqe = -1;
+  /** Posted writes not yet landed, and the pooled buffer each holds (null: none), oldest first. */
+  private writesOut = 0;
+  private readonly landBufs: (PooledBuf | null)[] = [];
+  private landHead = 0;
+  /** DMA fence holds to release once the writes in flight have landed. */
+  private afterLanded: number[] = [];
+  private fence: { release(epoch: number): void } | null = null;
+  private readonly landTarget: EventTarget = { fire: (): void => this.landedOne() };
 
   /**
    * `ctx`: when several movers share one port, each tags its reads `chunk * MOVER_TAG_SPAN + ctx`
@@ -109,16 +121,47 @@ export class DmaMover {
     if (this.reading) {
       const tag = this.chunkAt.length * MOVER_TAG_SPAN + this.ctx;
       this.chunkAt.push(this.bufOff);
-      this.port.req.push({ kind: 'read', addr, length: n, tag, dst: this.buf, dstOff: this.bufOff });
+      this.port.req.push({ kind: 'read', addr, length: n, tag, dst: this.buf, dstOff: this.bufOff, qpn: this.qpn, wqe: this.wqe });
       this.inflight++;
     } else {
       const wb = this.writeBuf;
       if (wb !== null) wb.retain(); // released when the write lands
-      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: n === this.buf.length ? this.buf : this.buf.subarray(this.bufOff, this.bufOff + n), owned: true, landed: wb ?? undefined });
+      this.landBufs.push(wb);
+      this.writesOut++;
+      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: n === this.buf.length ? this.buf : this.buf.subarray(this.bufOff, this.bufOff + n), owned: true, landed: this.landTarget, qpn: this.qpn, wqe: this.wqe });
     }
     this.off += n;
     this.bufOff += n;
     this.bytes += n;
+  }
+
+  /**
+   * Releases a DMA fence hold (translation/dma_fence.ts) once every write this mover has issued
+   * has landed in host memory (at once when none is in flight): a posted write is not over when
+   * it is issued.
+   */
+  releaseWhenLanded(fence: { release(epoch: number): void }, epoch: number): void {
+    if (this.writesOut === 0) fence.release(epoch);
+    else {
+      this.fence = fence;
+      this.afterLanded.push(epoch);
+    }
+  }
+
+  /** A posted write of this mover landed (they land in order). */
+  private landedOne(): void {
+    const b = this.landBufs[this.landHead];
+    this.landBufs[this.landHead++] = null;
+    if (b) b.release();
+    if (--this.writesOut === 0) {
+      this.landBufs.length = 0; // (no shift: a megabyte's 256 writes would cost 256^2 moves)
+      this.landHead = 0;
+    }
+    if (this.writesOut === 0 && this.afterLanded.length > 0) {
+      const held = this.afterLanded;
+      this.afterLanded = [];
+      for (const e of held) this.fence!.release(e);
+    }
   }
 
   /** A read completion of this mover. */

@@ -93,6 +93,16 @@ export class HostMem {
   private readonly open: number[] = [];
   private readonly openAt = new Map<number, number>();
   private readonly openTarget: number;
+  /**
+   * Device references per frame (pin_user_pages by a registration, a queue buffer, an ODP
+   * mapping, an ICM page): a Uint16Array per 2 MiB block, made on the first pin in it; counts
+   * past 0xfffe spill into `refsOver`. What the DMA checker asks (`owned`).
+   */
+  private readonly refs: (Uint16Array | undefined)[][] = [];
+  private readonly refsOver = new Map<number, number>();
+  private nPinned = 0;
+  /** Frames the process let go (munmap, madvise) while pinned: freed by their last unpin. */
+  private readonly orphans = new Set<number>();
 
   constructor(size: number, private readonly rng: Rng) {
     if (!Number.isSafeInteger(size) || size < 2 * FRAME_SIZE || size % FRAME_SIZE !== 0 || size > 2 ** 44) {
@@ -107,6 +117,16 @@ export class HostMem {
   /** Frames handed out by allocFrames and not freed. */
   get framesInUse(): number {
     return this.nUsed;
+  }
+
+  /** Frames with at least one device reference (pinned, mapped for DMA, ICM). */
+  get framesPinned(): number {
+    return this.nPinned;
+  }
+
+  /** Frames the process freed while pinned: no process can get them until their last unpin. */
+  get framesOrphaned(): number {
+    return this.orphans.size;
   }
 
   /** Frames with storage (written at least once since allocation): the simulator's memory use. */
@@ -270,15 +290,104 @@ export class HostMem {
     return out;
   }
 
-  /** Returns frames (their physical addresses, as allocFrames gave them) to the free pool and drops their contents. */
+  /**
+   * Returns frames (their physical addresses, as allocFrames gave them) to the free pool and
+   * drops their contents. A frame still pinned (`pin`) is not freed: as the kernel's page
+   * reference held by pin_user_pages, it stays allocated, out of every allocation's reach, until
+   * its last `unpin`; what a device writes there meanwhile no process sees.
+   */
   freeFrames(addrs: readonly number[]): void {
     for (const pa of addrs) {
       if (!Number.isSafeInteger(pa) || pa % FRAME_SIZE !== 0 || pa < 0 || pa >= this.size) {
         throw new RangeError(`host_mem.freeFrames: ${pa} is not a frame address`);
       }
-      if (!this.isUsed(pa / FRAME_SIZE)) throw new Error(`host_mem.freeFrames: frame ${hex(pa)} is not allocated (double free?)`);
+      const fn = pa / FRAME_SIZE;
+      if (!this.isUsed(fn) || this.orphans.has(fn)) throw new Error(`host_mem.freeFrames: frame ${hex(pa)} is not allocated (double free?)`);
     }
-    for (const pa of addrs) this.release(pa / FRAME_SIZE);
+    for (const pa of addrs) {
+      const fn = pa / FRAME_SIZE;
+      if (this.refOf(fn) > 0) this.orphans.add(fn);
+      else this.release(fn);
+    }
+  }
+
+  /**
+   * Takes a device reference on the frame holding `pa` (allocated): pin_user_pages for a
+   * registration, a queue buffer or ICM page given to the device, an ODP page mapped for DMA.
+   */
+  pin(pa: number): void {
+    const fn = Math.floor(pa / FRAME_SIZE);
+    if (!(Number.isSafeInteger(pa) && pa >= 0 && pa < this.size) || !this.isUsed(fn)) {
+      throw new Error(`host_mem.pin: frame ${hex(pa)} is not allocated`);
+    }
+    const a = this.refBlock(fn, true)!;
+    const i = fn & (BLOCK_FRAMES - 1);
+    const v = a[i];
+    if (v === 0) this.nPinned++;
+    if (v < 0xffff) a[i] = v + 1;
+    else this.refsOver.set(fn, (this.refsOver.get(fn) ?? 0) + 1);
+  }
+
+  /** Drops a reference `pin` took; the last one frees a frame the process already let go. */
+  unpin(pa: number): void {
+    const fn = Math.floor(pa / FRAME_SIZE);
+    const a = this.refBlock(fn, false);
+    const i = fn & (BLOCK_FRAMES - 1);
+    if (a === undefined || a[i] === 0) throw new Error(`host_mem.unpin: frame ${hex(pa)} is not pinned`);
+    const over = this.refsOver.get(fn);
+    if (over !== undefined) {
+      if (over > 1) this.refsOver.set(fn, over - 1);
+      else this.refsOver.delete(fn);
+      return;
+    }
+    a[i]--;
+    if (a[i] !== 0) return;
+    this.nPinned--;
+    if (this.orphans.delete(fn)) this.release(fn);
+  }
+
+  /** Device references on the frame holding `pa` (0 outside memory). */
+  pins(pa: number): number {
+    if (!(Number.isSafeInteger(pa) && pa >= 0 && pa < this.size)) return 0;
+    return this.refOf(Math.floor(pa / FRAME_SIZE));
+  }
+
+  /**
+   * The first frame of [pa, pa + len) with no device reference, or -1 when every one has one:
+   * the DMA checker's question (allocation-free; a DMA spans one or two frames).
+   */
+  firstUnowned(pa: number, len: number): number {
+    const last = Math.floor((pa + len - 1) / FRAME_SIZE);
+    for (let fn = Math.floor(pa / FRAME_SIZE); fn <= last; fn++) {
+      const a = this.refBlock(fn, false);
+      if (a === undefined || a[fn & (BLOCK_FRAMES - 1)] === 0) return fn * FRAME_SIZE;
+    }
+    return -1;
+  }
+
+  /** True when the frame holding `pa` was freed by its process while pinned (see freeFrames). */
+  isOrphan(pa: number): boolean {
+    return this.orphans.has(Math.floor(pa / FRAME_SIZE));
+  }
+
+  private refOf(fn: number): number {
+    const a = this.refBlock(fn, false);
+    if (a === undefined) return 0;
+    const v = a[fn & (BLOCK_FRAMES - 1)];
+    return v === 0xffff ? v + (this.refsOver.get(fn) ?? 0) : v;
+  }
+
+  private refBlock(fn: number, make: boolean): Uint16Array | undefined {
+    const c = Math.floor(fn / CHUNK_FRAMES);
+    let blocks = this.refs[c];
+    if (blocks === undefined) {
+      if (!make) return undefined;
+      this.refs[c] = blocks = new Array<Uint16Array | undefined>(BLOCKS_PER_CHUNK);
+    }
+    const k = (fn % CHUNK_FRAMES) >>> 9;
+    let a = blocks[k];
+    if (a === undefined && make) blocks[k] = a = new Uint16Array(BLOCK_FRAMES);
+    return a;
   }
 
   /** True when [pa, pa + len) lies in physical memory (what a DMA may reach). */

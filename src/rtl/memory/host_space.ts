@@ -168,7 +168,7 @@ export class HostSpace {
     this.checkRange('write', addr, len);
     this.requireMapped('write', addr, len);
     while (done < len) {
-      const pa = this.translate('write', addr, len, addr + done, len - done, true);
+      const pa = this.translate('write', addr, len, addr + done, len - done, true, true);
       const n = this.pieceLen;
       this.mem.writeFrom(pa, src, srcOff + done, n);
       done += n;
@@ -188,7 +188,7 @@ export class HostSpace {
     this.checkRange('read', addr, length);
     let done = 0;
     while (done < length) {
-      const pa = this.translate('read', addr, length, addr + done, length - done, false);
+      const pa = this.translate('read', addr, length, addr + done, length - done, false, true);
       const n = this.pieceLen;
       if (pa === LAZY) dst.fill(0, dstOff + done, dstOff + done + n); // never touched: zeros, still no frame
       else this.mem.readInto(pa, dst, dstOff + done, n);
@@ -203,7 +203,7 @@ export class HostSpace {
     this.requireMapped('fill', addr, len);
     let done = 0;
     while (done < len) {
-      const pa = this.translate('fill', addr, len, addr + done, len - done, byte !== 0);
+      const pa = this.translate('fill', addr, len, addr + done, len - done, byte !== 0, true);
       const n = this.pieceLen;
       if (pa !== LAZY) this.mem.fill(pa, n, byte); // zeros over an untouched page: nothing to do
       done += n;
@@ -247,6 +247,43 @@ export class HostSpace {
     return true;
   }
 
+  /**
+   * pin_user_pages: takes a device reference on every frame of the pages holding
+   * [addr, addr + len) (all of a 2 MiB page's frames, as the kernel pins the whole compound
+   * page), which must be present (faultIn first; HostError EFAULT otherwise). Returns the frames
+   * pinned, for `unpin`: munmap and madvise of pinned pages remove the process's mapping but
+   * free no pinned frame until its last unpin (HostMem.freeFrames).
+   */
+  pin(addr: number, len: number): Float64Array {
+    this.checkRange('pin', addr, len);
+    if (len === 0) return new Float64Array(0);
+    const spans = this.spans('pin', addr, len, 'EFAULT');
+    let n = 0;
+    for (const { r, lo, hi } of spans) {
+      for (let p = lo; p < hi; p++) {
+        if (r.pages.get(p) <= 0) throw new HostError('EFAULT', `host.pin: ${hex(addr)}+${len} is not present (page ${hex(r.addr + p * r.pageSize)}: fault it in first)`);
+      }
+      n += (hi - lo) * (r.pageSize / FRAME_SIZE);
+    }
+    const out = new Float64Array(n);
+    let k = 0;
+    for (const { r, lo, hi } of spans) {
+      for (let p = lo; p < hi; p++) {
+        const pa = r.pages.get(p);
+        for (let off = 0; off < r.pageSize; off += FRAME_SIZE) {
+          this.mem.pin(pa + off);
+          out[k++] = pa + off;
+        }
+      }
+    }
+    return out;
+  }
+
+  /** Drops the references `pin` took (deregistration): a frame the process let go meanwhile is freed now. */
+  unpin(frames: Float64Array): void {
+    for (let i = 0; i < frames.length; i++) this.mem.unpin(frames[i]);
+  }
+
   /** True when some allocation overlaps [addr, addr + len). */
   overlapsAllocation(addr: number, len: number): boolean {
     this.checkRange('overlapsAllocation', addr, len);
@@ -260,8 +297,10 @@ export class HostSpace {
   }
 
   /**
-   * Drops the pages of [addr, addr + length) (MADV_DONTNEED): later accesses through the space
-   * fault until faultIn. `addr` must be page-aligned (2 MiB in a huge-page allocation:
+   * Drops the pages of [addr, addr + length) (MADV_DONTNEED): the process's own later accesses
+   * refault a zero page (anonymous private memory, as Linux), a device's (an ODP MR) fault until
+   * faultIn maps them again. Pinned frames (a registration's) stay allocated until their last
+   * unpin, no longer the process's. `addr` must be page-aligned (2 MiB in a huge-page allocation:
    * hugetlbfs rules) and `length` is rounded up to whole pages; the range must lie inside
    * allocations. Listeners (MMU notifiers) are told the page-aligned range; the frames go back
    * to the free pool once every listener's returned promise settles (a device may still reach
@@ -293,7 +332,7 @@ export class HostSpace {
       for (let p = lo; p < hi; p++) {
         const pa = r.pages.get(p);
         if (pa > 0) for (let off = 0; off < r.pageSize; off += FRAME_SIZE) freed.push(pa + off);
-        // an untouched page is dropped too: reads through the space fault until faultIn, as for any dropped page
+        // an untouched page is dropped too: a device access faults until faultIn, as for any dropped page
         if (pa >= LAZY || mark === UNMAPPED) r.pages.set(p, mark);
       }
       end = r.addr + hi * r.pageSize;
@@ -404,10 +443,12 @@ export class HostSpace {
   /**
    * The physical address of `va` and how many bytes (at most `want`) follow it contiguously in
    * its page (set in `pieceLen`). A page never touched gets its frame when `touch`, else the
-   * result is LAZY (0: the page reads as zeros). Throws HostError EFAULT naming the access
+   * result is LAZY (0: the page reads as zeros). `cpu`: the process's own access, which refaults
+   * a page madvise dropped as Linux refaults anonymous private memory (a zero page: zeros to a
+   * read, a new zeroed frame to a write). Throws HostError EFAULT naming the access
    * [addr, addr + len) and why.
    */
-  private translate(op: string, addr: number, len: number, va: number, want: number, touch: boolean): number {
+  private translate(op: string, addr: number, len: number, va: number, want: number, touch: boolean, cpu = false): number {
     const r = this.regionOf(va);
     if (r === null) {
       throw new HostError('EFAULT', `host.${op}: ${hex(addr)}+${len} is not mapped (${hex(va)} was never allocated)`);
@@ -415,6 +456,13 @@ export class HostSpace {
     const off = va - r.addr;
     const p = Math.floor(off / r.pageSize);
     let pa = r.pages.get(p);
+    if (pa === DROPPED && cpu) {
+      if (!touch) {
+        this.pieceLen = Math.min(want, r.pageSize - (off - p * r.pageSize));
+        return LAZY; // reads as the zero page, no frame taken
+      }
+      pa = LAZY;
+    }
     if (pa === LAZY && touch) {
       this.populate(r, p, p + 1, op);
       pa = r.pages.get(p);
@@ -427,21 +475,24 @@ export class HostSpace {
     return pa === LAZY ? LAZY : pa + inPage;
   }
 
-  /** Throws the fault of the first unmapped byte, so a faulting write or fill changes nothing. */
+  /**
+   * Throws the fault of the first byte the process cannot touch (never allocated, or munmapped;
+   * a dropped page refaults), so a faulting write or fill changes nothing.
+   */
   private requireMapped(op: string, addr: number, len: number): void {
-    const va = len === 0 ? -1 : this.firstUnmapped(addr, len);
+    const va = len === 0 ? -1 : this.firstUnmapped(addr, len, UNMAPPED);
     if (va >= 0) this.translate(op, addr, len, va, 1, false);
   }
 
-  /** The first unmapped address in [addr, addr + len), or -1. */
-  private firstUnmapped(addr: number, len: number): number {
+  /** The first address in [addr, addr + len) not present (below `worst`: dropped or unmapped; UNMAPPED: unmapped only), or -1. */
+  private firstUnmapped(addr: number, len: number, worst = DROPPED): number {
     let va = addr;
     const end = addr + len;
     while (va < end) {
       const r = this.regionOf(va);
       if (r === null) return va;
       const p = Math.floor((va - r.addr) / r.pageSize);
-      if (r.pages.get(p) < 0) return va;
+      if (r.pages.get(p) <= worst) return va;
       va = r.addr + (p + 1) * r.pageSize;
     }
     return -1;

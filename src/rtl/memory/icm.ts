@@ -133,6 +133,7 @@ export class Icm implements DeviceMemory {
       } catch (e) {
         throw new IcmNoMemory(`icm.mkeyContextAddr: no host page for the mkey table: ${(e as Error).message}`);
       }
+      this.mem.pin(pa); // the device's own page (the DMA checker's "ICM")
       this.mkeyPages[page] = pa;
       this.mkeyPagesUsed++;
     }
@@ -188,6 +189,7 @@ export class Icm implements DeviceMemory {
       this.xltPages[p] = 0;
     }
     if (freed.length > 0) {
+      for (const pa of freed) this.mem.unpin(pa);
       this.mem.freeFrames(freed);
       this.xltPagesBacked -= freed.length;
     }
@@ -307,6 +309,7 @@ export class Icm implements DeviceMemory {
       throw new IcmNoMemory(`icm.allocXlt: host memory cannot back a ${len}-byte translation table (${need} pages): ${(e as Error).message}`);
     }
     let k = 0;
+    for (const pa of frames) this.mem.pin(pa);
     for (let p = lo; p < hi; p++) if (this.xltPages[p] === 0) this.xltPages[p] = frames[k++];
     this.xltPagesBacked += need;
   }

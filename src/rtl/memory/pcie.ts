@@ -10,6 +10,7 @@ import type { EventTarget } from '../../sim/event_queue.ts';
 import type { Counter, Histogram } from '../../sim/stats.ts';
 import type { HcaConfig } from '../config.ts';
 import type { DeviceMemory } from './icm.ts';
+import type { DmaChecker } from './dma_check.ts';
 
 /** A DMA request from an HCA client. Addresses are physical. */
 export interface DmaReq {
@@ -29,6 +30,9 @@ export interface DmaReq {
   /** Reads: the data goes into `dst` at `dstOff` (no allocation) and the response carries `dst`. */
   dst?: Uint8Array;
   dstOff?: number;
+  /** The QP and WQE index the DMA works for, when the engine knows them (the DMA checker names them). */
+  qpn?: number;
+  wqe?: number;
 }
 
 /** The completion of a DMA read (posted writes have none). */
@@ -91,6 +95,10 @@ interface PostedWrite {
   tag: number;
   /** Memory is behind it (else it is dropped when it lands). */
   backed: boolean;
+  /** Its port, QP and WQE (for the DMA checker). */
+  port: number;
+  qpn: number;
+  wqe: number;
 }
 
 interface Doorbell {
@@ -158,6 +166,13 @@ export class Pcie extends Module implements EventTarget {
   private readonly slotDstOff: Float64Array;
   /** The read of this slot has no memory behind it: it completes with all-ones. */
   private readonly slotUr: Uint8Array;
+  private readonly slotQpn: Float64Array;
+  private readonly slotWqe: Float64Array;
+  /**
+   * The DMA-ownership checker (dma_check.ts), or null: every read and write that touches host
+   * memory is checked at that instant. Set by the testbed (`trace.checkDma`).
+   */
+  checker: DmaChecker | null = null;
   private readonly freeSlots: Int32Array;
   private nFree: number;
   private lastFinish = 0;
@@ -215,6 +230,8 @@ export class Pcie extends Module implements EventTarget {
     this.slotDst = new Array<Uint8Array | null>(n).fill(null);
     this.slotDstOff = new Float64Array(n);
     this.slotUr = new Uint8Array(n);
+    this.slotQpn = new Float64Array(n);
+    this.slotWqe = new Float64Array(n);
     this.freeSlots = new Int32Array(n);
     for (let i = 0; i < n; i++) this.freeSlots[i] = n - 1 - i;
     this.nFree = n;
@@ -321,6 +338,9 @@ export class Pcie extends Module implements EventTarget {
   /** @internal A read completes: `slot` is its tag slot. */
   fire(slot: number): void {
     const dst = this.slotDst[slot];
+    if (this.checker !== null && this.slotUr[slot] === 0) {
+      this.checker.check('read', this.ports[this.slotPort[slot]].port.name, this.slotAddr[slot], this.slotLen[slot], this.slotQpn[slot], this.slotWqe[slot], this.sim.now);
+    }
     if (this.slotUr[slot] === 1) {
       // no memory there: the completion carries all-ones (as a root complex answers such a read)
       const off = this.slotDstOff[slot];
@@ -377,6 +397,8 @@ export class Pcie extends Module implements EventTarget {
     this.slotAccept[s] = now;
     this.slotDst[s] = r.dst ?? null;
     this.slotDstOff[s] = r.dstOff ?? 0;
+    this.slotQpn[s] = r.qpn ?? -1;
+    this.slotWqe[s] = r.wqe ?? -1;
     // ceil, ignoring float noise below 1e-6 ps (12 B at 0.012 B/ps is 1000 ps, not 1001)
     const xfer = Math.ceil(r.length / this.cfg.pcieReadBytesPerPs - 1e-6);
     let finish = now + this.cfg.pcieReadBasePs + xfer;
@@ -406,7 +428,7 @@ export class Pcie extends Module implements EventTarget {
       throw new Error(`${this.path}: ${this.ports[pi].port.name} write tag ${r.tag}: data must hold length (${r.length}) bytes, got ${d === undefined ? 'none' : d.length}`);
     }
     const due = this.sim.now + this.cfg.pcieWritePs;
-    this.writes.push({ addr: r.addr, data: r.owned === true ? d : d.slice(), landed: r.landed ?? null, tag: r.tag, backed });
+    this.writes.push({ addr: r.addr, data: r.owned === true ? d : d.slice(), landed: r.landed ?? null, tag: r.tag, backed, port: pi, qpn: r.qpn ?? -1, wqe: r.wqe ?? -1 });
     this.lastWriteDue = due;
     this.sim.at(due, this.writeLand);
     this.cWrites.inc();
@@ -421,6 +443,7 @@ export class Pcie extends Module implements EventTarget {
   /** A posted write lands (all have the same latency, so the oldest is due). */
   private landWrite(): void {
     const w = this.writes.shift();
+    if (this.checker !== null && w.backed) this.checker.check('write', this.ports[w.port].port.name, w.addr, w.data.length, w.qpn, w.wqe, this.sim.now);
     // a table page freed while the write was in flight takes nothing: counted as unsupported
     if (w.backed && !this.mem.write(w.addr, w.data)) this.cUnsupported.inc();
     if (w.landed !== null) w.landed.fire(w.tag);

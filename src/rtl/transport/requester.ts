@@ -82,7 +82,7 @@ export interface FaultReporter {
 
 export interface RequesterOptions extends WireOptions<
   { readonly atu: AtuPort; readonly dma: DmaPort },
-  { readonly qps: QpTable; readonly payloads: PayloadPool; readonly faults?: FaultReporter }
+  { readonly qps: QpTable; readonly payloads: PayloadPool; readonly faults?: FaultReporter; readonly fence?: DmaFenceHolds }
 > {
   /** Messages in flight at most, across all QPs (contexts). */
   readonly contexts: number;
@@ -91,8 +91,16 @@ export interface RequesterOptions extends WireOptions<
   readonly rnrTimerCode: number;
 }
 
+/** The DMA fence's holds (translation/dma_fence.ts): a message holds from its translation to the end of its DMA. */
+export interface DmaFenceHolds {
+  hold(): number;
+  release(epoch: number): void;
+}
+
 interface Ctx {
   readonly idx: number;
+  /** Its DMA fence hold's epoch while its translated DMA is not over, else 0. */
+  hold: number;
   readonly mover: DmaMover;
   stage: number;
   job: ReqJob | null;
@@ -164,6 +172,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
   private readonly port: DmaPort;
   private readonly table: QpTable;
   private readonly faults: FaultReporter | null;
+  private readonly fence: DmaFenceHolds | null;
   private faultSeq = 0;
   private readonly faultCtx = new Map<number, Ctx>();
   private readonly hcaIndex: number;
@@ -206,6 +215,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     this.port = o.ports.dma;
     this.table = o.deps.qps;
     this.faults = o.deps.faults ?? null;
+    this.fence = o.deps.fence ?? null;
     this.hcaIndex = o.hcaIndex;
     this.rnrTimerCode = o.rnrTimerCode;
     this.state = this.signal('state', RequesterState.width, { enum: RequesterState });
@@ -225,7 +235,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     this.port.resp.consumer = this;
     this.port.req.producer = this;
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
-        idx: i, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
+        idx: i, hold: 0, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
         ptrs: [], results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null, answerData: null,
         answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0, faultToken: 0,
       }), this.stats, 'contexts');
@@ -357,6 +367,8 @@ export class Requester extends Module implements EventTarget, FaultClient {
 
   private start(c: Ctx, job: ReqJob): void {
     c.job = job;
+    c.mover.qpn = job.qpn;
+    c.mover.wqe = job.wqe.ctrl.wqeIndex;
     c.started = this.sim.now;
     c.op = OP_OF[job.wqe.ctrl.opcode];
     c.rdAtomic = c.op === 'READ' || c.op === 'CMP_SWAP' || c.op === 'FETCH_ADD';
@@ -410,6 +422,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (refused !== 0) return this.finish(c, refused); // its QP's later messages are flushed
     if (c.ptrs.length > 0) {
       c.stage = XLATE;
+      this.holdFence(c);
       this.xlateQ.push(c);
     } else {
       c.stage = READY;
@@ -466,6 +479,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
    * go on the wire in order.
    */
   private pageFault(c: Ctx, write: boolean): void {
+    this.releaseFence(c); // nothing of it moves until it is translated again
     c.stage = PAGE_FAULT;
     c.faultToken = ++this.faultSeq;
     this.faultCtx.set(c.faultToken, c);
@@ -498,6 +512,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
       c.answersDue = 0;
       c.local = [];
       c.stage = XLATE;
+      this.holdFence(c);
       this.xlateQ.push(c);
     }
     this.wake();
@@ -524,6 +539,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
   private gathered(c: Ctx): void {
     c.payload = c.mover.data;
     c.payloadBuf = c.mover.takeBuf();
+    this.releaseFence(c); // its DMA is over: a resend sends the gathered bytes
     if (c.abort) return this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
     c.stage = READY;
     this.pumpQ.push(c.q!);
@@ -718,6 +734,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
   /** The message is over: out of its QP's order, later messages flushed after an error. */
   private finish(c: Ctx, syndrome: number): void {
     const q = c.q;
+    this.releaseFence(c);
     this.leaveWait(c);
     c.syndrome = syndrome;
     this.rSyndrome.set(syndrome);
@@ -739,6 +756,18 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (syndrome !== 0 && syndrome !== CqeSyndrome.WR_FLUSH_ERR) {
       q.flushing = true;
       for (let j = q.list.length - 1; j >= i; j--) this.abortCtx(q.list[j]);
+    }
+  }
+
+  /** The message starts translating: it holds the DMA fence until its DMA is over. */
+  private holdFence(c: Ctx): void {
+    if (this.fence !== null && c.hold === 0) c.hold = this.fence.hold();
+  }
+
+  private releaseFence(c: Ctx): void {
+    if (c.hold !== 0) {
+      c.mover.releaseWhenLanded(this.fence!, c.hold);
+      c.hold = 0;
     }
   }
 

@@ -38,7 +38,7 @@ import type { CqeJob } from '../completion/cq_writer.ts';
 import type { UmrDone, UmrJob } from '../umr/umr_types.ts';
 import { CqeOpcode, CqeSyndrome, MLX5_INVALID_LKEY, PageFaultFlag, PageFaultSubtype } from '../formats/constants.ts';
 import type { FaultClient, FaultReport } from '../translation/pagefault.ts';
-import type { FaultReporter } from './requester.ts';
+import type { DmaFenceHolds, FaultReporter } from './requester.ts';
 import { decodeDataSeg, dataSegLength } from '../formats/data_seg.ts';
 import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_READ, IB_REMOTE_WRITE } from '../memory/icm_mkey.ts';
 import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from '../umr/umr_ops.ts';
@@ -80,7 +80,7 @@ export interface ResponderOptions
       /** The UMR engine's remote-invalidation queues (SEND_WITH_INV). */
       readonly rinv: ReqResp<UmrJob, UmrDone> | null;
     },
-    { readonly qps: QpTable; readonly payloads: PayloadPool; readonly faults?: FaultReporter }
+    { readonly qps: QpTable; readonly payloads: PayloadPool; readonly faults?: FaultReporter; readonly fence?: DmaFenceHolds }
   > {
   /** Messages served at once, across all QPs (contexts). */
   readonly contexts: number;
@@ -105,6 +105,8 @@ interface RespQp {
 
 interface Ctx {
   readonly idx: number;
+  /** Its DMA fence hold's epoch while the context lives, else 0. */
+  hold: number;
   readonly mover: DmaMover;
   stage: number;
   m: RcRequest | null;
@@ -174,6 +176,8 @@ export class Responder extends Module implements FaultClient {
   private readonly sInvalidations;
   private readonly sInvLatency;
   private readonly faults: FaultReporter | null;
+  /** The DMA fence: a message holds it from admission to the end of its context (its DMA is over by then). */
+  private readonly fence: DmaFenceHolds | null;
   private readonly sFaultRnr;
 
   constructor(parent: Module, name: string, o: ResponderOptions) {
@@ -185,6 +189,7 @@ export class Responder extends Module implements FaultClient {
     this.port = o.ports.dma;
     this.table = o.deps.qps;
     this.faults = o.deps.faults ?? null;
+    this.fence = o.deps.fence ?? null;
     this.cqWriter = o.ports.cqWriter;
     this.rinv = o.ports.rinv;
     this.state = this.signal('state', ResponderState.width, { enum: ResponderState });
@@ -209,7 +214,7 @@ export class Responder extends Module implements FaultClient {
       this.rinv.resp.consumer = this;
     }
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
-        idx: i, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false, stale: false,
+        idx: i, hold: 0, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false, stale: false,
         segs: [], pending: null, issued: false, answer: null, cqes: [], recvSges: [], recvResults: [], recvIssued: 0,
         rwqeAsked: false, rwqeData: null, atomicPhase: 0, invIssued: false, invDone: null, invStarted: 0,
         invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), active: false,
@@ -333,6 +338,8 @@ export class Responder extends Module implements FaultClient {
     }
     rq.ePsn++;
     const c = this.ctxTable.take()!;
+    if (this.fence !== null) c.hold = this.fence.hold();
+    c.mover.qpn = qp.qpn;
     c.m = m;
     c.qp = qp;
     c.rq = rq;
@@ -831,6 +838,10 @@ export class Responder extends Module implements FaultClient {
   }
 
   private recycle(c: Ctx): void {
+    if (c.hold !== 0) {
+      c.mover.releaseWhenLanded(this.fence!, c.hold);
+      c.hold = 0;
+    }
     c.stage = IDLE;
     c.m = null;
     c.qp = null;

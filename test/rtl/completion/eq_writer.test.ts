@@ -101,6 +101,7 @@ describe('the EQ ring: owner bit per pass, overrun, one interrupt per arm', () =
       const hca = tb.hca(0);
       const buf = tb.host(0).alloc(4096);
       for (let i = 0; i < 2; i++) tb.host(0).write(buf.addr + i * 64 + 63, Uint8Array.of(1));
+      tb.host(0).pin(buf.addr, 4096); // given to the device, as the driver pins its EQs
       const { eqn } = await hca.cmdif.exec({ op: 'CREATE_EQ', size: 2, bufAddr: tb.host(0).dmaAddress(buf.addr), eventMask: 1 << EventType.CQ_ERROR });
       let irqs = 0;
       hca.msix.requestIrq(eqn, () => irqs++);
@@ -129,6 +130,8 @@ describe('the EQ ring: owner bit per pass, overrun, one interrupt per arm', () =
     await tb2.run(async () => {
       const hca = tb2.hca(0);
       const buf = tb2.host(0).alloc(4096);
+      tb2.host(0).faultIn(buf.addr, 4096);
+      tb2.host(0).pin(buf.addr, 4096);
       const { eqn } = await hca.cmdif.exec({ op: 'CREATE_EQ', size: 2, bufAddr: tb2.host(0).dmaAddress(buf.addr), eventMask: 1 << EventType.CQ_ERROR });
       const post = (): void => hca.eqWriter.post({ eqn: -1, type: EventType.CQ_ERROR, subType: 0, data: null });
       post();

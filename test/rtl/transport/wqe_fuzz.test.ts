@@ -16,7 +16,7 @@ import { rcPair } from '../../support/rc_pair.ts';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 2000);
 
-const clean = { crash: null, hang: null, strayWrites: 0, completion: '', model: '' };
+const clean = { crash: null, hang: null, strayWrites: 0, dmaViolations: 0, dmaViolation: '', completion: '', model: '' };
 
 describe('WQE fuzzer: the send queue engine, the UMR engine and the requester', () => {
   it(`${RUNS} cases: no crash, no hang, every WQE completes, no stray write, the model agrees`, async () => {
