@@ -10,6 +10,7 @@ import { benchCliffs } from './cliffs.ts';
 import { benchChurn } from './churn.ts';
 import { benchFuzz } from './fuzz.ts';
 import { benchScale } from './scale.ts';
+import { benchScaling } from './scaling.ts';
 
 const benches: Record<string, () => void | Promise<void>> = {
   kernel: benchKernel,
@@ -20,6 +21,7 @@ const benches: Record<string, () => void | Promise<void>> = {
   churn: benchChurn,
   fuzz: benchFuzz,
   scale: benchScale,
+  scaling: benchScaling,
 };
 
 const names = process.argv.slice(2);

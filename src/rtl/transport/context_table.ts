@@ -44,6 +44,11 @@ export class ContextTable<T> {
     return e;
   }
 
+  /** `n` more edges of work waiting for a free entry (waiters not asked one by one). */
+  countStalls(n: number): void {
+    this.sStalls.inc(n);
+  }
+
   /** Gives an entry back. */
   give(e: T): void {
     this.free.push(e);

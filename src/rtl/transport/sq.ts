@@ -28,6 +28,7 @@
  * LOC_QP_OP_ERR when the LOCAL_INV rules fail (spec/semantics.md "Work requests").
  */
 import { Fifo, Module, enumType, type ReqResp, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
+import { ReadyList, type Arbitrated } from '../../sim/ready_list.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import type { CqeJob } from '../completion/cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
@@ -67,6 +68,16 @@ const S_INV_PUSH = 3;
 const S_INV_WAIT = 4;
 const S_DONE = 5;
 
+/**
+ * Wait sets of the arbiter (ready_list.ts): a free WQE slot, room in the requester's queue, room
+ * for a fetch read (the PCIe port and a tag).
+ */
+const SLOT_WAIT = 0;
+const ENGINE_WAIT = 1;
+const FETCH_WAIT = 2;
+/** PCIe read tags of the engine's fetches. */
+const FETCH_TAGS = 64;
+
 /** Wiring and size of the send queue engine (wired in hca.ts). */
 export interface SqOptions
   extends WireOptions<
@@ -91,7 +102,7 @@ interface Chunk {
   arrived: boolean;
 }
 
-interface SqQp {
+interface SqQp extends Arbitrated {
   readonly qpn: number;
   readonly ctx: QpView;
   pi: number;
@@ -113,6 +124,8 @@ interface SqQp {
   active: boolean;
   /** A WQE of this QP completed in error. */
   errSeen: boolean;
+  /** The WQE waiting for room in the requester's queue while the QP is parked there. */
+  engSlot: Slot | null;
 }
 
 interface Slot {
@@ -151,11 +164,21 @@ export class Sq extends Module {
   /** Reads in flight by DMA tag. */
   private readonly reads: ({ q: SqQp; c: Chunk } | null)[] = [];
   private readonly freeTags: number[] = [];
-  /** QPs with something to do, served round robin. */
-  /** Double-buffered work lists: `active` (the first nActive entries) is next edge's. */
+  /**
+   * QPs with something to do, served round robin: in the order they became ready (ready_list.ts),
+   * a QP that can only wait for a WQE slot or for room in the requester's queue parked there.
+   * Double-buffered work lists: `active` (the first nActive entries) is next edge's.
+   */
+  private readonly ready = new ReadyList<SqQp>(3);
   private active: SqQp[] = [];
   private nActive = 0;
   private spare: SqQp[] = [];
+  /** QPs with posted WQEBBs not parsed yet. */
+  private unparsed = 0;
+  /** This edge: the key of the last QP that tried to dispatch, QPs parked per wait set. */
+  private lastAttempt = -1;
+  private parkedSlot = 0;
+  private parkedEngine = 0;
   private readonly state: Signal;
   private readonly rInflight: Reg;
   private readonly rQpn: Reg;
@@ -226,9 +249,7 @@ export class Sq extends Module {
 
   /** Work in flight: WQEs posted and not completed. */
   override hasWork(): boolean {
-    if (this.doorbell.canPop() || this.inFlight > 0) return true;
-    for (const q of this.qps.values()) if (q.parsePtr < q.pi) return true;
-    return false;
+    return this.doorbell.canPop() || this.inFlight > 0 || this.unparsed > 0;
   }
 
   /**
@@ -240,6 +261,8 @@ export class Sq extends Module {
     if (q === undefined) return;
     this.qps.delete(qpn);
     this.stalled.delete(qpn);
+    if (q.parsePtr < q.pi) this.unparsed--;
+    this.ready.leave(q);
     for (const s of q.slots) if (s.state !== S_EXEC && s.state !== S_INV_WAIT) this.freeSlot(s);
     q.slots.length = 0;
   }
@@ -267,11 +290,36 @@ export class Sq extends Module {
     return this.qps.get(q.qpn) !== q;
   }
 
+  /**
+   * The QP's state changed in the firmware's table (to ERR: its parsed WQEs are flushed): a QP
+   * parked for a resource is served at its next turn.
+   */
+  qpStateChanged(qpn: number): void {
+    const q = this.qps.get(qpn);
+    if (q !== undefined && q.arbWait !== 0) this.ready.wake(q);
+  }
+
   private activate(q: SqQp): void {
-    if (!q.active) {
-      q.active = true;
-      this.active[this.nActive++] = q;
+    if (q.active) return;
+    if (q.arbWait !== 0) {
+      this.ready.wake(q); // parked: served at its turn
+      return;
     }
+    q.active = true;
+    if (q.arbKey < 0) this.ready.enter(q);
+    this.active[this.nActive++] = q;
+  }
+
+  /** A fetch read can be issued: room in the PCIe port, and a tag. */
+  private canFetch(): boolean {
+    return this.port.req.canPush() && (this.freeTags.length > 0 || this.reads.length < FETCH_TAGS);
+  }
+
+  /** The QP can only wait for a WQE slot, room in the requester's queue, room for a fetch. */
+  private park(q: SqQp, slot: boolean, engine: boolean, fetch: boolean): void {
+    this.ready.park(q, (slot ? 1 << SLOT_WAIT : 0) | (engine ? 1 << ENGINE_WAIT : 0) | (fetch ? 1 << FETCH_WAIT : 0));
+    if (slot) this.parkedSlot++;
+    if (engine) this.parkedEngine++;
   }
 
   override tick(): void {
@@ -285,11 +333,13 @@ export class Sq extends Module {
         if (ctx === undefined) continue;
         q = {
           qpn: d.qpn, ctx, pi: 0, fetchPtr: 0, arrived: 0, parsePtr: 0, prefetch: new Uint8Array(64 * PREFETCH_BBS),
-          chunks: [], slots: [], executing: 0, barrier: null, done: 0, active: false, errSeen: false,
+          chunks: [], slots: [], executing: 0, barrier: null, done: 0, active: false, errSeen: false, engSlot: null, arbKey: -1, arbWait: 0,
         };
         this.qps.set(d.qpn, q);
       }
+      if (q.parsePtr < q.pi) this.unparsed--;
       q.pi = d.pi;
+      if (q.parsePtr < q.pi) this.unparsed++;
       this.activate(q);
     }
     while (this.port.resp.canPop()) {
@@ -325,36 +375,77 @@ export class Sq extends Module {
         act = WAIT_DONE;
       }
     }
-    if (this.nActive > 0) {
+    const rl = this.ready;
+    if (this.nActive > 0 || rl.parked > 0) {
       const list = this.active;
       const n = this.nActive;
       this.active = this.spare;
       this.nActive = 0;
       this.spare = list;
-      for (let i = 0; i < n; i++) {
-        const q = list[i];
-        q.active = false;
-        if (this.gone(q)) continue;
+      this.lastAttempt = -1;
+      this.parkedSlot = 0;
+      this.parkedEngine = 0;
+      // every ready QP in key order: the listed ones, the woken ones, and a parked one whose
+      // resource is free at its turn
+      let i = 0;
+      let pos = -1;
+      for (;;) {
+        let k = i < n ? list[i].arbKey : Infinity;
+        const kw = rl.woken.next(pos + 1);
+        if (kw < k) k = kw;
+        // (a resource is asked only when a parked QP has its turn, as that QP would ask it:
+        // canPush() marks a FIFO found full)
+        const ks = rl.waits[SLOT_WAIT].next(pos + 1);
+        if (ks < k && this.slotTable.hasFree) k = ks;
+        const ke = rl.waits[ENGINE_WAIT].next(pos + 1);
+        if (ke < k && this.requester.req.canPush()) k = ke;
+        const kf = rl.waits[FETCH_WAIT].next(pos + 1);
+        if (kf < k && this.canFetch()) k = kf;
+        if (k === Infinity) break;
+        let q: SqQp;
+        if (i < n && list[i].arbKey === k) {
+          q = list[i++];
+          q.active = false;
+          if (this.gone(q)) continue; // forgetQp took its key
+        } else {
+          q = rl.item(k);
+          rl.unpark(q);
+        }
+        pos = k;
         const a = this.serve(q);
         if (a > act) act = a;
+        if (!q.active && q.arbWait === 0) rl.leave(q);
       }
+      // the parked QPs whose turn passed with their resource full: a stall each, as the scan
+      // that served every ready QP each edge counted them, and the last one to try the
+      // requester names its WQE in the probes
+      const skippedSlot = rl.waits[SLOT_WAIT].size - this.parkedSlot;
+      if (skippedSlot > 0) this.slotTable.countStalls(skippedSlot);
+      const skippedEngine = rl.waits[ENGINE_WAIT].size - this.parkedEngine;
+      if (skippedEngine > 0) this.sEngineStalls.inc(skippedEngine);
+      const last = rl.waits[ENGINE_WAIT].max();
+      if (last > this.lastAttempt) this.probeDispatch(rl.item(last).engSlot!);
     }
     const used = this.inFlight;
     this.rInflight.set(used);
     if (act >= 0) this.state.setNow(act);
     else if (used === 0) this.state.setNow(IDLE);
-    if (this.nActive === 0) this.sleep();
+    if (this.nActive === 0 && rl.parked === 0) this.sleep();
   }
 
   /** Fetch, parse, dispatch and complete what a QP can this edge; returns the activity. */
   private serve(q: SqQp): number {
     let act = -1;
+    /** Waits for something other than a WQE slot or the requester's room (PCIe, UMR, CQ writer). */
     let blocked = false;
+    let slotBlocked = false;
+    let engineBlocked = false;
+    let fetchBlocked = false;
     const qp = q.ctx;
     // fetch: bursts of posted WQEBBs, within the ring's end and the prefetch buffer's room
     while (q.chunks.length < FETCH_READS_PER_QP && q.fetchPtr < q.pi && q.fetchPtr - q.parsePtr < PREFETCH_BBS) {
-      if (!this.port.req.canPush() || this.freeTags.length === 0 && this.reads.length >= 64) {
-        blocked = true;
+      if (!this.canFetch()) {
+        fetchBlocked = true;
         break;
       }
       const start = q.fetchPtr;
@@ -380,7 +471,7 @@ export class Sq extends Module {
     while (q.parsePtr < q.arrived) {
       if (!this.slotTable.hasFree) {
         this.slotTable.take(); // none free: counted as a stall
-        blocked = true;
+        slotBlocked = true;
         break;
       }
       const first = (q.parsePtr & (PREFETCH_BBS - 1)) * 64;
@@ -397,7 +488,9 @@ export class Sq extends Module {
         for (let i = 0, t = b * 64; i < 64; i++) d[t + i] = src[o + i];
       }
       this.parse(s, q, bbs, malformed);
+      const was = q.parsePtr < q.pi;
       q.parsePtr += bbs;
+      if (was && q.parsePtr >= q.pi) this.unparsed--;
       q.slots.push(s);
     }
     // dispatch, in order
@@ -423,6 +516,11 @@ export class Sq extends Module {
       }
       if (s.drains && q.executing > 0) break; // woken by the completions of the earlier WQEs
       const r = this.dispatch(s, q);
+      if (r === -2) {
+        engineBlocked = true;
+        q.engSlot = s;
+        break;
+      }
       if (r < 0) {
         blocked = true;
         break;
@@ -460,8 +558,11 @@ export class Sq extends Module {
       this.freeSlot(s);
     }
     // more to do without a new input: parsed WQEs the engines could not take yet, a full FIFO
-    if (blocked || (q.fetchPtr < q.pi && q.chunks.length < FETCH_READS_PER_QP && q.fetchPtr - q.parsePtr < PREFETCH_BBS)) this.activate(q);
-    else if (this.canDispatch(q)) this.activate(q);
+    // next edge: more to do without a new input (a fetch the parse made room for, a WQE the
+    // arbiter may dispatch), or only waiting for a resource (parked), or nothing (an input wakes it)
+    const fetchMore = q.fetchPtr < q.pi && q.chunks.length < FETCH_READS_PER_QP && q.fetchPtr - q.parsePtr < PREFETCH_BBS;
+    if (blocked || (fetchMore && !fetchBlocked) || (!engineBlocked && this.canDispatch(q))) this.activate(q);
+    else if (fetchBlocked || slotBlocked || engineBlocked) this.park(q, slotBlocked, engineBlocked, fetchBlocked);
     return act;
   }
 
@@ -508,13 +609,22 @@ export class Sq extends Module {
     this.sWqes.inc();
   }
 
-  /** Hands a WQE to its engine; 1: taken, 0: done at once (no engine), -1: the engine is full. */
+  /** The probes show the WQE the arbiter tried to dispatch. */
+  private probeDispatch(s: Slot): void {
+    this.rQpn.set(s.q!.qpn);
+    this.rWqeIndex.set(s.wqeIndex);
+    this.rOpcode.set(s.opcode);
+  }
+
+  /**
+   * Hands a WQE to its engine; 1: taken, 0: done at once (no engine), -1: the UMR engine is
+   * full, -2: the requester is full.
+   */
   private dispatch(s: Slot, q: SqQp): number {
     const qp = q.ctx;
     const w = s.w;
-    this.rQpn.set(qp.qpn);
-    this.rWqeIndex.set(s.wqeIndex);
-    this.rOpcode.set(s.opcode);
+    this.lastAttempt = q.arbKey;
+    this.probeDispatch(s);
     if (w === null || w.kind === 'invalid') {
       // a malformed WQE: the local QP operation error the hardware reports
       this.complete(s, CqeSyndrome.LOCAL_QP_OP_ERR, 0);
@@ -547,7 +657,7 @@ export class Sq extends Module {
       default:
         if (!this.requester.req.canPush()) {
           this.sEngineStalls.inc();
-          return -1;
+          return -2;
         }
         this.requester.req.push({ tag: s.idx, qpn: qp.qpn, wqe: w });
     }
