@@ -379,7 +379,7 @@ export class Responder extends Module implements FaultClient {
         // the next context in order: the list's, or a parked one whose turn finds room in the
         // ATU port (asked only then, as that context would ask it)
         const next = this.curI < this.curN ? this.cur[this.curI] : null;
-        const pk = upperBound(parked, pos);
+        const pk = parked.length > 0 ? upperBound(parked, pos) : 0;
         let c: Ctx;
         if (pk < parked.length && (next === null || parked[pk].label < next.label) && this.atu.req.canPush()) {
           c = parked[pk];
@@ -393,8 +393,10 @@ export class Responder extends Module implements FaultClient {
         this.curI++;
         this.curLabel = c.label;
         // what it activates goes after every context before it (parked ones too)
-        const pb = lowerBound(parked, c.label);
-        if (pb > 0 && parked[pb - 1].label > this.lo) this.lo = parked[pb - 1].label;
+        if (parked.length > 0) {
+          const pb = lowerBound(parked, c.label);
+          if (pb > 0 && parked[pb - 1].label > this.lo) this.lo = parked[pb - 1].label;
+        }
         c.active = false;
         if (this.stepCtx(c)) {
           if (this.atuBlocked) {

@@ -391,16 +391,18 @@ export class Sq extends Module {
       let pos = -1;
       for (;;) {
         let k = i < n ? list[i].arbKey : Infinity;
-        const kw = rl.woken.next(pos + 1);
-        if (kw < k) k = kw;
-        // (a resource is asked only when a parked QP has its turn, as that QP would ask it:
-        // canPush() marks a FIFO found full)
-        const ks = rl.waits[SLOT_WAIT].next(pos + 1);
-        if (ks < k && this.slotTable.hasFree) k = ks;
-        const ke = rl.waits[ENGINE_WAIT].next(pos + 1);
-        if (ke < k && this.requester.req.canPush()) k = ke;
-        const kf = rl.waits[FETCH_WAIT].next(pos + 1);
-        if (kf < k && this.canFetch()) k = kf;
+        if (rl.parked > 0) {
+          const kw = rl.woken.next(pos + 1);
+          if (kw < k) k = kw;
+          // (a resource is asked only when a parked QP has its turn, as that QP would ask it:
+          // canPush() marks a FIFO found full)
+          const ks = rl.waits[SLOT_WAIT].next(pos + 1);
+          if (ks < k && this.slotTable.hasFree) k = ks;
+          const ke = rl.waits[ENGINE_WAIT].next(pos + 1);
+          if (ke < k && this.requester.req.canPush()) k = ke;
+          const kf = rl.waits[FETCH_WAIT].next(pos + 1);
+          if (kf < k && this.canFetch()) k = kf;
+        }
         if (k === Infinity) break;
         let q: SqQp;
         if (i < n && list[i].arbKey === k) {
@@ -416,21 +418,28 @@ export class Sq extends Module {
         if (a > act) act = a;
         if (!q.active && q.arbWait === 0) rl.leave(q);
       }
-      // the parked QPs whose turn passed with their resource full: a stall each, as the scan
-      // that served every ready QP each edge counted them, and the last one to try the
-      // requester names its WQE in the probes
-      const skippedSlot = rl.waits[SLOT_WAIT].size - this.parkedSlot;
-      if (skippedSlot > 0) this.slotTable.countStalls(skippedSlot);
-      const skippedEngine = rl.waits[ENGINE_WAIT].size - this.parkedEngine;
-      if (skippedEngine > 0) this.sEngineStalls.inc(skippedEngine);
-      const last = rl.waits[ENGINE_WAIT].max();
-      if (last > this.lastAttempt) this.probeDispatch(rl.item(last).engSlot!);
+      if (rl.parked > 0) this.countSkipped();
     }
     const used = this.inFlight;
     this.rInflight.set(used);
     if (act >= 0) this.state.setNow(act);
     else if (used === 0) this.state.setNow(IDLE);
     if (this.nActive === 0 && rl.parked === 0) this.sleep();
+  }
+
+  /**
+   * The parked QPs whose turn passed with their resource full: a stall each, as the scan that
+   * served every ready QP each edge counted them, and the last one to try the requester names
+   * its WQE in the probes.
+   */
+  private countSkipped(): void {
+    const rl = this.ready;
+    const skippedSlot = rl.waits[SLOT_WAIT].size - this.parkedSlot;
+    if (skippedSlot > 0) this.slotTable.countStalls(skippedSlot);
+    const skippedEngine = rl.waits[ENGINE_WAIT].size - this.parkedEngine;
+    if (skippedEngine > 0) this.sEngineStalls.inc(skippedEngine);
+    const last = rl.waits[ENGINE_WAIT].max();
+    if (last > this.lastAttempt) this.probeDispatch(rl.item(last).engSlot!);
   }
 
   /** Fetch, parse, dispatch and complete what a QP can this edge; returns the activity. */
