@@ -376,50 +376,7 @@ export class Sq extends Module {
       }
     }
     const rl = this.ready;
-    if (this.nActive > 0 || rl.parked > 0) {
-      const list = this.active;
-      const n = this.nActive;
-      this.active = this.spare;
-      this.nActive = 0;
-      this.spare = list;
-      this.lastAttempt = -1;
-      this.parkedSlot = 0;
-      this.parkedEngine = 0;
-      // every ready QP in key order: the listed ones, the woken ones, and a parked one whose
-      // resource is free at its turn
-      let i = 0;
-      let pos = -1;
-      for (;;) {
-        let k = i < n ? list[i].arbKey : Infinity;
-        if (rl.parked > 0) {
-          const kw = rl.woken.next(pos + 1);
-          if (kw < k) k = kw;
-          // (a resource is asked only when a parked QP has its turn, as that QP would ask it:
-          // canPush() marks a FIFO found full)
-          const ks = rl.waits[SLOT_WAIT].next(pos + 1);
-          if (ks < k && this.slotTable.hasFree) k = ks;
-          const ke = rl.waits[ENGINE_WAIT].next(pos + 1);
-          if (ke < k && this.requester.req.canPush()) k = ke;
-          const kf = rl.waits[FETCH_WAIT].next(pos + 1);
-          if (kf < k && this.canFetch()) k = kf;
-        }
-        if (k === Infinity) break;
-        let q: SqQp;
-        if (i < n && list[i].arbKey === k) {
-          q = list[i++];
-          q.active = false;
-          if (this.gone(q)) continue; // forgetQp took its key
-        } else {
-          q = rl.item(k);
-          rl.unpark(q);
-        }
-        pos = k;
-        const a = this.serve(q);
-        if (a > act) act = a;
-        if (!q.active && q.arbWait === 0) rl.leave(q);
-      }
-      if (rl.parked > 0) this.countSkipped();
-    }
+    if (this.nActive > 0 || rl.parked > 0) act = this.serveReady(act);
     const used = this.inFlight;
     this.rInflight.set(used);
     if (act >= 0) this.state.setNow(act);
@@ -440,6 +397,54 @@ export class Sq extends Module {
     if (skippedEngine > 0) this.sEngineStalls.inc(skippedEngine);
     const last = rl.waits[ENGINE_WAIT].max();
     if (last > this.lastAttempt) this.probeDispatch(rl.item(last).engSlot!);
+  }
+
+  /** Serves the ready QPs of this edge in order (see `ready`); returns the activity. */
+  private serveReady(act: number): number {
+    const rl = this.ready;
+    const list = this.active;
+    const n = this.nActive;
+    this.active = this.spare;
+    this.nActive = 0;
+    this.spare = list;
+    this.lastAttempt = -1;
+    this.parkedSlot = 0;
+    this.parkedEngine = 0;
+    // every ready QP in key order: the listed ones, the woken ones, and a parked one whose
+    // resource is free at its turn
+    let i = 0;
+    let pos = -1;
+    for (;;) {
+      let k = i < n ? list[i].arbKey : Infinity;
+      if (rl.parked > 0) {
+        const kw = rl.woken.next(pos + 1);
+        if (kw < k) k = kw;
+        // (a resource is asked only when a parked QP has its turn, as that QP would ask it:
+        // canPush() marks a FIFO found full)
+        const ks = rl.waits[SLOT_WAIT].next(pos + 1);
+        if (ks < k && this.slotTable.hasFree) k = ks;
+        const ke = rl.waits[ENGINE_WAIT].next(pos + 1);
+        if (ke < k && this.requester.req.canPush()) k = ke;
+        const kf = rl.waits[FETCH_WAIT].next(pos + 1);
+        if (kf < k && this.canFetch()) k = kf;
+      }
+      if (k === Infinity) break;
+      let q: SqQp;
+      if (i < n && list[i].arbKey === k) {
+        q = list[i++];
+        q.active = false;
+        if (this.gone(q)) continue; // forgetQp took its key
+      } else {
+        q = rl.item(k);
+        rl.unpark(q);
+      }
+      pos = k;
+      const a = this.serve(q);
+      if (a > act) act = a;
+      if (!q.active && q.arbWait === 0) rl.leave(q);
+    }
+    if (rl.parked > 0) this.countSkipped();
+    return act;
   }
 
   /** Fetch, parse, dispatch and complete what a QP can this edge; returns the activity. */
