@@ -277,9 +277,10 @@ export class Responder extends Module implements FaultClient {
   }
 
   private activate(c: Ctx): void {
-    if (c.active) return;
+    // a parked context's next step needs room in the ATU port and nothing an input brings: it
+    // stays parked (the scan found it in the list already, and stepped it to no effect)
+    if (c.active || c.parked) return;
     c.active = true;
-    if (c.parked) return this.unpark(c);
     // a context served now keeps its place; one activated while another is served joins the
     // next list there (before the served one's place); one activated outside the loop, the end
     if (!this.inLoop) c.label = this.tailLabel += LABEL_GAP;
@@ -315,19 +316,6 @@ export class Responder extends Module implements FaultClient {
     this.tailLabel = (all.length + 1) * LABEL_GAP;
     this.curLabel = served.label;
     this.lo = lo;
-  }
-
-  /** An input for a parked context: it is served at its turn (this edge's list, or the next). */
-  private unpark(c: Ctx): void {
-    c.parked = false;
-    this.parked.splice(lowerBound(this.parked, c.label), 1);
-    if (this.inLoop && c.label > this.curLabel) {
-      this.cur.splice(lowerBound(this.cur, c.label, this.curN, this.curI), 0, c);
-      this.curN++;
-    } else {
-      this.active.splice(lowerBound(this.active, c.label, this.nActive), 0, c);
-      this.nActive++;
-    }
   }
 
   override tick(): void {
@@ -972,10 +960,10 @@ export class Responder extends Module implements FaultClient {
 }
 
 
-/** The first index of `list` (entries from..n-1, sorted by label) whose label is >= `label`. */
-function lowerBound(list: readonly Ctx[], label: number, n = list.length, from = 0): number {
-  let lo = from;
-  let hi = n;
+/** The first index of `list` (sorted by label) whose label is >= `label`. */
+function lowerBound(list: readonly Ctx[], label: number): number {
+  let lo = 0;
+  let hi = list.length;
   while (lo < hi) {
     const m = (lo + hi) >> 1;
     if (list[m].label < label) lo = m + 1;
