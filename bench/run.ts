@@ -11,6 +11,7 @@ import { benchChurn } from './churn.ts';
 import { benchFuzz } from './fuzz.ts';
 import { benchScale } from './scale.ts';
 import { benchSoak } from './soak.ts';
+import { benchScaling } from './scaling.ts';
 
 const benches: Record<string, () => void | Promise<void>> = {
   kernel: benchKernel,
@@ -22,6 +23,7 @@ const benches: Record<string, () => void | Promise<void>> = {
   fuzz: benchFuzz,
   scale: benchScale,
   soak: benchSoak,
+  scaling: benchScaling,
 };
 
 const names = process.argv.slice(2);

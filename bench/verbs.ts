@@ -10,8 +10,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Access, Testbed, type Mr, type Qp, type Cq } from '../src/index.ts';
 import { openReadPair } from '../experiments/support/read_pair.ts';
+import { xorshift } from '../experiments/support/random_reads.ts';
 
 const BATCH = 32;
+
+/** CPU seconds (user + system) of this process since `from` (process.cpuUsage). */
+export function cpuSince(from: NodeJS.CpuUsage): number {
+  const d = process.cpuUsage(from);
+  return (d.user + d.system) / 1e6;
+}
 
 interface Setup {
   tb: Testbed;
@@ -73,6 +80,7 @@ async function frwrCycles(s: Setup, pd0Mr: Mr, ops: number): Promise<void> {
 export async function runCase(c: 'rdma-write-4k' | 'frwr-cycle', ops: number, vcd?: string): Promise<Record<string, unknown>> {
   const tb = new Testbed({ hcas: 2, ...(vcd ? { trace: { vcd, gtkw: false } } : {}) });
   let seconds = 0;
+  let cpuSeconds = 0;
   await tb.run(async () => {
     const s = await setup(tb, false);
     const pd0Mr = c === 'frwr-cycle' ? await s.mrSrc.pd.allocMr('MEM_REG', 4) : null;
@@ -80,12 +88,14 @@ export async function runCase(c: 'rdma-write-4k' | 'frwr-cycle', ops: number, vc
     if (c === 'rdma-write-4k') await writes(s, 20_000);
     else await frwrCycles(s, pd0Mr!, 1000);
     const t0 = process.hrtime.bigint();
+    const cpu0 = process.cpuUsage();
     if (c === 'rdma-write-4k') await writes(s, ops);
     else await frwrCycles(s, pd0Mr!, ops);
     seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    cpuSeconds = cpuSince(cpu0);
   });
   await tb.close();
-  return { bench: 'verbs', case: c, tracing: vcd !== undefined, ops, opsPerSec: Math.round(ops / seconds), peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024) };
+  return { bench: 'verbs', case: c, tracing: vcd !== undefined, ops, opsPerSec: Math.round(ops / seconds), cpuOpsPerSec: Math.round(ops / cpuSeconds), peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024) };
 }
 
 /**
@@ -95,7 +105,7 @@ export async function runCase(c: 'rdma-write-4k' | 'frwr-cycle', ops: number, vc
  * simulated and wall-clock rates over `ops` READs after `warm` READs of warm-up, and the stats
  * of the run (for the limiting resource).
  */
-export async function readDeep(qps: number, depth: number, ops: number, warm: number, vcd?: string): Promise<{ json: Record<string, unknown>; stats: Record<string, Record<string, unknown>> }> {
+export async function readDeep(qps: number, depth: number, ops: number, warm: number, vcd?: string, mrs = 1): Promise<{ json: Record<string, unknown>; stats: Record<string, Record<string, unknown>> }> {
   const tb = new Testbed({ hcas: 2, ...(vcd ? { trace: { vcd, gtkw: false } } : {}) });
   let seconds = 0;
   let cpuSeconds = 0;
@@ -103,8 +113,12 @@ export async function readDeep(qps: number, depth: number, ops: number, warm: nu
   let cpu0 = process.cpuUsage();
   await tb.run(async () => {
     const { pd1, cq, dst, mr0, qps: list } = await openReadPair(tb, { qps, dstBytes: 4096, maxSendWr: Math.max(64, depth * 2) });
-    const src = tb.host(1).alloc(4096);
-    const mr1 = await pd1.regMr(src.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_READ);
+    // one source MR, or `mrs` one-page MRs each READ picks at random (xorshift, seed 1)
+    const src = tb.host(1).alloc(4096 * mrs);
+    const targets: Mr[] = [];
+    for (let i = 0; i < mrs; i++) targets.push(await pd1.regMr(src.addr + i * 4096, 4096, Access.LOCAL_WRITE | Access.REMOTE_READ));
+    const rnd = xorshift(1);
+    const target = (): Mr => (mrs === 1 ? targets[0] : targets[Math.floor(rnd() * mrs)]);
     const byQpn = new Map(list.map((q) => [q.qpNum, q]));
     // completions are moderated as perftest's ib_read_bw does (--cq-mod): one READ in MOD is
     // signaled, so each QP keeps between depth - MOD + 1 and depth READs outstanding
@@ -112,7 +126,8 @@ export async function readDeep(qps: number, depth: number, ops: number, warm: nu
     const postBatch = (q: Qp): void => {
       const wrs = [];
       for (let k = 0; k < MOD; k++, posted++) {
-        wrs.push({ wrId: posted, opcode: 'RDMA_READ' as const, sgList: [{ addr: dst.addr + (posted % 64) * 64, length: 64, lkey: mr0.lkey }], remoteAddr: src.addr + (posted % 64) * 64, rkey: mr1.rkey, signaled: k === MOD - 1 });
+        const mr1 = target();
+        wrs.push({ wrId: posted, opcode: 'RDMA_READ' as const, sgList: [{ addr: dst.addr + (posted % 64) * 64, length: 64, lkey: mr0.lkey }], remoteAddr: mr1.iova + (posted % 64) * 64, rkey: mr1.rkey, signaled: k === MOD - 1 });
       }
       q.postSend(wrs);
     };
@@ -127,7 +142,8 @@ export async function readDeep(qps: number, depth: number, ops: number, warm: nu
         cpu0 = process.cpuUsage();
         s0 = tb.now;
       }
-      const wcs = await cq.wait(Math.max(1, Math.min((warm + ops - done) / MOD, (qps * depth) / MOD / 4)));
+      // at most a quarter of the CQ (4,096 CQEs) is left unpolled, whatever the QP count
+      const wcs = await cq.wait(Math.max(1, Math.min((warm + ops - done) / MOD, (qps * depth) / MOD / 4, 1024)));
       for (const wc of wcs.concat(cq.poll(4096))) {
         if (wc.status !== 'SUCCESS') throw new Error(`read-64b-deep: ${wc.status}`);
         done += MOD;
@@ -135,15 +151,14 @@ export async function readDeep(qps: number, depth: number, ops: number, warm: nu
       }
     }
     seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-    const cpu = process.cpuUsage(cpu0);
-    cpuSeconds = (cpu.user + cpu.system) / 1e6;
+    cpuSeconds = cpuSince(cpu0);
     simPs = tb.now - s0;
     ops = done - warm;
   });
   await tb.close();
   const stats = tb.stats();
   return {
-    json: { bench: 'verbs', case: 'read-64b-deep', qps, depth, tracing: vcd !== undefined, ops, simOpsPerSec: Math.round(ops / (simPs / 1e12)), opsPerSec: Math.round(ops / seconds), cpuOpsPerSec: Math.round(ops / cpuSeconds), peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024) },
+    json: { bench: 'verbs', case: 'read-64b-deep', qps, depth, mrs, tracing: vcd !== undefined, ops, simOpsPerSec: Math.round(ops / (simPs / 1e12)), opsPerSec: Math.round(ops / seconds), cpuOpsPerSec: Math.round(ops / cpuSeconds), peakRssMB: Math.round(process.resourceUsage().maxRSS / 1024) },
     stats,
   };
 }

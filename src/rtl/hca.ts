@@ -259,6 +259,7 @@ export class Hca extends Module {
       this.requester.forgetQp(num);
       this.responder.forgetQp(num);
     });
+    this.cmdif.qpStateListeners.push((qpn) => this.sq.qpStateChanged(qpn));
     this.sq.waveRank = 1;
     this.requester.waveRank = 2;
     this.responder.waveRank = 3;

@@ -796,6 +796,7 @@ export class Cmdif extends Module {
     const qp = this.qps.get(qpn);
     if (!qp || qp.state === 'ERR') return;
     qp.state = 'ERR';
+    for (const l of this.qpStateListeners) l(qpn);
     if (event !== undefined) this.onQpEvent?.(qpn, event);
   }
 
@@ -803,6 +804,9 @@ export class Cmdif extends Module {
   cqOverrun(cqn: number): void {
     for (const qp of this.qps.values()) if (qp.sendCqn === cqn || qp.recvCqn === cqn) this.hwError(qp.qpn);
   }
+
+  /** Told of every change of a QP's state (hca.ts: the send queue engine serves a parked QP again). */
+  readonly qpStateListeners: ((qpn: number) => void)[] = [];
 
   /** Hears the QP events of hwError (hca.ts routes them to the EQ writer). */
   onQpEvent: ((qpn: number, event: QpErrorEvent) => void) | null = null;
@@ -857,6 +861,7 @@ export class Cmdif extends Module {
         break;
     }
     qp.state = t.to;
+    for (const l of this.qpStateListeners) l(qp.qpn);
     return { state: qp.state };
   }
 }

@@ -20,6 +20,7 @@
  * those completions.
  */
 import { Fifo, Module, enumType, type EventTarget, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
+import { TimerHeap } from '../../sim/timer_heap.ts';
 import type { PayloadPool, PooledBuf } from '../memory/payload_pool.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { DmaMover, MOVER_TAG_SPAN } from '../memory/dma_mover.ts';
@@ -149,6 +150,10 @@ interface ReqQp {
   flushing: boolean;
   /** The local ACK timeout (IBTA: 4.096 us x 2^timeout), per try. */
   readonly ackTimeout: number;
+  /** Creation order: QPs whose timers are due are handled in it. */
+  readonly seq: number;
+  /** Collected as due by the deadlines pass of this stamp. */
+  dueStamp: number;
 }
 
 /** Sees the requester's translations (the transaction log); null when untraced. */
@@ -193,6 +198,14 @@ export class Requester extends Module implements EventTarget, FaultClient {
   private timerDue = false;
   /** Time of the one pending timer event, or -1: one event at a time, re-armed lazily. */
   private timerAt = -1;
+  /**
+   * Every retry deadline set (a message's ACK timeout when sent, a QP's RNR wait), by time; an
+   * entry outlives its deadline (answered, sent again) and is checked when it comes up.
+   */
+  private readonly deadlineHeap = new TimerHeap<ReqQp>();
+  private readonly dueQps: ReqQp[] = [];
+  private dueStamp = 0;
+  private qpSeq = 0;
   private readonly state: Signal;
   private readonly rInflight: Reg;
   private readonly rQpn: Reg;
@@ -435,7 +448,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (q === undefined) {
       const qp = this.table.getQp(qpn);
       if (qp === undefined) return null;
-      q = { qpn, qp, list: [], sendNext: 0, nextPsn: 0, rdOut: 0, resendAt: -1, flushing: false, ackTimeout: ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout) };
+      q = { qpn, qp, list: [], sendNext: 0, nextPsn: 0, rdOut: 0, resendAt: -1, flushing: false, ackTimeout: ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout), seq: this.qpSeq++, dueStamp: -1 };
       this.qps.set(qpn, q);
     }
     return q;
@@ -600,6 +613,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (c.rdAtomic) q.rdOut++;
     // the ACK timeout (IBTA: 4.096 us x 2^timeout), per try
     c.timeoutAt = this.sim.now + q.ackTimeout;
+    this.deadlineHeap.push(c.timeoutAt, q);
     this.armTimer(c.timeoutAt);
   }
 
@@ -636,6 +650,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
           this.sRetries.inc();
           this.goBack(q!, c);
           q!.resendAt = this.sim.now + rnrTimerPs(this.rnrTimerCode);
+          this.deadlineHeap.push(q!.resendAt, q!);
           this.armTimer(q!.resendAt);
           return;
         }
@@ -683,32 +698,56 @@ export class Requester extends Module implements EventTarget, FaultClient {
     q.sendNext = from;
   }
 
-  /** The retry timer fired: RNR waits that are over, and ACK timeouts. */
+  /**
+   * The retry timer fired: RNR waits that are over, and ACK timeouts, of the QPs whose deadlines
+   * are due (in the order the QPs were created); then the timer is armed for the earliest
+   * deadline still standing.
+   */
   private deadlines(): void {
     const now = this.sim.now;
-    let next = Infinity;
-    for (const q of this.qps.values()) {
-      if (q.resendAt >= 0) {
-        if (q.resendAt <= now) this.pumpQ.push(q);
-        else next = Math.min(next, q.resendAt);
-      }
-      // the oldest message waiting for its answer times out first
-      for (let i = 0; i < q.sendNext; i++) {
-        const c = q.list[i];
-        if (c.stage !== WAIT_RESP) continue;
-        if (c.timeoutAt <= now) {
-          // no answer: send again up to retry_cnt times, then give up
-          if (c.tries++ >= q.qp.retryCnt) this.finish(c, CqeSyndrome.TRANSPORT_RETRY_EXC_ERR);
-          else {
-            this.sRetries.inc();
-            this.goBack(q, c);
-            this.pumpQ.push(q);
-          }
-        } else next = Math.min(next, c.timeoutAt);
-        break;
+    const heap = this.deadlineHeap;
+    const due = this.dueQps;
+    const stamp = ++this.dueStamp;
+    while (heap.peekTime() <= now) {
+      const q = heap.pop()!;
+      if (q.dueStamp !== stamp && this.qps.get(q.qpn) === q) {
+        q.dueStamp = stamp;
+        due.push(q);
       }
     }
-    if (next !== Infinity) this.armTimer(next);
+    if (due.length > 1) due.sort((a, b) => a.seq - b.seq);
+    for (const q of due) {
+      if (q.resendAt >= 0 && q.resendAt <= now) this.pumpQ.push(q);
+      // the oldest message waiting for its answer times out first (messages are sent, and so
+      // time out, in order)
+      const c = this.oldestWaiting(q);
+      if (c !== null && c.timeoutAt <= now) {
+        // no answer: send again up to retry_cnt times, then give up
+        if (c.tries++ >= q.qp.retryCnt) this.finish(c, CqeSyndrome.TRANSPORT_RETRY_EXC_ERR);
+        else {
+          this.sRetries.inc();
+          this.goBack(q, c);
+          this.pumpQ.push(q);
+        }
+      }
+    }
+    due.length = 0;
+    // the earliest deadline still standing: a QP's RNR wait, or its oldest message's timeout
+    while (heap.size > 0) {
+      const t = heap.peekTime();
+      const q = heap.peek()!;
+      if (this.qps.get(q.qpn) === q && (q.resendAt === t || this.oldestWaiting(q)?.timeoutAt === t)) {
+        this.armTimer(t);
+        break;
+      }
+      heap.pop();
+    }
+  }
+
+  /** The QP's oldest message waiting for its answer, or null. */
+  private oldestWaiting(q: ReqQp): Ctx | null {
+    for (let i = 0; i < q.sendNext; i++) if (q.list[i].stage === WAIT_RESP) return q.list[i];
+    return null;
   }
 
   /** READ or atomic data placed. */

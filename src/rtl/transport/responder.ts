@@ -136,7 +136,14 @@ interface Ctx {
   invStarted: number;
   readonly invWqe: Uint8Array;
   active: boolean;
+  /** Place in the arbiter's order (see `activate`): contexts are served by increasing label. */
+  label: number;
+  /** Waiting only for room in the ATU port: in `parked`, not served until its turn finds room. */
+  parked: boolean;
 }
+
+/** Spacing of the arbiter's labels when they are handed out anew. */
+const LABEL_GAP = 2 ** 16;
 
 export class Responder extends Module implements FaultClient {
   /** Requests from the link. */
@@ -156,10 +163,29 @@ export class Responder extends Module implements FaultClient {
   private readonly ctxTable: ContextTable<Ctx>;
   private readonly ctxs: readonly Ctx[];
   private readonly rqs = new Map<number, RespQp>();
-  /** Double-buffered work lists: `active` (the first nActive entries) is next edge's. */
+  /**
+   * Double-buffered work lists: `active` (the first nActive entries) is next edge's. The lists
+   * are in arbiter order: an edge serves its list in order, and what a context activates while
+   * served joins the next list at that point. A context that can only wait for room in the ATU
+   * port is parked (`parked`, sorted by label) instead of being served every edge; its label
+   * keeps its place, so it is served at its turn once the port has room, as before.
+   */
   private active: Ctx[] = [];
   private nActive = 0;
   private spare: Ctx[] = [];
+  private readonly parked: Ctx[] = [];
+  /** The list being served this edge (`cur`, `curN` entries, the next at `curI`). */
+  private cur: Ctx[] = [];
+  private curN = 0;
+  private curI = 0;
+  private inLoop = false;
+  /** While serving: the label of the context served, and the last label at or before it in use. */
+  private curLabel = 0;
+  private lo = 0;
+  /** The largest label handed out. */
+  private tailLabel = 0;
+  /** The last step left its context waiting only for the ATU port. */
+  private atuBlocked = false;
   /** QPs whose posted receives are to be flushed, once no message of theirs is in flight. */
   private readonly flushQ: number[] = [];
   private readonly state: Signal;
@@ -217,7 +243,7 @@ export class Responder extends Module implements FaultClient {
         idx: i, hold: 0, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false, stale: false,
         segs: [], pending: null, issued: false, answer: null, cqes: [], recvSges: [], recvResults: [], recvIssued: 0,
         rwqeAsked: false, rwqeData: null, atomicPhase: 0, invIssued: false, invDone: null, invStarted: 0,
-        invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), active: false,
+        invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), active: false, label: 0, parked: false,
       }), this.stats, 'contexts');
     this.ctxs = this.ctxTable.all;
     this.sMessages = this.stats.counter('messages');
@@ -258,10 +284,45 @@ export class Responder extends Module implements FaultClient {
   }
 
   private activate(c: Ctx): void {
-    if (!c.active) {
-      c.active = true;
-      this.active[this.nActive++] = c;
+    // a parked context's next step needs room in the ATU port and nothing an input brings: it
+    // stays parked (the scan found it in the list already, and stepped it to no effect)
+    if (c.active || c.parked) return;
+    c.active = true;
+    // a context served now keeps its place; one activated while another is served joins the
+    // next list there (before the served one's place); one activated outside the loop, the end
+    if (!this.inLoop) c.label = this.tailLabel += LABEL_GAP;
+    else if (c.label !== this.curLabel || this.cur[this.curI - 1] !== c) c.label = this.labelHere();
+    this.active[this.nActive++] = c;
+  }
+
+  /** A label after every one in use before the served context's, and before its own. */
+  private labelHere(): number {
+    let l = Math.floor((this.lo + this.curLabel) / 2);
+    if (l <= this.lo) {
+      this.relabel();
+      l = Math.floor((this.lo + this.curLabel) / 2);
     }
+    this.lo = l;
+    return l;
+  }
+
+  /** Labels ran out between two places: every live context takes a new one, in order. */
+  private relabel(): void {
+    const all: Ctx[] = [];
+    for (let i = 0; i < this.nActive; i++) all.push(this.active[i]);
+    const served = this.cur[this.curI - 1];
+    all.push(served);
+    for (let i = this.curI; i < this.curN; i++) all.push(this.cur[i]);
+    for (const c of this.parked) all.push(c);
+    all.sort((a, b) => a.label - b.label);
+    let lo = 0;
+    for (let i = 0; i < all.length; i++) {
+      all[i].label = (i + 1) * LABEL_GAP;
+      if (all[i] === served) lo = i * LABEL_GAP;
+    }
+    this.tailLabel = (all.length + 1) * LABEL_GAP;
+    this.curLabel = served.label;
+    this.lo = lo;
   }
 
   override tick(): void {
@@ -299,25 +360,60 @@ export class Responder extends Module implements FaultClient {
     while (this.inbox.canPop() && this.ctxTable.hasFree) this.admit(this.inbox.pop());
     if (this.inbox.canPop()) this.ctxTable.take(); // none free: counted as a stall
     let act = -1;
-    if (this.nActive > 0) {
-      const list = this.active;
-      const n = this.nActive;
+    const parked = this.parked;
+    if (this.nActive > 0 || parked.length > 0) {
+      this.cur = this.active;
+      this.curN = this.nActive;
+      this.curI = 0;
       this.active = this.spare;
       this.nActive = 0;
-      this.spare = list;
-      for (let i = 0; i < n; i++) {
-        const c = list[i];
+      this.inLoop = true;
+      this.lo = 0;
+      let pos = -1;
+      for (;;) {
+        // the next context in order: the list's, or a parked one whose turn finds room in the
+        // ATU port (asked only then, as that context would ask it)
+        const next = this.curI < this.curN ? this.cur[this.curI] : null;
+        const pk = parked.length > 0 ? upperBound(parked, pos) : 0;
+        let c: Ctx;
+        if (pk < parked.length && (next === null || parked[pk].label < next.label) && this.atu.req.canPush()) {
+          c = parked[pk];
+          parked.splice(pk, 1);
+          c.parked = false;
+          // it joins the list being served, as the context the loop is at
+          this.cur.splice(this.curI, 0, c);
+          this.curN++;
+        } else if (next !== null) c = next;
+        else break;
+        this.curI++;
+        this.curLabel = c.label;
+        // what it activates goes after every context before it (parked ones too)
+        if (parked.length > 0) {
+          const pb = lowerBound(parked, c.label);
+          if (pb > 0 && parked[pb - 1].label > this.lo) this.lo = parked[pb - 1].label;
+        }
         c.active = false;
-        if (this.stepCtx(c)) this.activate(c);
+        if (this.stepCtx(c)) {
+          if (this.atuBlocked) {
+            c.parked = true;
+            parked.splice(lowerBound(parked, c.label), 0, c);
+          } else this.activate(c);
+        }
+        pos = c.label; // (renumbered if labels ran out)
+        if (pos > this.lo) this.lo = pos;
         act = c.stage;
       }
+      this.inLoop = false;
+      this.spare = this.cur;
+      // a parked context served after the last one served would have set the state last
+      if (parked.length > 0 && parked[parked.length - 1].label > pos) act = parked[parked.length - 1].stage;
     }
     if (this.flushQ.length > 0 && this.flush()) act = FLUSH;
     const busy = this.inFlight;
     this.rInflight.set(busy);
     if (act >= 0 && act !== WAIT_TURN) this.state.setNow(act);
     else if (busy === 0) this.state.setNow(IDLE);
-    if (this.nActive === 0 && this.flushQ.length === 0 && !(this.inbox.canPop() && this.ctxTable.hasFree)) this.sleep();
+    if (this.nActive === 0 && parked.length === 0 && this.flushQ.length === 0 && !(this.inbox.canPop() && this.ctxTable.hasFree)) this.sleep();
   }
 
   /** A message from the link: taken in PSN order per QP, or dropped. */
@@ -394,6 +490,7 @@ export class Responder extends Module implements FaultClient {
   private stepCtx(c: Ctx): boolean {
     for (let i = 0; i < 8; i++) {
       const before = c.stage;
+      this.atuBlocked = false;
       const again = this.step(c);
       if (c.stage === IDLE) return false;
       if (c.stage === before) return again;
@@ -498,7 +595,10 @@ export class Responder extends Module implements FaultClient {
     const m = c.m!;
     const qp = c.qp!;
     if (!c.issued) {
-      if (!this.atu.req.canPush()) return true; // the ATU port is full: try again next edge
+      if (!this.atu.req.canPush()) {
+        this.atuBlocked = true; // the ATU port is full: parked until its turn finds room
+        return true;
+      }
       const access = m.op === 'READ' ? IB_REMOTE_READ : m.op === 'WRITE' || m.op === 'WRITE_IMM' ? IB_REMOTE_WRITE : IB_REMOTE_ATOMIC;
       this.atu.req.push({ key: m.rkey, va: m.raddr, length: m.length, access, pd: qp.pd, qpn: qp.qpn, tag: c.idx * ATU_TAG_SPAN + RKEY_TAG });
       c.issued = true;
@@ -645,7 +745,10 @@ export class Responder extends Module implements FaultClient {
       this.atu.req.push({ key: s.lkey, va: s.addr, length: take, access: IB_LOCAL_WRITE, pd: qp.pd, qpn: qp.qpn, tag: c.idx * ATU_TAG_SPAN + c.recvIssued, local: true });
       c.recvIssued++;
     }
-    if (c.recvIssued < need) return true; // the ATU port is full: issue the rest next edge
+    if (c.recvIssued < need) {
+      this.atuBlocked = true; // the ATU port is full: issue the rest when its turn finds room
+      return true;
+    }
     for (let i = 0; i < need; i++) if (!c.recvResults[i]) return false; // woken by the ATU's answers
     for (let i = 0; i < need; i++) {
       const r = c.recvResults[i]!.result;
@@ -870,6 +973,23 @@ export class Responder extends Module implements FaultClient {
   }
 }
 
+
+/** The first index of `list` (sorted by label) whose label is >= `label`. */
+function lowerBound(list: readonly Ctx[], label: number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const m = (lo + hi) >> 1;
+    if (list[m].label < label) lo = m + 1;
+    else hi = m;
+  }
+  return lo;
+}
+
+/** The first index whose label is > `label`. */
+function upperBound(list: readonly Ctx[], label: number): number {
+  return lowerBound(list, label + 1);
+}
 
 function sumLen(sges: readonly { length: number }[], n: number): number {
   let t = 0;

@@ -28,6 +28,7 @@
  * LOC_QP_OP_ERR when the LOCAL_INV rules fail (spec/semantics.md "Work requests").
  */
 import { EnumType, Fifo, Module, enumType, type ReqResp, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
+import { ReadyList, type Arbitrated } from '../../sim/ready_list.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { CqeSyndromeEnum, type CqeJob } from '../completion/cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
@@ -76,6 +77,15 @@ const S_INV_PUSH = 3;
 const S_INV_WAIT = 4;
 const S_DONE = 5;
 
+/**
+ * Wait sets of the arbiter (ready_list.ts): room in the requester's queue, room for a fetch read
+ * (the PCIe port and a tag). A QP waiting for a WQE slot leaves the arbiter instead (slotWaiters).
+ */
+const ENGINE_WAIT = 0;
+const FETCH_WAIT = 1;
+/** PCIe read tags of the engine's fetches. */
+const FETCH_TAGS = 64;
+
 /** Wiring and size of the send queue engine (wired in hca.ts). */
 export interface SqOptions
   extends WireOptions<
@@ -100,7 +110,7 @@ interface Chunk {
   arrived: boolean;
 }
 
-interface SqQp {
+interface SqQp extends Arbitrated {
   readonly qpn: number;
   readonly ctx: QpView;
   pi: number;
@@ -122,8 +132,10 @@ interface SqQp {
   active: boolean;
   /** A WQE of this QP completed in error. */
   errSeen: boolean;
-  /** Parsing waits for a free WQE slot (woken when one is given back, not polled every edge). */
+  /** Parsing waits for a free WQE slot (woken when one is given back, not served every edge). */
   waitsSlot: boolean;
+  /** The WQE waiting for room in the requester's queue while the QP is parked there. */
+  engSlot: Slot | null;
 }
 
 interface Slot {
@@ -174,15 +186,24 @@ export class Sq extends Module {
   /** Reads in flight by DMA tag. */
   private readonly reads: ({ q: SqQp; c: Chunk } | null)[] = [];
   private readonly freeTags: number[] = [];
-  /** QPs with something to do, served round robin. */
-  /** Double-buffered work lists: `active` (the first nActive entries) is next edge's. */
+  /**
+   * QPs with something to do, served round robin: in the order they became ready (ready_list.ts),
+   * a QP that can only wait for room in the requester's queue or for a fetch read parked there.
+   * Double-buffered work lists: `active` (the first nActive entries) is next edge's.
+   */
+  private readonly ready = new ReadyList<SqQp>(2);
   private active: SqQp[] = [];
   private nActive = 0;
   private spare: SqQp[] = [];
-  /** QPs waiting for a free WQE slot to parse into. */
+  /** QPs waiting for a free WQE slot to parse into (out of the arbiter's list until one is given back). */
   private readonly slotWaiters: SqQp[] = [];
   /** Slots other QPs leave to the UMR QP. */
   private readonly reserved: number;
+  /** QPs with posted WQEBBs not parsed yet. */
+  private unparsed = 0;
+  /** This edge: the key of the last QP that tried to dispatch, QPs parked per wait set. */
+  private lastAttempt = -1;
+  private parkedEngine = 0;
   private readonly state: Signal;
   private readonly rInflight: Reg;
   private readonly rQpn: Reg;
@@ -254,9 +275,7 @@ export class Sq extends Module {
 
   /** Work in flight: WQEs posted and not completed. */
   override hasWork(): boolean {
-    if (this.doorbell.canPop() || this.inFlight > 0) return true;
-    for (const q of this.qps.values()) if (q.parsePtr < q.pi) return true;
-    return false;
+    return this.doorbell.canPop() || this.inFlight > 0 || this.unparsed > 0;
   }
 
   /**
@@ -268,6 +287,8 @@ export class Sq extends Module {
     if (q === undefined) return;
     this.qps.delete(qpn);
     this.stalled.delete(qpn);
+    if (q.parsePtr < q.pi) this.unparsed--;
+    this.ready.leave(q);
     for (const s of q.slots) if (s.state !== S_EXEC && s.state !== S_INV_WAIT) this.freeSlot(s);
     q.slots.length = 0;
   }
@@ -295,11 +316,35 @@ export class Sq extends Module {
     return this.qps.get(q.qpn) !== q;
   }
 
+  /**
+   * The QP's state changed in the firmware's table (to ERR: its parsed WQEs are flushed): a QP
+   * parked for a resource is served at its next turn.
+   */
+  qpStateChanged(qpn: number): void {
+    const q = this.qps.get(qpn);
+    if (q !== undefined && q.arbWait !== 0) this.ready.wake(q);
+  }
+
   private activate(q: SqQp): void {
-    if (!q.active) {
-      q.active = true;
-      this.active[this.nActive++] = q;
+    if (q.active) return;
+    if (q.arbWait !== 0) {
+      this.ready.wake(q); // parked: served at its turn
+      return;
     }
+    q.active = true;
+    if (q.arbKey < 0) this.ready.enter(q);
+    this.active[this.nActive++] = q;
+  }
+
+  /** A fetch read can be issued: room in the PCIe port, and a tag. */
+  private canFetch(): boolean {
+    return this.port.req.canPush() && (this.freeTags.length > 0 || this.reads.length < FETCH_TAGS);
+  }
+
+  /** The QP can only wait for room in the requester's queue or for a fetch read. */
+  private park(q: SqQp, engine: boolean, fetch: boolean): void {
+    this.ready.park(q, (engine ? 1 << ENGINE_WAIT : 0) | (fetch ? 1 << FETCH_WAIT : 0));
+    if (engine) this.parkedEngine++;
   }
 
   override tick(): void {
@@ -313,12 +358,14 @@ export class Sq extends Module {
         if (ctx === undefined) continue;
         q = {
           qpn: d.qpn, ctx, pi: 0, fetchPtr: 0, arrived: 0, parsePtr: 0, prefetch: new Uint8Array(64 * PREFETCH_BBS),
-          chunks: [], slots: [], executing: 0, barrier: null, done: 0, active: false, errSeen: false, waitsSlot: false,
+          chunks: [], slots: [], executing: 0, barrier: null, done: 0, active: false, errSeen: false, waitsSlot: false, engSlot: null, arbKey: -1, arbWait: 0,
         };
         this.qps.set(d.qpn, q);
       }
+      if (q.parsePtr < q.pi) this.unparsed--;
       q.pi = d.pi;
       if (this.tap !== null) this.tap.doorbell(d.qpn, d.pi);
+      if (q.parsePtr < q.pi) this.unparsed++;
       this.activate(q);
     }
     while (this.port.resp.canPop()) {
@@ -354,36 +401,85 @@ export class Sq extends Module {
         act = WAIT_DONE;
       }
     }
-    if (this.nActive > 0) {
-      const list = this.active;
-      const n = this.nActive;
-      this.active = this.spare;
-      this.nActive = 0;
-      this.spare = list;
-      for (let i = 0; i < n; i++) {
-        const q = list[i];
-        q.active = false;
-        if (this.gone(q)) continue;
-        const a = this.serve(q);
-        if (a > act) act = a;
-      }
-    }
+    const rl = this.ready;
+    if (this.nActive > 0 || rl.parked > 0) act = this.serveReady(act);
     const used = this.inFlight;
     this.rInflight.set(used);
     if (act >= 0) this.state.setNow(act);
     else if (used === 0) this.state.setNow(IDLE);
-    if (this.nActive === 0) this.sleep();
+    if (this.nActive === 0 && rl.parked === 0) this.sleep();
+  }
+
+  /**
+   * The parked QPs whose turn passed with their resource full: a stall each, as the scan that
+   * served every ready QP each edge counted them, and the last one to try the requester names
+   * its WQE in the probes.
+   */
+  private countSkipped(): void {
+    const rl = this.ready;
+    const skippedEngine = rl.waits[ENGINE_WAIT].size - this.parkedEngine;
+    if (skippedEngine > 0) this.sEngineStalls.inc(skippedEngine);
+    const last = rl.waits[ENGINE_WAIT].max();
+    if (last > this.lastAttempt) this.probeDispatch(rl.item(last).engSlot!);
+  }
+
+  /** Serves the ready QPs of this edge in order (see `ready`); returns the activity. */
+  private serveReady(act: number): number {
+    const rl = this.ready;
+    const list = this.active;
+    const n = this.nActive;
+    this.active = this.spare;
+    this.nActive = 0;
+    this.spare = list;
+    this.lastAttempt = -1;
+    this.parkedEngine = 0;
+    // every ready QP in key order: the listed ones, the woken ones, and a parked one whose
+    // resource is free at its turn
+    let i = 0;
+    let pos = -1;
+    for (;;) {
+      let k = i < n ? list[i].arbKey : Infinity;
+      if (rl.parked > 0) {
+        const kw = rl.woken.next(pos + 1);
+        if (kw < k) k = kw;
+        // (a resource is asked only when a parked QP has its turn, as that QP would ask it:
+        // canPush() marks a FIFO found full)
+        const ke = rl.waits[ENGINE_WAIT].next(pos + 1);
+        if (ke < k && this.requester.req.canPush()) k = ke;
+        const kf = rl.waits[FETCH_WAIT].next(pos + 1);
+        if (kf < k && this.canFetch()) k = kf;
+      }
+      if (k === Infinity) break;
+      let q: SqQp;
+      if (i < n && list[i].arbKey === k) {
+        q = list[i++];
+        q.active = false;
+        if (this.gone(q)) continue; // forgetQp took its key
+      } else {
+        q = rl.item(k);
+        rl.unpark(q);
+      }
+      pos = k;
+      const a = this.serve(q);
+      if (a > act) act = a;
+      if (!q.active && q.arbWait === 0) rl.leave(q);
+    }
+    if (rl.parked > 0) this.countSkipped();
+    return act;
   }
 
   /** Fetch, parse, dispatch and complete what a QP can this edge; returns the activity. */
   private serve(q: SqQp): number {
     let act = -1;
+    /** Waits for something other than a WQE slot or the requester's room (PCIe, UMR, CQ writer). */
     let blocked = false;
+    let engineBlocked = false;
+    let fetchBlocked = false;
     const qp = q.ctx;
     // fetch: bursts of posted WQEBBs, within the ring's end and the prefetch buffer's room
     while (q.chunks.length < FETCH_READS_PER_QP && q.fetchPtr < q.pi && q.fetchPtr - q.parsePtr < PREFETCH_BBS) {
-      if (!this.port.req.canPush() || this.freeTags.length === 0 && this.reads.length >= 64) {
-        blocked = true;
+      if (!this.canFetch()) {
+        fetchBlocked = true;
         break;
       }
       const start = q.fetchPtr;
@@ -408,8 +504,8 @@ export class Sq extends Module {
     // parse: WQEs whose every WQEBB has arrived, into slots
     while (q.parsePtr < q.arrived) {
       if (this.slotTable.freeCount <= (qp.umr ? 0 : this.reserved)) {
-        // none free for this QP: it waits to be woken by a slot given back (freeSlot), so an
-        // engine whose slots are all held sleeps instead of spinning, and a run that can make
+        // none free for this QP: it leaves the arbiter until a slot is given back (freeSlot), so
+        // an engine whose slots are all held sleeps instead of spinning, and a run that can make
         // no progress ends in the kernel's stall report instead of running forever
         if (!q.waitsSlot) {
           q.waitsSlot = true;
@@ -432,7 +528,9 @@ export class Sq extends Module {
         for (let i = 0, t = b * 64; i < 64; i++) d[t + i] = src[o + i];
       }
       this.parse(s, q, bbs, malformed);
+      const was = q.parsePtr < q.pi;
       q.parsePtr += bbs;
+      if (was && q.parsePtr >= q.pi) this.unparsed--;
       q.slots.push(s);
     }
     // dispatch, in order
@@ -458,6 +556,11 @@ export class Sq extends Module {
       }
       if (s.drains && q.executing > 0) break; // woken by the completions of the earlier WQEs
       const r = this.dispatch(s, q);
+      if (r === -2) {
+        engineBlocked = true;
+        q.engSlot = s;
+        break;
+      }
       if (r < 0) {
         blocked = true;
         break;
@@ -495,8 +598,11 @@ export class Sq extends Module {
       this.freeSlot(s);
     }
     // more to do without a new input: parsed WQEs the engines could not take yet, a full FIFO
-    if (blocked || (q.fetchPtr < q.pi && q.chunks.length < FETCH_READS_PER_QP && q.fetchPtr - q.parsePtr < PREFETCH_BBS)) this.activate(q);
-    else if (this.canDispatch(q)) this.activate(q);
+    // next edge: more to do without a new input (a fetch the parse made room for, a WQE the
+    // arbiter may dispatch), or only waiting for a resource (parked), or nothing (an input wakes it)
+    const fetchMore = q.fetchPtr < q.pi && q.chunks.length < FETCH_READS_PER_QP && q.fetchPtr - q.parsePtr < PREFETCH_BBS;
+    if (blocked || (fetchMore && !fetchBlocked) || (!engineBlocked && this.canDispatch(q))) this.activate(q);
+    else if (fetchBlocked || engineBlocked) this.park(q, engineBlocked, fetchBlocked);
     return act;
   }
 
@@ -544,13 +650,22 @@ export class Sq extends Module {
     if (this.tap !== null) this.tap.fetched(q.qpn, s.wqeIndex, s.opcode);
   }
 
-  /** Hands a WQE to its engine; 1: taken, 0: done at once (no engine), -1: the engine is full. */
+  /** The probes show the WQE the arbiter tried to dispatch. */
+  private probeDispatch(s: Slot): void {
+    this.rQpn.set(s.q!.qpn);
+    this.rWqeIndex.set(s.wqeIndex);
+    this.rOpcode.set(s.opcode);
+  }
+
+  /**
+   * Hands a WQE to its engine; 1: taken, 0: done at once (no engine), -1: the UMR engine is
+   * full, -2: the requester is full.
+   */
   private dispatch(s: Slot, q: SqQp): number {
     const qp = q.ctx;
     const w = s.w;
-    this.rQpn.set(qp.qpn);
-    this.rWqeIndex.set(s.wqeIndex);
-    this.rOpcode.set(s.opcode);
+    this.lastAttempt = q.arbKey;
+    this.probeDispatch(s);
     if (this.tap !== null) this.tap.started(qp.qpn, s.wqeIndex);
     if (w === null || w.kind === 'invalid') {
       // a malformed WQE: the local QP operation error the hardware reports
@@ -584,7 +699,7 @@ export class Sq extends Module {
       default:
         if (!this.requester.req.canPush()) {
           this.sEngineStalls.inc();
-          return -1;
+          return -2;
         }
         this.requester.req.push({ tag: s.idx, qpn: qp.qpn, wqe: w });
     }

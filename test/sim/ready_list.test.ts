@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { ReadyList, WOKEN, type Arbitrated } from '../../src/sim/ready_list.ts';
+
+interface Item extends Arbitrated {
+  id: number;
+}
+
+/** Items in key order, read back through the wait sets and woken set. */
+function parkedInOrder(rl: ReadyList<Item>, set: { next(k: number): number }): number[] {
+  const out: number[] = [];
+  for (let k = set.next(0); k !== Infinity; k = set.next(k + 1)) out.push(rl.item(k).id);
+  return out;
+}
+
+describe('ReadyList', () => {
+  it('keeps entries in the order they became ready, through renumbering, and each parked entry in its wait sets', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.constantFrom('enter', 'leave', 'park', 'wake', 'unpark'), fc.nat(40), fc.integer({ min: 1, max: 3 })), { maxLength: 3000 }),
+        (ops) => {
+          const rl = new ReadyList<Item>(2);
+          const items: Item[] = Array.from({ length: 41 }, (_, id) => ({ id, arbKey: -1, arbWait: 0 }));
+          const order: number[] = []; // the model: ids in the order they entered
+          for (const [op, id, mask] of ops) {
+            const x = items[id];
+            const ready = x.arbKey >= 0;
+            if (op === 'enter' && !ready) { rl.enter(x); order.push(id); }
+            else if (op === 'leave' && ready) { rl.leave(x); order.splice(order.indexOf(id), 1); }
+            else if (op === 'park' && ready) rl.park(x, mask);
+            else if (op === 'wake' && ready) rl.wake(x);
+            else if (op === 'unpark' && ready) rl.unpark(x);
+          }
+          // keys increase along the model's order
+          const keys = order.map((id) => items[id].arbKey);
+          for (let i = 1; i < keys.length; i++) expect(keys[i]).toBeGreaterThan(keys[i - 1]);
+          for (const id of order) expect(rl.item(items[id].arbKey)).toBe(items[id]);
+          // the sets hold exactly the parked entries, in order
+          for (let w = 0; w < 2; w++) {
+            expect(parkedInOrder(rl, rl.waits[w])).toEqual(order.filter((id) => items[id].arbWait !== WOKEN && (items[id].arbWait & (1 << w)) !== 0));
+          }
+          expect(parkedInOrder(rl, rl.woken)).toEqual(order.filter((id) => items[id].arbWait === WOKEN));
+          expect(rl.parked).toBe(order.filter((id) => items[id].arbWait !== 0).length);
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('renumbers without losing the order when keys run out, and grows its key space for many entries', () => {
+    const rl = new ReadyList<Item>(1);
+    const items: Item[] = Array.from({ length: 600 }, (_, id) => ({ id, arbKey: -1, arbWait: 0 }));
+    for (const x of items) rl.enter(x);
+    rl.park(items[10], 1);
+    // churn the tail: one entry leaves and comes back, many times, past 1,024 keys
+    for (let i = 0; i < 5000; i++) {
+      const x = items[599 - (i % 100)];
+      rl.leave(x);
+      rl.enter(x);
+    }
+    const live = items.slice().sort((a, b) => a.arbKey - b.arbKey);
+    expect(live.slice(0, 500).map((x) => x.id)).toEqual(items.slice(0, 500).map((x) => x.id));
+    expect(rl.waits[0].next(0)).toBe(items[10].arbKey);
+    expect(rl.waits[0].size).toBe(1);
+  });
+});
