@@ -54,7 +54,7 @@ describe('send queue arbiter under many QPs', () => {
     const sq = (a.stats as Record<string, Record<string, number>>)['tb.hca0.sq'];
     expect(sq.slots_full_stalls).toBeGreaterThan(0);
     expect(sq.engine_full_stalls).toBeGreaterThan(0);
-    expect(sq.slots_peak).toBe(32);
+    expect(sq.slots_peak).toBe(31); // every slot but the one kept for the driver's UMR QP
     const b = await run();
     expect(b.order).toEqual(a.order);
     expect(JSON.stringify(b.stats)).toBe(JSON.stringify(a.stats));
