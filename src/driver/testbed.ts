@@ -128,6 +128,11 @@ export class Testbed {
       const v = t?.[k];
       if (v !== undefined && (typeof v !== 'string' || v === '')) throw new VerbsError('EINVAL', `Testbed: trace.${k} must be a file path, got ${shown(v)}`);
     }
+    if (t !== undefined && t.vcd === undefined) {
+      // an option of the waves with no VCD to write would be dropped without a word
+      const waveOpt = Object.keys(t).find((k) => k !== 'vcd' && k !== 'pcap' && k !== 'txlog' && k !== 'checkDma');
+      if (waveOpt !== undefined) throw new VerbsError('EINVAL', `Testbed: trace without vcd: trace.${waveOpt} is an option of the waves; name the VCD file to write, or give only pcap, txlog or checkDma`);
+    }
     if (t?.vcd !== undefined) {
       const { checkDma: _, pcap: _p, txlog: _t, ...waves } = t;
       this.tracer = new Tracer(this.sim, { ...waves, vcd: t.vcd });

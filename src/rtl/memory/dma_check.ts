@@ -63,6 +63,7 @@ export class DmaChecker {
   /** The first violations (record mode). */
   readonly violations: DmaViolation[] = [];
 
+  /** @internal Made by the adapter (`hca.checkDma()`, through the testbed's `trace.checkDma`). */
   constructor(
     private readonly mem: HostMem,
     /** The adapter's scope path, for messages. */
