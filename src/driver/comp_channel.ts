@@ -1,6 +1,6 @@
 /**
  * Completion channels (ibv_comp_channel) and the queue of asynchronous events
- * (ibv_get_async_event): both filled by the driver's EQ interrupt handler (driver/eq.ts) and
+ * (ibv_get_async_event): both filled by the driver's EQ interrupt handler (driver/core/eq.ts) and
  * read by processes that wait in simulated time.
  */
 import { SimEvent, type Sim } from '../sim/index.ts';

@@ -1,6 +1,7 @@
 /**
  * A device context (ibv_context): one adapter seen by the driver. Objects are created through
- * firmware commands (cmdif) and cost their firmware latency in simulated time.
+ * firmware commands (sent by core/cmd.ts, mlx5_core's job) and cost their firmware latency in
+ * simulated time.
  */
 import type { Testbed } from './testbed.ts';
 import type { Hca } from '../rtl/hca.ts';
@@ -11,13 +12,14 @@ import { Pd } from './pd.ts';
 import { Cq } from './cq.ts';
 import { CmdError } from '../rtl/firmware/cmd_types.ts';
 import { MkeyPool } from './mkey_pool.ts';
-import { ALL_EVENTS_MASK, DriverEq } from './eq.ts';
+import { ALL_EVENTS_MASK, DriverEq } from './core/eq.ts';
 import { CompChannel, EventFifo, type AsyncEvent } from './comp_channel.ts';
 import { EventType } from '../rtl/formats/constants.ts';
 import type { Eqe } from '../rtl/formats/eqe.ts';
 import type { Qp } from './qp.ts';
 import { OdpHandler } from './odp.ts';
-import { DmaPool } from './dma_pool.ts';
+import { DmaPool } from './core/dma_pool.ts';
+import { CmdQueue } from './core/cmd.ts';
 
 /** The events of QPs, by EQE type, as ibv_event_type names them (spec/mlx5.md "Other event data"). */
 const QP_EVENTS: Partial<Record<number, AsyncEvent['type']>> = {
@@ -65,6 +67,8 @@ export class Context {
   readonly pool: MkeyPool;
   /** @internal Queue buffers and doorbell records: page lists for the device, reused after destroy. */
   readonly dma: DmaPool;
+  /** @internal The firmware command interface (mlx5_core's cmd.c): every command goes through it. */
+  readonly cmdq: CmdQueue;
   /** UMR descriptor buffers (physically contiguous) of destroyed QPs, for later QPs' lists. */
   readonly descFree: { addr: number; cap: number }[] = [];
 
@@ -78,6 +82,7 @@ export class Context {
     this.tb = tb;
     this.pool = new MkeyPool(this);
     this.dma = new DmaPool(hca.host);
+    this.cmdq = new CmdQueue(hca);
     this.asyncEvents = new EventFifo<AsyncEvent>(tb.sim, () => this.fatal);
     // mlx5_core's health poll finds the fatal syndrome and enters the error state
     // (mlx5_enter_error_state); mlx5_ib tells every context IB_EVENT_DEVICE_FATAL. Here the
@@ -198,8 +203,8 @@ export class Context {
   async queryDevice(): Promise<DeviceAttr> {
     this.tb.checkInRun('queryDevice');
     if (this.attr) return this.attr;
-    const g = await this.cmd(this.hca.cmdif.exec({ op: 'QUERY_HCA_CAP', opMod: HcaCapOpMod.GENERAL_CUR }), 'queryDevice');
-    const o = await this.cmd(this.hca.cmdif.exec({ op: 'QUERY_HCA_CAP', opMod: HcaCapOpMod.ODP_CUR }), 'queryDevice');
+    const g = await this.cmd(this.cmdq.exec({ op: 'QUERY_HCA_CAP', opMod: HcaCapOpMod.GENERAL_CUR }), 'queryDevice');
+    const o = await this.cmd(this.cmdq.exec({ op: 'QUERY_HCA_CAP', opMod: HcaCapOpMod.ODP_CUR }), 'queryDevice');
     this.attr = deviceAttrOf(g.caps as HcaGeneralCaps, o.caps as HcaOdpCaps);
     return this.attr;
   }
@@ -213,7 +218,7 @@ export class Context {
   /** ibv_alloc_pd */
   async allocPd(): Promise<Pd> {
     this.tb.checkInRun('allocPd');
-    const { pd } = await this.cmd(this.hca.cmdif.exec({ op: 'ALLOC_PD' }), 'allocPd');
+    const { pd } = await this.cmd(this.cmdq.exec({ op: 'ALLOC_PD' }), 'allocPd');
     return new Pd(this, pd);
   }
 
@@ -245,7 +250,7 @@ export class Context {
     let cqn: number;
     try {
       ({ cqn } = await this.cmd(
-        this.hca.cmdif.exec({ op: 'CREATE_CQ', size, eqn: eq.eqn, pas: buf.pas, logPageSize: 0, dbrAddr: this.hca.host.dmaAddress(dbr.addr) }),
+        this.cmdq.exec({ op: 'CREATE_CQ', size, eqn: eq.eqn, pas: buf.pas, logPageSize: 0, dbrAddr: this.hca.host.dmaAddress(dbr.addr) }),
         'createCq',
       ));
     } catch (e) {
@@ -262,7 +267,7 @@ export class Context {
   async queryMkey(key: number): Promise<Uint8Array> {
     checkU32('queryMkey: key', key);
     this.tb.checkInRun('queryMkey');
-    const r = await this.cmd(this.hca.cmdif.exec({ op: 'QUERY_MKEY', index: key >>> 8 }), 'queryMkey');
+    const r = await this.cmd(this.cmdq.exec({ op: 'QUERY_MKEY', index: key >>> 8 }), 'queryMkey');
     return r.context;
   }
 }

@@ -12,7 +12,7 @@ import { decodeCqe } from '../rtl/formats/cqe.ts';
 import { CqeOpcode, syndromeToWcStatus } from '../rtl/formats/constants.ts';
 import { cqArmWord } from '../rtl/completion/cq_writer.ts';
 import type { CompChannel } from './comp_channel.ts';
-import type { DmaBuf } from './dma_pool.ts';
+import type { DmaBuf } from './core/dma_pool.ts';
 
 
 
@@ -144,7 +144,7 @@ export class Cq {
     this.channel?.forget(this);
     this.destroyed = true;
     this.ctx.cqs.delete(this.cqn);
-    await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_CQ', cqn: this.cqn }), 'destroy');
+    await this.ctx.cmd(this.ctx.cmdq.exec({ op: 'DESTROY_CQ', cqn: this.cqn }), 'destroy');
     // the device forgot the CQ: its ring and doorbell record serve the next queue
     this.ctx.dma.release(this.bufMem);
     this.ctx.dma.release(this.dbrMem);

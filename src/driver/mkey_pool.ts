@@ -161,7 +161,7 @@ export class MkeyPool {
       let refused = false;
       // each mkey joins the bucket as its round completes
       const made = Array.from({ length: Math.max(0, want) }, () =>
-        ctx.hca.cmdif
+        ctx.cmdq
           .execBackground({
             op: 'CREATE_MKEY', tag: 0, free: true, accessMode: MkcAccessMode.MTT, access: 0, umrEn: true, remoteInval: false,
             pd: pd.pdn, start: 0, length: 0, logPageSize: 12, xltCapacity: bucket,
@@ -207,8 +207,8 @@ export class MkeyPool {
 
   /** DESTROY_MKEY of pooled mkeys (taken off their lists already), in the background lane. */
   private async destroyAll(indices: readonly number[]): Promise<void> {
-    const cmdif = this.ctx.hca.cmdif;
-    const done = await Promise.allSettled(indices.map((index) => cmdif.execBackground({ op: 'DESTROY_MKEY', index })));
+    const cmdq = this.ctx.cmdq;
+    const done = await Promise.allSettled(indices.map((index) => cmdq.execBackground({ op: 'DESTROY_MKEY', index })));
     for (const r of done) {
       if (r.status === 'fulfilled') this.nDestroyed++;
       else throw r.reason; // a pooled mkey is always allocated: a failure is a bug

@@ -292,7 +292,7 @@ export class Mr {
     const odp = this.odp !== null ? await ctx.odp.unregister(this) : [];
     try {
       if (this.poolBucket > 0) await ctx.pool.revoke(this.deviceKey, this.poolBucket);
-      else await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
+      else await ctx.cmd(ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
     } finally {
       if (this.odp !== null) ctx.odp.mkeyDestroyed(this); // an invalidation waiting for it frees its frames
     }

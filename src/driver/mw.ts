@@ -29,6 +29,6 @@ export class Mw {
     this.destroyed = true;
     this.pd.untrack(this);
     const ctx = this.pd.ctx;
-    await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dealloc');
+    await ctx.cmd(ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dealloc');
   }
 }

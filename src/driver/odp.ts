@@ -220,7 +220,7 @@ export class OdpHandler {
       await child.unused();
       child.mr.destroyed = true;
       out.push(child);
-      await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: child.mr.index }), 'dereg (implicit ODP child)');
+      await this.ctx.cmd(this.ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: child.mr.index }), 'dereg (implicit ODP child)');
       this.destroyed(child);
     }
     return out;
@@ -292,7 +292,7 @@ export class OdpHandler {
         const pd = imp.mr.pd;
         const base = ci * IMPLICIT_CHILD_BYTES;
         const r = await ctx.cmd(
-          ctx.hca.cmdif.exec({
+          ctx.cmdq.exec({
             op: 'CREATE_MKEY', tag: ctx.nextTag(), free: false, accessMode: MkcAccessMode.MTT, access: imp.mr.access & 15, umrEn: true,
             remoteInval: false, pd: pd.pdn, start: base, length: IMPLICIT_CHILD_BYTES, logPageSize: 12, pgAccess: true,
             xltCapacity: IMPLICIT_CHILD_BYTES / PAGE,
@@ -382,7 +382,7 @@ export class OdpHandler {
   /** PAGE_FAULT_RESUME of the QP's fault (flags as the EQE's, + ERROR). */
   private async resume(flags: number, qpn: number): Promise<void> {
     try {
-      await this.ctx.hca.cmdif.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | qpn) >>> 0 });
+      await this.ctx.cmdq.exec({ op: 'PAGE_FAULT_RESUME', flagsQpn: ((flags << 24) | qpn) >>> 0 });
     } catch (e) {
       // a resume the firmware refuses (the QP went while the command was on its way) is only
       // logged by mlx5 (odp.c mlx5_ib_page_fault_resume: mlx5_ib_err, no error to anyone)

@@ -107,8 +107,8 @@ export class Pd {
       return this.track(new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket }));
     }
     const tag = this.ctx.nextTag();
-    const create = (): ReturnType<typeof this.ctx.hca.cmdif.exec<'CREATE_MKEY'>> => this.ctx.cmd(
-      this.ctx.hca.cmdif.exec({
+    const create = (): ReturnType<typeof this.ctx.cmdq.exec<'CREATE_MKEY'>> => this.ctx.cmd(
+      this.ctx.cmdq.exec({
         op: 'CREATE_MKEY', tag, free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,
         pd: this.pdn, start, length, logPageSize, pgAccess: odp, mtt,
         mwBind: (access & IbAccess.MW_BIND) !== 0, zeroBased, fbo,
@@ -183,11 +183,11 @@ export class Pd {
     }
     if ((access & IbAccess.ZERO_BASED) !== 0) throw new VerbsError('EINVAL', 'regMr(0, SIZE_MAX): an implicit ODP MR cannot be zero-based');
     // the null mkey every entry of a new KSM table names (this firmware's zero-filled table: key 0)
-    const { nullMkey } = await this.ctx.cmd(this.ctx.hca.cmdif.exec({ op: 'QUERY_SPECIAL_CONTEXTS' }), 'regMr');
+    const { nullMkey } = await this.ctx.cmd(this.ctx.cmdq.exec({ op: 'QUERY_SPECIAL_CONTEXTS' }), 'regMr');
     if (nullMkey !== NULL_MKEY) throw new Error(`internal: the null mkey is 0x${nullMkey.toString(16)}, not the zero a new KSM table holds`);
     await this.ctx.pool.ready();
     const r = await this.ctx.cmd(
-      this.ctx.hca.cmdif.exec({
+      this.ctx.cmdq.exec({
         op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: false, accessMode: MkcAccessMode.KSM, access: access & 15, umrEn: true,
         remoteInval: false, pd: this.pdn, start: 0, length: 0, len64: true, logPageSize: 30, pgAccess: true, xltCapacity: IMPLICIT_ENTRIES,
       }),
@@ -219,7 +219,7 @@ export class Pd {
     const mttCapacity = Math.min(MTT_FALLBACK_FACTOR * ndescs, MAX_UMR_MTTS);
     const tag = this.ctx.nextTag();
     const r = await this.ctx.cmd(
-      this.ctx.hca.cmdif.exec({
+      this.ctx.cmdq.exec({
         op: 'CREATE_MKEY', tag, free: true, accessMode: type === 'MEM_REG' ? MkcAccessMode.MTT : MkcAccessMode.KLMS,
         access: 0, umrEn: true, remoteInval: true, pd: this.pdn, start: 0, length: 0, logPageSize: 12,
         xltCapacity: type === 'MEM_REG' ? mttCapacity : Math.min(ndescs * SG_GAPS_KLMS_PER_ELEMENT, attr.maxFastRegPageListLen),
@@ -236,7 +236,7 @@ export class Pd {
     if (type !== 1 && type !== 2) throw new VerbsError('EINVAL', `allocMw: type must be 1 or 2, got ${shown(type)}`);
     const tag = this.ctx.nextTag();
     const r = await this.ctx.cmd(
-      this.ctx.hca.cmdif.exec({
+      this.ctx.cmdq.exec({
         op: 'CREATE_MKEY', tag, free: true, accessMode: MkcAccessMode.KLMS, access: 0, umrEn: true, remoteInval: type === 2,
         pd: this.pdn, start: 0, length: 0, logPageSize: 12, xltCapacity: 1, kind: type === 1 ? MKEY_KIND_MW1 : MKEY_KIND_MW2,
       }),
@@ -295,10 +295,10 @@ export class Pd {
     this.destroyed = true;
     const ctx = this.ctx;
     if (this.dmaLkey >= 0) {
-      await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_MKEY', index: this.dmaLkey >>> 8 }), 'dealloc');
+      await ctx.cmd(ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: this.dmaLkey >>> 8 }), 'dealloc');
       this.dmaLkey = -1;
     }
-    await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DEALLOC_PD', pd: this.pdn }), 'dealloc');
+    await ctx.cmd(ctx.cmdq.exec({ op: 'DEALLOC_PD', pd: this.pdn }), 'dealloc');
   }
 
   /** The PD's local DMA lkey: a PA-mode mkey over all memory (the key of SG_GAPS KLMs). */
@@ -307,7 +307,7 @@ export class Pd {
     this.ctx.tb.checkInRun('localDmaLkey');
     if (this.dmaLkey < 0) {
       const r = await this.ctx.cmd(
-        this.ctx.hca.cmdif.exec({
+        this.ctx.cmdq.exec({
           op: 'CREATE_MKEY', tag: 0, free: false, accessMode: MkcAccessMode.PA, access: IbAccess.LOCAL_WRITE, umrEn: false,
           remoteInval: false, pd: this.pdn, start: 0, length: 0, len64: true, logPageSize: 12,
         }),

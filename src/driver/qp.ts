@@ -19,7 +19,7 @@ import { decodeDataSeg, encodeDataSeg } from '../rtl/formats/data_seg.ts';
 import { rqStride, rqWqeCount } from '../rtl/formats/rq_wqe.ts';
 import type { Mtu } from '../rtl/config.ts';
 import type { QpState } from '../rtl/firmware/cmd_types.ts';
-import { driverAlloc, type DmaBuf } from './dma_pool.ts';
+import { driverAlloc, type DmaBuf } from './core/dma_pool.ts';
 import { recvPostInfo, sendPostInfo } from './trace/txlog.ts';
 
 /** ibv_qp_init_attr (RC). */
@@ -165,7 +165,7 @@ export class Qp {
     let qpn: number;
     try {
       ({ qpn } = await ctx.cmd(
-        ctx.hca.cmdif.exec({
+        ctx.cmdq.exec({
           op: 'CREATE_QP', pd: pd.pdn, sendCqn: a.sendCq.cqn, recvCqn: a.recvCq.cqn, sqSize: sqWqebbs, rqSize,
           maxSendSge: attr.maxSendSge, maxRecvSge: attr.maxRecvSge, pas: buf.pas, logPageSize: 0,
           // a kernel consumer's QP: fast registration enabled (mlx5_ib create_kernel_qp sets
@@ -216,7 +216,7 @@ export class Qp {
     this.checkAlive('query');
     this.pd.ctx.tb.checkInRun('query');
     const ctx = this.pd.ctx;
-    const q = await ctx.cmd(ctx.hca.cmdif.exec({ op: 'QUERY_QP', qpn: this.qpNum }), 'query');
+    const q = await ctx.cmd(ctx.cmdq.exec({ op: 'QUERY_QP', qpn: this.qpNum }), 'query');
     this.swState = q.state;
     return { state: q.state, remoteQpn: q.remoteQpn, mtu: q.mtu, timeout: q.timeout, retryCnt: q.retryCnt, rnrRetry: q.rnrRetry, maxRdAtomic: q.maxRdAtomic };
   }
@@ -267,17 +267,17 @@ export class Qp {
     const sides: [Qp, Qp][] = [[this, peer], [peer, this]];
     for (const [q] of sides) {
       const c = q.pd.ctx;
-      await c.cmd(c.hca.cmdif.exec({ op: 'RST2INIT_QP', qpn: q.qpNum, accessFlags: 15 }), 'connect');
+      await c.cmd(c.cmdq.exec({ op: 'RST2INIT_QP', qpn: q.qpNum, accessFlags: 15 }), 'connect');
       q.swState = 'INIT';
     }
     for (const [q, p] of sides) {
       const c = q.pd.ctx;
-      await c.cmd(c.hca.cmdif.exec({ op: 'INIT2RTR_QP', qpn: q.qpNum, remoteQpn: p.qpNum, remoteHca: p.pd.ctx.index, mtu }), 'connect');
+      await c.cmd(c.cmdq.exec({ op: 'INIT2RTR_QP', qpn: q.qpNum, remoteQpn: p.qpNum, remoteHca: p.pd.ctx.index, mtu }), 'connect');
       q.swState = 'RTR';
     }
     for (const [q] of sides) {
       const c = q.pd.ctx;
-      await c.cmd(c.hca.cmdif.exec({ op: 'RTR2RTS_QP', qpn: q.qpNum, maxRdAtomic }), 'connect');
+      await c.cmd(c.cmdq.exec({ op: 'RTR2RTS_QP', qpn: q.qpNum, maxRdAtomic }), 'connect');
       q.swState = 'RTS';
     }
   }
@@ -433,7 +433,7 @@ export class Qp {
     this.attr.recvCq.qps.delete(this.qpNum);
     const ctx = this.pd.ctx;
     this.pd.untrack(this);
-    await ctx.cmd(ctx.hca.cmdif.exec({ op: 'DESTROY_QP', qpn: this.qpNum }), 'destroy');
+    await ctx.cmd(ctx.cmdq.exec({ op: 'DESTROY_QP', qpn: this.qpNum }), 'destroy');
     // the device forgot the QP: its rings and UMR descriptor lists serve later QPs
     ctx.dma.release(this.buf);
     for (const d of this.descLent) ctx.descFree.push({ addr: d.addr, cap: d.cap });

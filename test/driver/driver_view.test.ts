@@ -18,11 +18,25 @@ const ALLOWED = new Set(['host', 'mem', 'uar', 'cmdif', 'cfg', 'msix', 'dmaFence
 describe('the driver sees only what mlx5_ib sees', () => {
   it('touches the adapter only through host memory, the UAR doorbells, firmware commands, interrupts (MSI-X) and its configuration', () => {
     const seen: string[] = [];
-    for (const f of readdirSync(DRIVER).filter((n) => n.endsWith('.ts'))) {
+    // trace/ is the user's instruments (pcap, txlog): taps on the engines, not the driver
+    const files = readdirSync(DRIVER, { recursive: true, encoding: 'utf8' }).filter((n) => n.endsWith('.ts') && !n.startsWith('trace/')).sort();
+    expect(files).toContain('core/cmd.ts');
+    for (const f of files) {
       const text = readFileSync(join(DRIVER, f), 'utf8');
       // (`rtl/hca.ts` in an import path is not a member)
       for (const m of text.matchAll(/\bhca\.([A-Za-z_]+)\b(?!')/g)) if (!ALLOWED.has(m[1]) && m[1] !== 'ts') seen.push(`${f}: hca.${m[1]}`);
       for (const m of text.matchAll(/\bcmdif\.([A-Za-z_]+)/g)) if (m[1] !== 'exec' && m[1] !== 'execBackground') seen.push(`${f}: cmdif.${m[1]}`);
+    }
+    expect(seen).toEqual([]);
+  });
+
+  it('sends firmware commands only through the core part (core/cmd.ts, mlx5_core cmd.c)', () => {
+    const seen: string[] = [];
+    for (const f of readdirSync(DRIVER, { recursive: true, encoding: 'utf8' }).filter((n) => n.endsWith('.ts')).sort()) {
+      if (f === 'core/cmd.ts') continue;
+      // the command tap of the transaction log (trace/) observes, it sends nothing
+      const text = readFileSync(join(DRIVER, f), 'utf8').replace(/\bh\.cmdif\.tap\b/g, '');
+      for (const m of text.matchAll(/\bcmdif\.(exec|execBackground)\b/g)) seen.push(`${f}: cmdif.${m[1]}`);
     }
     expect(seen).toEqual([]);
   });

@@ -6,8 +6,8 @@
  * the same size class takes it, so create/destroy cycles keep host memory bounded by the most
  * ever live at once (the host has no free of its own: HostSpace is a bump allocator).
  */
-import { HostError, type HostAllocOptions, type HostBuffer, type HostSpace } from '../rtl/memory/host_space.ts';
-import { VerbsError } from './verbs_error.ts';
+import { HostError, type HostAllocOptions, type HostBuffer, type HostSpace } from '../../rtl/memory/host_space.ts';
+import { VerbsError } from '../verbs_error.ts';
 
 /**
  * Memory the driver takes from the process for a verb (queue rings, doorbell records, EQs, UMR

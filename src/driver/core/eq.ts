@@ -8,10 +8,10 @@
  * updates and re-arms the EQ. The handler itself takes no simulated time (hard-IRQ context);
  * work that does (the ODP fault handler) runs as a process of its own, as mlx5's workqueue.
  */
-import type { Context } from './context.ts';
-import { decodeEqe, eqeOwnedBySw, EQE_OWNER_INIT, type Eqe } from '../rtl/formats/eqe.ts';
-import { EQE_SIZE, EventType } from '../rtl/formats/constants.ts';
-import { UAR_EQ_ARM } from '../rtl/hca.ts';
+import type { Context } from '../context.ts';
+import { decodeEqe, eqeOwnedBySw, EQE_OWNER_INIT, type Eqe } from '../../rtl/formats/eqe.ts';
+import { EQE_SIZE, EventType } from '../../rtl/formats/constants.ts';
+import { UAR_EQ_ARM } from '../../rtl/hca.ts';
 import { driverAlloc } from './dma_pool.ts';
 
 /**
@@ -53,7 +53,7 @@ export class DriverEq {
     for (let i = 0; i < size; i++) host.write(buf.addr + i * EQE_SIZE + 63, OWNER_INIT);
     const bufAddr = host.dmaAddress(buf.addr);
     host.pin(buf.addr, buf.length); // the device's ring for the EQ's life (never freed here)
-    const { eqn } = await ctx.cmd(ctx.hca.cmdif.exec({ op: 'CREATE_EQ', size, bufAddr, eventMask }), 'create EQ');
+    const { eqn } = await ctx.cmd(ctx.cmdq.exec({ op: 'CREATE_EQ', size, bufAddr, eventMask }), 'create EQ');
     const eq = new DriverEq(ctx, eqn, size, buf.addr, dispatch);
     ctx.hca.msix.requestIrq(eqn, () => eq.onInterrupt());
     eq.arm();
