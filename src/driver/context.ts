@@ -12,6 +12,7 @@ import { Pd } from './pd.ts';
 import { Cq } from './cq.ts';
 import { CmdError } from '../rtl/firmware/cmd_types.ts';
 import { MkeyPool } from './mkey_pool.ts';
+import { DriverUmr } from './umr.ts';
 import { ALL_EVENTS_MASK, DriverEq } from './core/eq.ts';
 import { CompChannel, EventFifo, type AsyncEvent } from './comp_channel.ts';
 import { EventType } from '../rtl/formats/constants.ts';
@@ -65,6 +66,8 @@ export class Context {
   readonly tb: Testbed;
   /** @internal The driver's MR cache (free mkeys enabled by UMR). */
   readonly pool: MkeyPool;
+  /** @internal The driver's UMR QP (umr.c): the MR cache's and ODP's translation updates. */
+  readonly umr: DriverUmr;
   /** @internal Queue buffers and doorbell records: page lists for the device, reused after destroy. */
   readonly dma: DmaPool;
   /** @internal The firmware command interface (mlx5_core's cmd.c): every command goes through it. */
@@ -80,6 +83,7 @@ export class Context {
     readonly index: number,
   ) {
     this.tb = tb;
+    this.umr = new DriverUmr(this);
     this.pool = new MkeyPool(this);
     this.dma = new DmaPool(hca.host);
     this.cmdq = new CmdQueue(hca);

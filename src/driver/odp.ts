@@ -310,7 +310,7 @@ export class OdpHandler {
           const c = imp.children.get(i);
           entries.push(c === undefined ? { key: NULL_MKEY, va: 0 } : { key: c.mr.deviceKey, va: i * IMPLICIT_CHILD_BYTES });
         }
-        await ctx.pool.updateKsm(imp.mr.deviceKey, g, entries);
+        await ctx.umr.updateKsm(imp.mr.deviceKey, g, entries);
         imp.making.delete(ci);
         return child;
       })();
@@ -475,7 +475,7 @@ export class OdpHandler {
         }
         odp.mtt[i] = e;
       }
-      await this.ctx.pool.updateTranslations(odp.mr.deviceKey, lo, entries);
+      await this.ctx.umr.updateTranslations(odp.mr.deviceKey, lo, entries);
       if (odp.invalSeq === seq) return total;
       this.raceRetries++;
       // an invalidation zapped (part of) the range while the UMR was in flight: its zap UMR
@@ -602,7 +602,7 @@ export class OdpHandler {
       zaps.push(
         this.ctx.tb.spawn(async () => {
           try {
-            await this.ctx.pool.updateTranslations(odp.mr.deviceKey, blo, entries);
+            await this.ctx.umr.updateTranslations(odp.mr.deviceKey, blo, entries);
             // the zap is a DMA fence: what was translated through the old entries (a READ
             // response on its way) lands before the pages go back to the process or are freed
             await this.ctx.hca.dmaFence.drain();

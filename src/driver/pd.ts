@@ -103,7 +103,7 @@ export class Pd {
     const bucket = odp ? 0 : MkeyPool.bucketOf(entries);
     const pooled = bucket > 0 ? this.ctx.pool.take(bucket) : -1;
     if (pooled >= 0) {
-      const key = await this.ctx.pool.enable(pooled, this, access, start, length, mtt, { zeroBased, fbo }, logPageSize);
+      const key = await this.ctx.umr.enable(pooled, this, access, start, length, mtt, { zeroBased, fbo }, logPageSize);
       return this.track(new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket }));
     }
     const tag = this.ctx.nextTag();
@@ -127,7 +127,7 @@ export class Pd {
     if (odp) {
       // nothing pinned, every MTT entry not present: the fault handler maps pages on first touch,
       // by UMR on the driver's UMR QP (made now if this is its first use, as for the mkey pool)
-      await this.ctx.pool.ready();
+      await this.ctx.umr.ready();
       const state = new OdpMr(mr, addr, entries);
       mr.odp = state;
       this.ctx.odp.register(state);
@@ -185,7 +185,7 @@ export class Pd {
     // the null mkey every entry of a new KSM table names (this firmware's zero-filled table: key 0)
     const { nullMkey } = await this.ctx.cmd(this.ctx.cmdq.exec({ op: 'QUERY_SPECIAL_CONTEXTS' }), 'regMr');
     if (nullMkey !== NULL_MKEY) throw new Error(`internal: the null mkey is 0x${nullMkey.toString(16)}, not the zero a new KSM table holds`);
-    await this.ctx.pool.ready();
+    await this.ctx.umr.ready();
     const r = await this.ctx.cmd(
       this.ctx.cmdq.exec({
         op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: false, accessMode: MkcAccessMode.KSM, access: access & 15, umrEn: true,

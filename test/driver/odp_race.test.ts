@@ -71,7 +71,7 @@ describe('ODP: a fault racing an invalidation', () => {
       const omr = await p.pd0.regMr(a.addr, PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
       const mr1 = await p.pd1.regMr(b.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
       // find when the fault's UMR goes out: the MTT update lands in ICM then
-      const pool = p.c0.pool as unknown as { updateTranslations: (...a: unknown[]) => Promise<void> };
+      const pool = p.c0.umr as unknown as { updateTranslations: (...a: unknown[]) => Promise<void> };
       const orig = pool.updateTranslations.bind(pool);
       let hit = false;
       pool.updateTranslations = async (...args: unknown[]) => {
