@@ -236,6 +236,19 @@ export interface CreateMkeyIn {
 
 /** The inputs of each command, by name (spec/mlx5.md "Commands"). */
 export interface CmdInputs {
+  /** Start-up (mlx5_core main.c): ENABLE_HCA, then QUERY_PAGES boot and MANAGE_PAGES, then INIT_HCA. */
+  ENABLE_HCA: { functionId?: number };
+  INIT_HCA: Record<never, never>;
+  TEARDOWN_HCA: Record<never, never>;
+  DISABLE_HCA: { functionId?: number };
+  /** opMod: QueryPagesOpMod (boot, init, regular). */
+  QUERY_PAGES: { opMod: number; functionId?: number };
+  /**
+   * opMod: ManagePagesOpMod. ALLOCATION_SUCCESS gives the firmware the 4 KiB pages `pas` (DMA
+   * addresses) for ICM; HCA_RETURN_PAGES asks it to give back `numEntries` pages; ALLOCATION_FAIL
+   * says the driver has none to give.
+   */
+  MANAGE_PAGES: { opMod: number; functionId?: number; pas?: readonly number[]; numEntries?: number };
   /** opMod: HcaCapOpMod (0/1 general max/cur, 4/5 ODP max/cur). */
   QUERY_HCA_CAP: { opMod: number };
   ALLOC_PD: Record<never, never>;
@@ -250,6 +263,8 @@ export interface CmdInputs {
   PAGE_FAULT_RESUME: { flagsQpn: number };
   /** size: EQEs (a power of two); eventMask: bit t for EventType t (default: none). */
   CREATE_EQ: { size: number; bufAddr?: number; eventMask?: number };
+  /** The EQ from CREATE_EQ (mlx5_ifc destroy_eq_in.eq_number). */
+  DESTROY_EQ: { eqn: number };
   /**
    * size: CQEs (a power of two); eqn: an EQ from CREATE_EQ. The ring is reached through `pas`
    * (create_cq_in.pas: the physical address of each page of the buffer, pages of
@@ -301,10 +316,19 @@ export interface CmdInputs {
   INIT2RTR_QP: { qpn: number; remoteQpn?: number; remoteHca?: number; mtu?: Mtu; rqPsn?: number };
   RTR2RTS_QP: { qpn: number; sqPsn?: number; timeout?: number; retryCnt?: number; rnrRetry?: number; maxRdAtomic?: number };
   '2ERR_QP': { qpn: number };
+  '2RST_QP': { qpn: number };
 }
 
 /** The outputs of each command, by name. */
 export interface CmdOutputs {
+  ENABLE_HCA: void;
+  INIT_HCA: void;
+  TEARDOWN_HCA: void;
+  DISABLE_HCA: void;
+  /** num_pages is signed: negative asks the driver to take pages back. */
+  QUERY_PAGES: { functionId: number; numPages: number };
+  /** HCA_RETURN_PAGES: the pages given back. */
+  MANAGE_PAGES: { pas: readonly number[] };
   QUERY_HCA_CAP: HcaCapQuery;
   ALLOC_PD: { pd: number };
   DEALLOC_PD: void;
@@ -317,6 +341,7 @@ export interface CmdOutputs {
   DESTROY_MKEY: void;
   PAGE_FAULT_RESUME: void;
   CREATE_EQ: { eqn: number };
+  DESTROY_EQ: void;
   CREATE_CQ: { cqn: number };
   DESTROY_CQ: void;
   CREATE_QP: { qpn: number };
@@ -326,6 +351,7 @@ export interface CmdOutputs {
   INIT2RTR_QP: { state: QpState };
   RTR2RTS_QP: { state: QpState };
   '2ERR_QP': { state: QpState };
+  '2RST_QP': { state: QpState };
 }
 
 /** The name of a command `Cmdif` executes. */

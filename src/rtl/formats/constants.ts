@@ -347,12 +347,21 @@ export type PageFaultSubtype = (typeof PageFaultSubtype)[keyof typeof PageFaultS
 /** Firmware command opcodes (MLX5_CMD_OP_*). `2ERR_QP` keeps the hardware name, hence the quotes. */
 export const CmdOpcode = {
   QUERY_HCA_CAP: 0x100,
+  /** MLX5_CMD_OP_INIT_HCA .. MLX5_CMD_OP_MANAGE_PAGES (mlx5_ifc.h): the start-up sequence of mlx5_core's main.c. */
+  INIT_HCA: 0x102,
+  TEARDOWN_HCA: 0x103,
+  ENABLE_HCA: 0x104,
+  DISABLE_HCA: 0x105,
+  QUERY_PAGES: 0x107,
+  MANAGE_PAGES: 0x108,
   CREATE_MKEY: 0x200,
   QUERY_MKEY: 0x201,
   DESTROY_MKEY: 0x202,
   QUERY_SPECIAL_CONTEXTS: 0x203,
   PAGE_FAULT_RESUME: 0x204,
   CREATE_EQ: 0x301,
+  /** MLX5_CMD_OP_DESTROY_EQ (mlx5_ifc.h). */
+  DESTROY_EQ: 0x302,
   CREATE_CQ: 0x400,
   /** MLX5_CMD_OP_DESTROY_CQ (include/linux/mlx5/mlx5_ifc.h, earlier driver.h). */
   DESTROY_CQ: 0x401,
@@ -365,12 +374,28 @@ export const CmdOpcode = {
   /** MLX5_CMD_OP_QUERY_QP (mlx5_ifc.h). */
   QUERY_QP: 0x50b,
   '2ERR_QP': 0x507,
+  /** MLX5_CMD_OP_2RST_QP (mlx5_ifc.h). */
+  '2RST_QP': 0x50a,
   ALLOC_PD: 0x800,
   /** MLX5_CMD_OP_DEALLOC_PD (mlx5_ifc.h). */
   DEALLOC_PD: 0x801,
 } as const;
 /** A command opcode value. */
 export type CmdOpcode = (typeof CmdOpcode)[keyof typeof CmdOpcode];
+
+/** QUERY_PAGES op_mod (mlx5_ifc.h MLX5_QUERY_PAGES_IN_OP_MOD_*): which stage's pages the firmware asks for. */
+export const QueryPagesOpMod = {
+  BOOT_PAGES: 0x1,
+  INIT_PAGES: 0x2,
+  REGULAR_PAGES: 0x3,
+} as const;
+
+/** MANAGE_PAGES op_mod (mlx5_ifc.h MLX5_MANAGE_PAGES_IN_OP_MOD_*): give pages, say none are left, or take pages back. */
+export const ManagePagesOpMod = {
+  ALLOCATION_FAIL: 0x0,
+  ALLOCATION_SUCCESS: 0x1,
+  HCA_RETURN_PAGES: 0x2,
+} as const;
 
 /** QUERY_HCA_CAP op_mod: capability group and max/current (spec/mlx5.md "Commands"). */
 export const HcaCapOpMod = {

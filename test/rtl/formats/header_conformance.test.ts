@@ -428,6 +428,12 @@ const CONSTS: Record<string, ConstMap> = {
   'HcaCapOpMod.GENERAL_CUR': { k: '(MLX5_CAP_GENERAL << 1) | HCA_CAP_OPMOD_GET_CUR' },
   'HcaCapOpMod.ODP_MAX': { k: '(MLX5_CAP_ODP << 1) | HCA_CAP_OPMOD_GET_MAX' },
   'HcaCapOpMod.ODP_CUR': { k: '(MLX5_CAP_ODP << 1) | HCA_CAP_OPMOD_GET_CUR' },
+  'QueryPagesOpMod.BOOT_PAGES': { k: 'MLX5_QUERY_PAGES_IN_OP_MOD_BOOT_PAGES' },
+  'QueryPagesOpMod.INIT_PAGES': { k: 'MLX5_QUERY_PAGES_IN_OP_MOD_INIT_PAGES' },
+  'QueryPagesOpMod.REGULAR_PAGES': { k: 'MLX5_QUERY_PAGES_IN_OP_MOD_REGULAR_PAGES' },
+  'ManagePagesOpMod.ALLOCATION_FAIL': { k: 'MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_FAIL' },
+  'ManagePagesOpMod.ALLOCATION_SUCCESS': { k: 'MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_SUCCESS' },
+  'ManagePagesOpMod.HCA_RETURN_PAGES': { k: 'MLX5_MANAGE_PAGES_IN_OP_MOD_HCA_RETURN_PAGES' },
   'CqeSyndrome.GENERAL_ERR': { private: 'no mlx5 syndrome means "general error" (cq.c maps every unknown one to IB_WC_GENERAL_ERR); 0xff is this project\'s' },
   'WC_STATUS_TO_SYNDROME.*': { private: 'a lookup table over CqeSyndrome (checked key by key above)' },
 };
