@@ -92,14 +92,29 @@ export class CmdError extends Error {
     readonly rule: string,
     /** The rule with the values that broke it. */
     readonly detail: string,
+    /** The status and syndrome as an output carried them (CmdError.fromOutput); else from the name and rule. */
+    raw?: { readonly status: number; readonly syndrome: number },
   ) {
-    const status = CmdStatus[statusName];
-    const syndrome = fnv1a(`${op}.${rule}`);
+    const status = raw?.status ?? CmdStatus[statusName];
+    const syndrome = raw?.syndrome ?? fnv1a(`${op}.${rule}`);
     super(`${op}(${hex(opcode)}) op_mod(${hex(opMod)}) failed, status ${statusName}(${hex(status)}), syndrome (${hex(syndrome)}): ${detail}`);
     this.status = status;
     this.syndrome = syndrome;
   }
+
+  /**
+   * The error a failed command's output stands for: mlx5's `*_out` carries only the status
+   * (byte 0) and the syndrome (bytes 4-7), so the rule is named by the syndrome and the detail
+   * says no more (the firmware's text reaches the driver by another path). A status mlx5 does not
+   * define keeps its value; its name reads INTERNAL_ERR.
+   */
+  static fromOutput(op: string, opcode: number, opMod: number, status: number, syndrome: number): CmdError {
+    const name = STATUS_NAME.get(status) ?? 'INTERNAL_ERR';
+    return new CmdError(op, opcode, opMod, name, `syndrome_${hex(syndrome)}`, `the firmware answered status ${hex(status)}, syndrome ${hex(syndrome)}`, { status, syndrome });
+  }
 }
+
+const STATUS_NAME: ReadonlyMap<number, CmdStatusName> = new Map(Object.entries(CmdStatus).map(([k, v]) => [v, k as CmdStatusName]));
 
 // ---------------------------------------------------------------------------------------------
 // Queues and QPs (bookkeeping for the queue modules)

@@ -61,3 +61,30 @@ export function zero(view: DataView, off: number, len: number): void {
   }
   new Uint8Array(view.buffer, view.byteOffset + off, len).fill(0);
 }
+
+/**
+ * Writes `v` into the field of `width` bits at bit `bit` of the structure at byte `off`, bits
+ * numbered as mlx5_ifc.h numbers them (bit 0 = the most significant bit of byte 0). A field lies
+ * within one big-endian dword, or is a dword-aligned u64 (mlx5_ifc.h's u64 fields are). Throws a
+ * RangeError naming `field` unless `v` fits.
+ */
+export function setBits(view: DataView, off: number, bit: number, width: number, v: number, field: string): void {
+  if (width === 64) {
+    checkU64(field, v);
+    setU64(view, off + (bit >>> 3), v);
+    return;
+  }
+  checkUint(field, v, width);
+  const at = off + ((bit >>> 5) << 2);
+  const shift = 32 - (bit & 31) - width;
+  const mask = width === 32 ? 0xffffffff : ((1 << width) - 1) << shift;
+  view.setUint32(at, ((view.getUint32(at) & ~mask) | (v * 2 ** shift)) >>> 0);
+}
+
+/** Reads the field `setBits` writes; a u64 of 2^53 or more throws a RangeError naming `field`. */
+export function getBits(view: DataView, off: number, bit: number, width: number, field: string): number {
+  if (width === 64) return getU64(view, off + (bit >>> 3), field);
+  const w = view.getUint32(off + ((bit >>> 5) << 2));
+  const shift = 32 - (bit & 31) - width;
+  return width === 32 ? w : (w >>> shift) & ((1 << width) - 1);
+}
