@@ -129,6 +129,37 @@ export function ifcMembers(dir: string, s: string): string[] {
   return h.lines.slice(a + 1, b).map((l) => /^\s*u8\s+(\w+)\[/.exec(l)?.[1]).filter((n): n is string => n !== undefined);
 }
 
+/**
+ * The leaf members of `struct mlx5_ifc_<s>_bits` as paths (`qpc.primary_address_path.pkey_index`
+ * is `primary_address_path.pkey_index` of qpc): nested structs and unions are entered (every
+ * alternative of a union), arrays are leaves, flexible arrays (`pas[][0x40]`, no size) are left out.
+ */
+export function ifcLeaves(dir: string, s: string): string[] {
+  const hs = load(dir, ['mlx5_ifc.h']);
+  const walk = (name: string, prefix: string): string[] => {
+    const found = findStruct(hs, `mlx5_ifc_${name}_bits`);
+    if (found === null) throw new Error(`mlx5_ifc.h has no struct or union mlx5_ifc_${name}_bits`);
+    const [a, b] = blockAt(found[0], found[1]);
+    // members may span lines (a long union type, then its name): split the body on ';'
+    const body = found[0].lines.slice(a + 1, b).join(' ').split(';').map((m) => m.trim()).filter((m) => m !== '');
+    const out: string[] = [];
+    for (const m of body) {
+      if (/\[\s*\]/.test(m)) continue;
+      const leaf = /^u8\s+(\w+)\[/.exec(m);
+      if (leaf !== null) {
+        out.push(prefix + leaf[1]!);
+        continue;
+      }
+      const nested = /^(?:struct|union)\s+mlx5_ifc_(\w+)_bits\s+(\w+)(\[.*\])?$/.exec(m);
+      if (nested === null) continue;
+      if (nested[3] !== undefined) out.push(prefix + nested[2]!); // an array of structures: one leaf
+      else out.push(...walk(nested[1]!, `${prefix}${nested[2]!}.`));
+    }
+    return out;
+  };
+  return walk(s, '');
+}
+
 const cc = (src: string, out: string, args: readonly string[]): string => {
   try {
     execFileSync('gcc', ['-std=gnu11', '-w', ...args, '-o', out, src], { stdio: ['ignore', 'pipe', 'pipe'] });

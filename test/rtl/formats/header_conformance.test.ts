@@ -30,6 +30,7 @@ import {
   encodePageFaultResumeIn,
   encodeRaddrSeg,
   encodeAtomicSeg,
+  encodeIfc,
   encodeUmrCtrlSeg,
   zeroMkeyContext,
   type AtomicSeg,
@@ -40,6 +41,7 @@ import {
   type EqeCompletion,
   type EqePageFaultRdma,
   type EqePageFaultWqe,
+  type IfcLayout,
   type Klm,
   type MkeyContext,
   type Mtt,
@@ -48,7 +50,7 @@ import {
   type UmrCtrlSeg,
 } from '../../../src/rtl/formats/index.ts';
 import { writeIcmPrivate, type IcmPrivate } from '../../../src/rtl/memory/icm_mkey.ts';
-import { askHeaders, ifcMembers, kernelHeaders, MLX5DV_H, type Answers, type Place, type Side } from '../../support/mlx5_headers.ts';
+import { askHeaders, ifcLeaves, ifcMembers, kernelHeaders, MLX5DV_H, type Answers, type Place, type Side } from '../../support/mlx5_headers.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The tables
@@ -71,8 +73,8 @@ interface FieldMap {
   differs?: Partial<Record<Side, string>>;
   /** Where the place agrees but a header says more (a field of another meaning, a name it lacks). */
   note?: string;
-  /** Every bit of the field must lie in a reserved member of this ifc struct (model-private ICM state). */
-  reservedIn?: 'mkc';
+  /** Every bit of the field must lie in a reserved member of this ifc struct (model-private state). */
+  reservedIn?: string;
 }
 
 interface Layout<T extends object> {
@@ -340,10 +342,31 @@ const PAGE_FAULT_RESUME: Layout<PageFaultResumeIn> = {
   },
 };
 
+/**
+ * The command structures (formats/cmd_*.ts): every IfcLayout formats/ exports. Their field names
+ * are mlx5_ifc.h's member paths, so each maps to `<struct>.<name>` with no table; a model-private
+ * field (IfcLayout.private) must lie in reserved bits of the structure.
+ */
+const IFC_LAYOUTS: IfcLayout[] = Object.values(formats).filter(
+  (x): x is IfcLayout => x !== null && typeof x === 'object' && typeof (x as IfcLayout).ifc === 'string' && typeof (x as IfcLayout).fields === 'object',
+);
+const CMD_LAYOUTS: Layout<Record<string, number>>[] = IFC_LAYOUTS.map((l) => ({
+  name: `${l.ifc} (mlx5_ifc_${l.ifc}_bits)`,
+  zero: Object.fromEntries(Object.keys(l.fields).map((k) => [k, 0])),
+  encode: (v: DataView, off: number, f: Record<string, number>) => encodeIfc(v, off, l, f),
+  size: l.bytes,
+  fields: Object.fromEntries(
+    Object.keys(l.fields).map((k): [string, FieldMap] => {
+      const why = l.private[k];
+      return [k, why !== undefined ? { private: why, reservedIn: l.ifc } : { ifc: [`${l.ifc}.${k}`] }];
+    }),
+  ),
+}));
+
 // a heterogeneous list: each layout's own field type is checked where it is written
 const LAYOUTS: Layout<any>[] = [
   MKEY_CONTEXT, ICM_PRIVATE, CTRL_SEG, UMR_CTRL_SEG, DATA_SEG, RADDR_SEG, ATOMIC_SEG, KLM, MTT, CQE, EQE, EQE_COMP, EQE_PF_WQE, EQE_PF_RDMA,
-  PAGE_FAULT_RESUME,
+  PAGE_FAULT_RESUME, ...CMD_LAYOUTS,
 ];
 
 /** A header value per side (a C expression), or why the model's own. */
@@ -434,6 +457,7 @@ const CONSTS: Record<string, ConstMap> = {
   'ManagePagesOpMod.ALLOCATION_FAIL': { k: 'MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_FAIL' },
   'ManagePagesOpMod.ALLOCATION_SUCCESS': { k: 'MLX5_MANAGE_PAGES_IN_OP_MOD_ALLOCATION_SUCCESS' },
   'ManagePagesOpMod.HCA_RETURN_PAGES': { k: 'MLX5_MANAGE_PAGES_IN_OP_MOD_HCA_RETURN_PAGES' },
+  PAS_ENTRY_BYTES: { k: 'sizeof(((struct mlx5_ifc_create_cq_in_bits *)0)->pas[0]) / 8' },
   'CqeSyndrome.GENERAL_ERR': { private: 'no mlx5 syndrome means "general error" (cq.c maps every unknown one to IB_WC_GENERAL_ERR); 0xff is this project\'s' },
   'WC_STATUS_TO_SYNDROME.*': { private: 'a lookup table over CqeSyndrome (checked key by key above)' },
 };
@@ -445,6 +469,11 @@ const PREFIXED: Record<string, { prefix: string; dv: boolean; shift?: (n: string
   EventType: { prefix: 'MLX5_EVENT_TYPE_', dv: false },
   CmdOpcode: { prefix: 'MLX5_CMD_OP_', dv: false },
   MkeyMaskBit: { prefix: 'MLX5_MKEY_MASK_', dv: false, shift: ctz },
+  QpcState: { prefix: 'MLX5_QPC_STATE_', dv: false },
+  QpcSt: { prefix: 'MLX5_QPC_ST_', dv: false },
+  QpcMtu: { prefix: 'MLX5_QPC_MTU_', dv: false },
+  QpRqType: { prefix: 'MLX5_', dv: false },
+  QpOptPar: { prefix: 'MLX5_QP_OPTPAR_', dv: false },
 };
 for (const [table, p] of Object.entries(PREFIXED)) {
   for (const key of Object.keys((formats as unknown as Record<string, Record<string, number>>)[table]!)) {
@@ -586,6 +615,26 @@ describe(`formats/ against Linux ${version} include/linux/mlx5 and rdma-core mlx
   }
   const mkc = headers === null ? [] : ifcMembers(headers.dir + '/include/linux/mlx5', 'mkc');
   for (const f of mkc) queries.add(`ifc:mkc.${f}`);
+  // the leaves of every structure a private field must be reserved in
+  const leaves = new Map<string, string[]>();
+  for (const l of LAYOUTS) {
+    for (const m of Object.values(l.fields) as FieldMap[]) {
+      if (m.reservedIn === undefined || leaves.has(m.reservedIn) || headers === null) continue;
+      const ls = ifcLeaves(headers.dir + '/include/linux/mlx5', m.reservedIn);
+      leaves.set(m.reservedIn, ls);
+      for (const f of ls) queries.add(`ifc:${m.reservedIn}.${f}`);
+    }
+  }
+  for (const l of IFC_LAYOUTS) {
+    queries.add(`k:const:sizeof(struct mlx5_ifc_${l.ifc}_bits) / 8`);
+    for (const m of Object.keys(l.at)) queries.add(`k:const:offsetof(struct mlx5_ifc_${l.ifc}_bits, ${m}) / 8`);
+  }
+  /** The leaves of ifc struct `s` that bit `pos` lies in (a union's alternatives: each of them). */
+  const leavesAt = (a: Answers, s: string, pos: number): string[] =>
+    (leaves.get(s) ?? []).filter((f) => {
+      const p = a.places.get(`ifc:${s}.${f}`)!;
+      return pos >= p.off && pos < p.off + p.width;
+    });
   for (const m of Object.values(CONSTS)) {
     if (m.k !== undefined) queries.add(`k:const:${m.k}`);
     if (m.dv !== undefined) queries.add(`dv:const:${m.dv}`);
@@ -632,9 +681,10 @@ describe(`formats/ against Linux ${version} include/linux/mlx5 and rdma-core mlx
         }
         if (m.reservedIn !== undefined) {
           for (const p of bits.values()) {
-            const name = mkcFieldAt(a, p);
-            if (name === undefined || !name.startsWith('reserved')) {
-              problems.push(`${key}: bit ${p} (byte ${p >> 3}) lies on ${m.reservedIn}.${name ?? '(nothing)'}, a named field`);
+            const on = leavesAt(a, m.reservedIn, p);
+            const named = on.filter((f) => !f.split('.').pop()!.startsWith('reserved'));
+            if (on.length === 0 || named.length > 0) {
+              problems.push(`${key}: bit ${p} (byte ${p >> 3}) lies on ${m.reservedIn}.${named.join(', ') || '(nothing)'}, a named field`);
             }
           }
         }
@@ -648,6 +698,7 @@ describe(`formats/ against Linux ${version} include/linux/mlx5 and rdma-core mlx
     const others: Record<string, string> = {
       encodeAtomicOperands: 'the atomic segment as bigints: the same bytes as encodeAtomicSeg',
       encodeInlineSeg: 'byte_count with MLX5_INLINE_SEG, then the data: the data segment layout\'s byteCount and inline',
+      encodeIfc: 'the encoder of every command structure (IfcLayout): each is a layout above',
     };
     const missing = Object.entries(formats)
       .filter(([n, f]) => n.startsWith('encode') && typeof f === 'function' && !covered.has(f) && others[n] === undefined)
@@ -682,6 +733,22 @@ describe(`formats/ against Linux ${version} include/linux/mlx5 and rdma-core mlx
     }
     expect(problems, problems.join('\n')).toEqual([]);
     expect(seen.size).toBeGreaterThan(150);
+  });
+
+  it('every command structure has the header\'s size, and its nested structures and lists the header\'s offsets', () => {
+    const a = ask();
+    const problems: string[] = [];
+    for (const l of IFC_LAYOUTS) {
+      const size = a.values.get(`k:const:sizeof(struct mlx5_ifc_${l.ifc}_bits) / 8`);
+      if (size !== BigInt(l.bytes)) problems.push(`${l.ifc}: ${l.bytes} bytes, the header's ${String(size)}`);
+      for (const [m, at] of Object.entries(l.at)) {
+        const h = a.values.get(`k:const:offsetof(struct mlx5_ifc_${l.ifc}_bits, ${m}) / 8`);
+        if (h !== BigInt(at)) problems.push(`${l.ifc}.${m} at byte ${at}, the header's ${String(h)}`);
+      }
+    }
+    expect(problems, problems.join('\n')).toEqual([]);
+    // one structure per input and output of every command (PAGE_FAULT_RESUME's input is the seed's layout above)
+    expect(IFC_LAYOUTS.length).toBeGreaterThanOrEqual(2 * 27 - 1);
   });
 
   it('the private ICM bits of the past are caught: a bit on mkc.ma_translation_mode or crossing_target_vhca_id fails', () => {
