@@ -111,8 +111,9 @@ const flag = (b: boolean | undefined): number => (b === true ? 1 : 0);
 
 /** log2 of `n`, a power of two; a RangeError naming `name` otherwise. */
 function log2Exact(name: string, n: number): number {
-  if (!Number.isInteger(n) || n < 1 || n > 2 ** 31 || (n & (n - 1)) !== 0) throw new RangeError(`${name} ${String(n)} is not a power of two (the structure holds its log2)`);
-  return 31 - Math.clz32(n);
+  const l = Math.log2(n);
+  if (!Number.isInteger(n) || n < 1 || !Number.isInteger(l) || 2 ** l !== n) throw new RangeError(`${name} ${String(n)} is not a power of two (the structure holds its log2)`);
+  return l;
 }
 
 function buffer(n: number): { b: Uint8Array; v: DataView } {
@@ -920,7 +921,8 @@ export function encodeCmdError(err: CmdError): Uint8Array {
 
 /**
  * The output of `cmd` from its bytes; a status other than OK throws the CmdError it stands for
- * (CmdError.fromOutput), as does an output too short for its structure (BAD_OUTPUT_LEN).
+ * (CmdError.fromOutput), as does an output too short for its structure (BAD_OUTPUT_LEN) or one
+ * whose fields the model cannot mean (INTERNAL_ERR: a state or MTU code it does not know).
  */
 export function decodeCmdOutput<K extends CmdName>(cmd: CmdOf<K>, bytes: Uint8Array): CmdOutputs[K] {
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -933,7 +935,12 @@ export function decodeCmdOutput<K extends CmdName>(cmd: CmdOf<K>, bytes: Uint8Ar
   if (bytes.length < c.outLayout.bytes) {
     throw new CmdError(cmd.op, opcode, opMod, 'BAD_OUTPUT_LEN', 'output_len', `${c.outLayout.ifc} needs ${c.outLayout.bytes} bytes; the output has ${bytes.length}`);
   }
-  return c.decOut(cmd, v);
+  try {
+    return c.decOut(cmd, v);
+  } catch (e) {
+    // an output whose fields mean nothing to the driver (a state or MTU code not modelled)
+    throw new CmdError(cmd.op, opcode, opMod, 'INTERNAL_ERR', 'output_field', `the output does not decode: ${e instanceof Error ? e.message : String(e)}`);
+  }
 }
 
 /** Bytes the driver leaves for the output of `cmd` (out_length of the command entry). */
