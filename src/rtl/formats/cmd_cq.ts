@@ -3,7 +3,7 @@
  * byte 272 (mlx5_ifc.h create_cq_in; mlx5_ib cq.c create_cq_kernel fills them), DESTROY_CQ.
  *
  * Model-private: create_cq_in bits 0x280-0x2bf (reserved_at_280) hold model_buf_addr, the CQE
- * ring's contiguous host address when no page list is given (docs/spec/commands.md).
+ * ring's contiguous host address when no page list is given (spec/commands.md "Model-private bits").
  */
 import { ifcLayout, inLayout, outLayout } from './cmd_hdr.ts';
 

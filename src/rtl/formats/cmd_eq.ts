@@ -5,7 +5,7 @@
  *
  * Model-private: create_eq_in bits 0x280-0x2bf (reserved_at_280) hold model_buf_addr, the EQE
  * ring's contiguous host address (mlx5 gives the ring as `pas[]`; this model's EQ writer takes
- * one buffer). docs/spec/commands.md lists it.
+ * one buffer). spec/commands.md "Model-private bits" lists it.
  */
 import { ifcLayout, inLayout, outLayout } from './cmd_hdr.ts';
 

@@ -6,7 +6,7 @@
  * registration unless `umr_modify_entity_size_disabled`, ODP with `pg`, the per-transport ODP
  * caps in `transport_page_fault_scheme_cap`.
  *
- * Model-private (reserved fields only; docs/spec/commands.md):
+ * Model-private (reserved fields only; spec/commands.md "Model-private bits"):
  * - cmd_hca_cap bits 0x4a0-0x4a2 (reserved_at_4a0): model_mw_type1, model_mw_type2a,
  *   model_sg_gaps: the model reports these apart (mlx5 derives all three from imaicl).
  * - cmd_hca_cap bits 0x500-0x51f (reserved_at_500) model_max_mr and 0x660-0x67f (reserved_at_660)

@@ -4,7 +4,7 @@
  * and PAGE_FAULT_RESUME's output (its input: formats/page_fault_resume.ts), mlx5_ifc.h.
  *
  * Model-private bits of create_mkey_in (all in reserved fields, test/rtl/formats/
- * header_conformance.test.ts checks it; the same list is in docs/spec/commands.md):
+ * header_conformance.test.ts checks it; the same list is in spec/commands.md "Model-private bits"):
  * - bits 0x40-0x5f (reserved_at_40): model_fbo, the first byte offset of a zero-based MTT mkey.
  * - bits 0x63-0x68 (reserved_at_63): model_mw_bind (IB_ACCESS_MW_BIND), model_zero_based, the
  *   object kind model_kind (MR, type-1 or type-2 window; 2 bits), and whether an MTT list

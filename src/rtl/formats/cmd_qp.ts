@@ -4,7 +4,7 @@
  * QUERY_QP and DESTROY_QP (mlx5_ifc.h; mlx5_ib qp.c create_kernel_qp and __mlx5_ib_modify_qp
  * fill them). The primary address path `ads` lies inside the qpc at bit 0xc0.
  *
- * Model-private bits of the qpc (reserved fields only; docs/spec/commands.md lists them):
+ * Model-private bits of the qpc (reserved fields only; spec/commands.md "Model-private bits" lists them):
  * - 0x3a0-0x3bf (reserved_at_3a0): model_page_fault_resumes, PAGE_FAULT_RESUMEs for this QP.
  * - 0x420-0x43f (reserved_at_420): model_max_send_sge, model_max_recv_sge (16 bits each).
  * - 0x600-0x61f (reserved_at_600): model_sq_offset, the send queue's byte offset in a paged buffer.
