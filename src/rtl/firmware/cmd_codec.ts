@@ -663,7 +663,7 @@ const CODECS: { readonly [K in CmdName]: CmdCodec<K> } = {
   DESTROY_MKEY: voidOut('DESTROY_MKEY', DESTROY_MKEY_IN, DESTROY_MKEY_OUT, (c) => ({ mkey_index: c.index }), (f) => ({ index: f.mkey_index! })),
   PAGE_FAULT_RESUME: {
     // the seed's layout (formats/page_fault_resume.ts): flags_qpn at byte 8
-    inLayout: { ifc: 'page_fault_resume_in', bytes: PAGE_FAULT_RESUME_IN_SIZE, fields: {}, private: {}, at: {} },
+    inLayout: { ifc: 'page_fault_resume_in', bytes: PAGE_FAULT_RESUME_IN_SIZE, fields: {}, keys: [], private: {}, at: {} },
     outLayout: PAGE_FAULT_RESUME_OUT,
     encIn: (c) => {
       const { b, v } = buffer(PAGE_FAULT_RESUME_IN_SIZE);

@@ -18,6 +18,8 @@ import { getBits, setBits, zero } from './field.ts';
 export interface IfcField {
   readonly bit: number;
   readonly width: number;
+  /** `<struct>.<field>`, for messages (made once: a decode allocates no names). */
+  readonly name: string;
 }
 
 /** One mlx5_ifc.h structure (`struct mlx5_ifc_<ifc>_bits`). */
@@ -27,6 +29,8 @@ export interface IfcLayout<K extends string = string> {
   /** Its size in bytes (the fixed part, before a trailing list such as `pas[]`). */
   readonly bytes: number;
   readonly fields: Readonly<Record<K, IfcField>>;
+  /** The field names, in order (walked by the encoder and decoder). */
+  readonly keys: readonly K[];
   /** Model-private fields (their bits are reserved in the header) and why each exists. */
   readonly private: Readonly<Record<string, string>>;
   /** Byte offsets of nested structures and trailing lists, by member name (checked against offsetof). */
@@ -55,9 +59,9 @@ export function ifcLayout<K extends string>(
     const inDword = width <= 32 && (bit & 31) + width <= 32;
     if (!inDword && !(width === 64 && (bit & 31) === 0)) throw new Error(`${ifc}.${k}: a field crosses a dword`);
     if (bit + width > bytes * 8) throw new Error(`${ifc}.${k}: past the structure's ${bytes} bytes`);
-    f[k] = Object.freeze({ bit, width });
+    f[k] = Object.freeze({ bit, width, name: `${ifc}.${k}` });
   }
-  return Object.freeze({ ifc, bytes, fields: Object.freeze(f), private: Object.freeze({ ...extra.private }), at: Object.freeze({ ...extra.at }) });
+  return Object.freeze({ ifc, bytes, fields: Object.freeze(f), keys: Object.freeze(Object.keys(f) as K[]), private: Object.freeze({ ...extra.private }), at: Object.freeze({ ...extra.at }) });
 }
 
 /**
@@ -77,16 +81,16 @@ export function setIfc<K extends string>(view: DataView, off: number, l: IfcLayo
     if (x === undefined) continue;
     const f = l.fields[k];
     if (f === undefined) throw new RangeError(`${l.ifc} has no field ${k}`);
-    setBits(view, off, f.bit, f.width, x, `${l.ifc}.${k}`);
+    setBits(view, off, f.bit, f.width, x, f.name);
   }
 }
 
 /** Reads every field of the structure at byte `off`; a u64 of 2^53 or more throws a RangeError. */
 export function decodeIfc<K extends string>(view: DataView, off: number, l: IfcLayout<K>): IfcValues<K> {
   const out = {} as IfcValues<K>;
-  for (const k of Object.keys(l.fields) as K[]) {
+  for (const k of l.keys) {
     const f = l.fields[k];
-    out[k] = getBits(view, off, f.bit, f.width, `${l.ifc}.${k}`);
+    out[k] = getBits(view, off, f.bit, f.width, f.name);
   }
   return out;
 }

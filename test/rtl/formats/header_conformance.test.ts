@@ -347,7 +347,7 @@ const PAGE_FAULT_RESUME: Layout<PageFaultResumeIn> = {
  * are mlx5_ifc.h's member paths, so each maps to `<struct>.<name>` with no table; a model-private
  * field (IfcLayout.private) must lie in reserved bits of the structure.
  */
-const IFC_LAYOUTS: IfcLayout[] = Object.values(formats).filter(
+const IFC_LAYOUTS: IfcLayout[] = (Object.values(formats) as unknown[]).filter(
   (x): x is IfcLayout => x !== null && typeof x === 'object' && typeof (x as IfcLayout).ifc === 'string' && typeof (x as IfcLayout).fields === 'object',
 );
 const CMD_LAYOUTS: Layout<Record<string, number>>[] = IFC_LAYOUTS.map((l) => ({
