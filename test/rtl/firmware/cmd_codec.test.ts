@@ -7,6 +7,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
+import { readFileSync } from 'node:fs';
+import * as formats from '../../../src/rtl/formats/index.ts';
 import {
   cmdInputLength,
   cmdOutputLength,
@@ -585,5 +587,24 @@ describe('malformed inputs get the firmware\'s status, never a throw', () => {
       }),
       { numRuns: 1000 },
     );
+  });
+});
+
+describe('the model-private bits are documented', () => {
+  it('docs/spec/commands.md lists every model-private field of every command structure, with its structure', () => {
+    const doc = readFileSync(new URL('../../../docs/spec/commands.md', import.meta.url), 'utf8');
+    const rows = doc.split('\n').filter((l) => l.startsWith('| ') && l.includes('model_'));
+    const missing: string[] = [];
+    let n = 0;
+    for (const l of Object.values(formats) as unknown[]) {
+      if (l === null || typeof l !== 'object' || typeof (l as formats.IfcLayout).ifc !== 'string' || (l as formats.IfcLayout).private === undefined) continue;
+      const layout = l as formats.IfcLayout;
+      for (const f of Object.keys(layout.private)) {
+        n++;
+        if (!rows.some((r) => r.startsWith(`| ${layout.ifc} |`) && new RegExp(`\\b${f}\\b`).test(r))) missing.push(`${layout.ifc}.${f}`);
+      }
+    }
+    expect(missing).toEqual([]);
+    expect(n).toBeGreaterThan(20);
   });
 });
