@@ -143,8 +143,9 @@ export class OdpMr {
     return this.hostAddr + (iova - this.mr.iova);
   }
 
+  /** ib_access_writable (include/rdma/ib_verbs.h:4374): MW_BIND counts, a window may grant write. */
   get writable(): boolean {
-    return (this.mr.access & (IbAccess.LOCAL_WRITE | IbAccess.REMOTE_WRITE | IbAccess.REMOTE_ATOMIC)) !== 0;
+    return (this.mr.access & (IbAccess.LOCAL_WRITE | IbAccess.REMOTE_WRITE | IbAccess.REMOTE_ATOMIC | IbAccess.MW_BIND)) !== 0;
   }
 }
 
@@ -722,7 +723,7 @@ export class OdpHandler {
       return { errno: 'ENOENT', why: 'names no ODP MR' };
     }
     if (odp.mr.pd !== pd) return { errno: 'EPERM', why: "names an ODP MR of another PD" };
-    const writable = (odp.mr.access & (IbAccess.LOCAL_WRITE | IbAccess.REMOTE_WRITE | IbAccess.REMOTE_ATOMIC)) !== 0;
+    const writable = (odp.mr.access & (IbAccess.LOCAL_WRITE | IbAccess.REMOTE_WRITE | IbAccess.REMOTE_ATOMIC | IbAccess.MW_BIND)) !== 0;
     if (write && !writable) return { errno: 'EPERM', why: 'PREFETCH_WRITE of an MR that is not writable' };
     return null;
   }
