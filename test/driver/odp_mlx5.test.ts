@@ -5,6 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Access, incRkey, type Mr, SIZE_MAX, Testbed } from '../../src/index.ts';
+import { PageFaultFlag, PageFaultSubtype } from '../../src/rtl/formats/constants.ts';
 import { skipCommitted } from '../../src/driver/odp.ts';
 import { rcPair, rcPairOn } from '../support/rc_pair.ts';
 
@@ -264,5 +265,33 @@ describe('issue 18: bytes_committed', () => {
       }),
       { seed: 18, numRuns: 200 },
     );
+  });
+});
+
+describe('issue 18: an RDMA fault as the EQE reports it (bytes_committed, op length 0)', () => {
+  it('rdma_fault_committed_and_read_ahead: committed bytes are skipped; an op length of 0 maps the packet, resumes, then reads ahead', async () => {
+    const tb = new Testbed({ hcas: 2 });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const b = tb.host(1).alloc(16 * PAGE);
+      const omr = await p.pd1.regMr(b.addr, 16 * PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      const resumed: boolean[] = [];
+      const client = { faultResumed: (_t: number, ok: boolean) => void resumed.push(ok) };
+      const pf = tb.hca(1).pagefault;
+      const report = (committed: number, opLen: number, packet: number): void =>
+        pf.report({ subType: PageFaultSubtype.RDMA, flags: PageFaultFlag.RDMA | PageFaultFlag.WRITE, qpn: p.qp1.qpNum, bytesCommitted: committed, packetLength: packet, rKey: omr.rkey, rdmaVa: b.addr, rdmaOpLen: opLen }, client, 1);
+      // 8 pages, 3 of them already moved: the fault maps the other 5 (odp.c:1456-1459)
+      report(3 * PAGE, 8 * PAGE, 1024);
+      while (resumed.length < 1) await tb.delay(10 * 1_000_000);
+      expect(resumed).toEqual([true]);
+      expect(omr.odpStats().pageFaults).toBe(5);
+      // op length 0: the packet's page at va + committed, then (after the resume) the read-ahead
+      // of min(MAX_PREFETCH_LEN, committed) from there (odp.c:1465-1505)
+      report(6 * PAGE, 0, 100);
+      while (resumed.length < 2) await tb.delay(10 * 1_000_000);
+      await tb.delay(400 * 1_000_000);
+      expect(resumed).toEqual([true, true]);
+      expect(omr.odpStats().pageFaults).toBe(5 + 1 + 6); // pages 6 (mapped again), then 6..11
+    });
   });
 });
