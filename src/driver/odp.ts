@@ -72,6 +72,11 @@ export class OdpMr {
   /** Bumped by every invalidation of a range of the MR (a fault compares it before its UMR). */
   invalSeq = 0;
   readonly stats: OdpStats;
+  /**
+   * The translation update in flight for this MR, or null: a fault that finds its pages already
+   * written in `mtt` waits for it, as mlx5's second fault waits on umem_mutex for the first's UMR.
+   */
+  umrInFlight: Promise<void> | null = null;
   /** The implicit MR this MR is a child of, or null. */
   parent: ImplicitOdp | null = null;
   /** The MR cache bucket the child's mkey came from (0: CREATE_MKEY). */
@@ -655,8 +660,12 @@ export class OdpHandler {
       }
       // the MR is being deregistered: nothing more is mapped (the fault fails, as on a gone MR)
       if (odp.dying || odp.mr.destroyed) return -1;
-      // mapped already, as it must be: the UMR would rewrite the same entries
-      if (changed === 0) return last - first + 1;
+      // mapped already: the UMR would rewrite the same entries; if another mapping's UMR is still
+      // on its way, the device sees them only once it lands
+      if (changed === 0) {
+        if (odp.umrInFlight !== null) await odp.umrInFlight;
+        return last - first + 1;
+      }
       // a page mapped for the device is the device's (the DMA checker's owner) until its zap drains
       const mem = host.mem;
       for (let i = first; i <= last; i++) {
@@ -670,7 +679,13 @@ export class OdpHandler {
         }
         odp.mtt[i] = e;
       }
-      await this.ctx.umr.updateTranslations(odp.mr.deviceKey, lo, entries);
+      const umr = this.ctx.umr.updateTranslations(odp.mr.deviceKey, lo, entries);
+      odp.umrInFlight = umr;
+      try {
+        await umr;
+      } finally {
+        if (odp.umrInFlight === umr) odp.umrInFlight = null;
+      }
       if (odp.invalSeq === seq) return last - first + 1;
       this.raceRetries++;
       // an invalidation zapped (part of) the range while the UMR was in flight: its zap UMR
