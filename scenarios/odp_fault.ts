@@ -24,8 +24,10 @@ const scenario: Scenario = {
       const src = h0.alloc(4 * PAGE);
       const dst = h1.alloc(4 * PAGE);
       const pattern = Uint8Array.from({ length: PAGE }, (_, i) => (i * 5 + 1) & 0xff);
-      h0.write(src.addr, pattern);
       const omr0 = await pd0.regMr(src.addr, 4 * PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      // written after regMr: resident in the process but not mapped for the device (regMr maps
+      // the pages resident then: mlx5_ib_init_odp_mr's snapshot)
+      h0.write(src.addr, pattern);
       const omr1 = await pd1.regMr(dst.addr, 4 * PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ);
       const pinned = h1.alloc(PAGE);
       const pmr1 = await pd1.regMr(pinned.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE);

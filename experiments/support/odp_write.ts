@@ -1,7 +1,8 @@
 /**
- * The workload of the ODP experiments (test/support/odp_case.ts's, as the timing anchors
- * measure it): an RDMA WRITE from an ODP MR on adapter 0 whose pages the device has not touched,
- * to a pinned MR on adapter 1; its latency cold (the first touch faults), then warm.
+ * The workload of the ODP experiments: an RDMA WRITE from an ODP MR on adapter 0 whose pages are
+ * not resident (4 KiB pages the process never touched: nothing for the registration's snapshot,
+ * mlx5_ib_init_odp_mr, to map), to a pinned MR on adapter 1; its latency cold (the first touch
+ * faults the pages in, one fault for the whole SGE), then warm.
  */
 import { Access, Testbed, type HcaConfig } from '../../src/index.ts';
 import { counters, delta, type Counters } from './stats.ts';
@@ -16,14 +17,17 @@ export interface OdpWriteResult {
   warmUs: number;
   /** adviseMr(PREFETCH, flush) before the first WRITE, us (0 without). */
   prefetchUs: number;
+  /** Pages the faults mapped (mlx5's page_faults). */
   pageFaults: number;
   pagePrefetch: number;
+  /** PAGE_FAULT EQEs the first WRITE raised (the page-fault unit's `faults`). */
+  faults: number;
   stats: Counters;
 }
 
 export async function odpWrite(o: { seed: number; config: Partial<HcaConfig>; size: number; prefetch: boolean }): Promise<OdpWriteResult> {
   const tb = new Testbed({ hcas: 2, seed: o.seed, config: o.config });
-  const r: OdpWriteResult = { firstUs: 0, warmUs: 0, prefetchUs: 0, pageFaults: 0, pagePrefetch: 0, stats: {} };
+  const r: OdpWriteResult = { firstUs: 0, warmUs: 0, prefetchUs: 0, pageFaults: 0, pagePrefetch: 0, faults: 0, stats: {} };
   await tb.run(async () => {
     const [c0, c1] = [await tb.openDevice(0), await tb.openDevice(1)];
     const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];
@@ -31,10 +35,10 @@ export async function odpWrite(o: { seed: number; config: Partial<HcaConfig>; si
     const qp0 = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
     const qp1 = await pd1.createQp({ sendCq: cq1, recvCq: cq1 });
     await qp0.connect(qp1);
-    const huge = o.size >= 2 * 1024 * 1024;
-    const a = tb.host(0).alloc(o.size, { hugePages: huge });
-    const b = tb.host(1).alloc(o.size, { hugePages: huge });
-    tb.host(0).fill(a.addr, o.size, 0x5a);
+    // the source in 4 KiB pages never touched: a huge-page buffer is resident from its
+    // allocation, and a filled one resident from the fill, so the snapshot would map either
+    const a = tb.host(0).alloc(o.size);
+    const b = tb.host(1).alloc(o.size, { hugePages: o.size >= 2 * 1024 * 1024 });
     const omr = await pd0.regMr(a.addr, o.size, Access.ON_DEMAND | Access.LOCAL_WRITE);
     const mr1 = await pd1.regMr(b.addr, o.size, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
     await tb.quiesce();
@@ -51,7 +55,10 @@ export async function odpWrite(o: { seed: number; config: Partial<HcaConfig>; si
       await pd0.adviseMr('PREFETCH', [{ addr: a.addr, length: o.size, lkey: omr.lkey }], { flush: true });
       r.prefetchUs = (tb.now - t0) / US;
     }
+    const faultsNow = (): number => Number(tb.stats()['tb.hca0.pagefault']?.faults ?? 0);
+    const f0 = faultsNow();
     r.firstUs = (await write(1)) / US;
+    r.faults = faultsNow() - f0;
     r.stats = delta(counters(tb.stats(), SCOPES), s0);
     r.warmUs = (await write(2)) / US;
     const st = omr.odpStats();

@@ -1,22 +1,31 @@
 /**
  * The driver's on-demand paging (mlx5_ib odp.c, spec/semantics.md "On-demand paging"):
  *
- * - The page-fault handler: a PAGE_FAULT EQE (from the EQ interrupt handler) starts a process,
- *   as mlx5's page-fault workqueue. It finds the ranges the faulting work touches (subtype WQE:
- *   the data segments of the WQE at wqe_index, read from the queue in host memory, as
- *   mlx5_ib_mr_initiator_pfault_handler does; subtype RDMA: r_key, va, op length), faults the
- *   pages into the process (host_space faultIn), writes their MTT entries by UMR (a translation
- *   update with an offset), then sends PAGE_FAULT_RESUME. A range the process has not mapped
- *   resumes with ERROR.
- * - How much is mapped: the whole range the faulting work touches in each ODP MR, at most
- *   4 MiB from its start (MAX_FAULT_BYTES; mlx5 bounds a fault's prefetch the same way), so one
- *   fault maps a 4 MB message (spec/timing.md: ~350 us, not 1024 faults).
+ * - The page-fault handler: a PAGE_FAULT EQE (from the EQ interrupt handler) is queued to the
+ *   fault workers, as mlx5 queues it to its page-fault work queue (odp.c mlx5_ib_eq_pf_process,
+ *   queue_work); at most `odpFaultWorkers` faults are handled at once (the queue's max_active,
+ *   32), the rest wait in order. A worker finds the ranges the faulting work touches (subtype
+ *   WQE: every data segment of the WQE at wqe_index, in full, read from the queue in host memory
+ *   as mlx5_ib_mr_initiator_pfault_handler does; subtype RDMA: r_key, va, the whole rdma_op_len),
+ *   skips the bytes the hardware already moved (`bytes_committed`), faults the pages into the
+ *   process (one hmm_range_fault per range: a page the process unmapped fails the whole range,
+ *   nothing of it mapped), writes their MTT entries by UMR (a translation update with an
+ *   offset), then sends PAGE_FAULT_RESUME, with ERROR when a range failed. Pages already mapped
+ *   are mapped again (ib_umem_odp_map_dma_and_lock), so any number of QPs may fault on one page.
+ * - Read-ahead only where mlx5 does it: an RDMA fault whose op length the hardware reports as 0
+ *   maps the packet, resumes, then maps up to MAX_PREFETCH_LEN more (odp.c:1465-1505).
+ * - A key that names a memory window is resolved to the MR the window was bound over, as
+ *   pagefault_single_data_segment walks a window's KLM (odp.c:1031-1084).
  * - Its cost in simulated time: `odpFaultFixedPs` per fault plus `odpFaultPerPagePs` per page
  *   after the first (spec/timing.md "ODP fault handling in software", fitted to ASPLOS'17).
  * - The MMU notifier (madviseDontNeed / munmap): the MTT entries of the range are zapped by UMR
  *   (not present), which also drops them from the caches (the ICM writer's coherence), and the
  *   process's pages are freed only after that. A fault racing an invalidation retries: the
- *   handler checks the MR's invalidation sequence before its UMR (mmu_interval_read_retry).
+ *   handler checks the MR's invalidation sequence before its UMR (mmu_interval_read_retry). An
+ *   implicit MR's child left with no page mapped is freed (destroy_unused_implicit_child_mr).
+ * - The counters count pages, as mlx5_update_odp_stats does: `pageFaults` the pages each fault
+ *   mapped, `pagePrefetch` the pages a prefetch mapped, `pageInvalidations` the mapped pages a
+ *   notifier zapped.
  */
 import type { Context } from './context.ts';
 import { Mr as MrClass, type Mr } from './mr.ts';
@@ -29,6 +38,7 @@ import { parseWqe } from '../rtl/formats/wqe_parse.ts';
 import { decodeCtrlSeg } from '../rtl/formats/ctrl_seg.ts';
 import { IbAccess } from './types.ts';
 import { CmdError } from '../rtl/firmware/cmd_types.ts';
+import { MkeyPool } from './mkey_pool.ts';
 
 const PAGE = 4096;
 /**
@@ -36,18 +46,22 @@ const PAGE = 4096;
  * SIZE_MAX, ...)): a stand-in, as JS numbers stop at 2^53 (API.md).
  */
 export const SIZE_MAX = Number.MAX_SAFE_INTEGER;
-/** The most one fault maps from the start of a range. */
-export const MAX_FAULT_BYTES = 4 * 1024 * 1024;
+/**
+ * The read-ahead of an RDMA fault whose op length the hardware reports as 0 (odp.c:91
+ * MAX_PREFETCH_LEN). It bounds only that read-ahead: every other fault maps its whole range.
+ */
+export const MAX_PREFETCH_LEN = 4 * 1024 * 1024;
 /** MTT entry bits (spec/mlx5.md "Translation entries"). */
 const EN_RD = 1;
 const EN_WR = 2;
 
 /** `rdma statistic mr` of an ODP MR (API.md mr.odpStats()). */
 export interface OdpStats {
+  /** Pages mapped by page faults (mlx5 `page_faults`). */
   pageFaults: number;
-  pageFaultsHandled: number;
+  /** Mapped pages zapped by the MMU notifier (mlx5 `page_invalidations`). */
   pageInvalidations: number;
-  pageInvalidationsHandled: number;
+  /** Pages mapped by adviseMr (mlx5 `page_prefetch`). */
   pagePrefetch: number;
 }
 
@@ -58,6 +72,15 @@ export class OdpMr {
   /** Bumped by every invalidation of a range of the MR (a fault compares it before its UMR). */
   invalSeq = 0;
   readonly stats: OdpStats;
+  /**
+   * The translation update in flight for this MR, or null: a fault that finds its pages already
+   * written in `mtt` waits for it, as mlx5's second fault waits on umem_mutex for the first's UMR.
+   */
+  umrInFlight: Promise<void> | null = null;
+  /** The implicit MR this MR is a child of, or null. */
+  parent: ImplicitOdp | null = null;
+  /** The MR cache bucket the child's mkey came from (0: CREATE_MKEY). */
+  poolBucket = 0;
   /** Faults, prefetches and zaps using the MR now (mlx5's mmkey.usecount): dereg waits for 0. */
   users = 0;
   /** Deregistration began: no new user, and a user's mapping stops short of its UMR. */
@@ -109,6 +132,12 @@ export class OdpMr {
     this.stats = stats ?? newStats();
   }
 
+  /** True when some MTT entry is present (mlx5's umem_odp->npages != 0). */
+  get anyMapped(): boolean {
+    for (const e of this.mtt) if (e !== 0) return true;
+    return false;
+  }
+
   /** The MTT index of the page holding host address `va`. */
   pageIndex(va: number): number {
     return Math.floor(va / PAGE) - Math.floor(this.hostAddr / PAGE);
@@ -119,13 +148,14 @@ export class OdpMr {
     return this.hostAddr + (iova - this.mr.iova);
   }
 
+  /** ib_access_writable (include/rdma/ib_verbs.h:4374): MW_BIND counts, a window may grant write. */
   get writable(): boolean {
-    return (this.mr.access & (IbAccess.LOCAL_WRITE | IbAccess.REMOTE_WRITE | IbAccess.REMOTE_ATOMIC)) !== 0;
+    return (this.mr.access & (IbAccess.LOCAL_WRITE | IbAccess.REMOTE_WRITE | IbAccess.REMOTE_ATOMIC | IbAccess.MW_BIND)) !== 0;
   }
 }
 
 function newStats(): OdpStats {
-  return { pageFaults: 0, pageFaultsHandled: 0, pageInvalidations: 0, pageInvalidationsHandled: 0, pagePrefetch: 0 };
+  return { pageFaults: 0, pageInvalidations: 0, pagePrefetch: 0 };
 }
 
 /** Bytes an implicit ODP parent's KSM entry covers (log_page_size 30), and its entries. */
@@ -136,7 +166,9 @@ export const IMPLICIT_ENTRIES = 2 ** 17;
 /**
  * An implicit ODP MR (mlx5 odp.c): a KSM parent over the whole address space, every entry the
  * null mkey until a fault (or prefetch) in its 1 GiB creates the child, an MTT ODP mkey of 1 GiB
- * (CREATE_MKEY here; mlx5 takes it from its MR cache), and writes the entry by UMR.
+ * taken from the MR cache as implicit_get_child_mr does (mlx5_mr_cache_alloc; CREATE_MKEY when
+ * the cache has no bucket for it), and writes the entry by UMR. A child whose last mapped page
+ * is invalidated is freed and its entry written back to the null mkey.
  */
 export class ImplicitOdp {
   /** Children by entry index (the address >> 30). */
@@ -146,6 +178,8 @@ export class ImplicitOdp {
   readonly stats: OdpStats = newStats();
   /** Deregistration began: no new child is made. */
   dying = false;
+  /** Children being freed (left empty by an invalidation): dereg waits for them. */
+  readonly freeing = new Set<Promise<void>>();
 
   constructor(readonly mr: Mr) {}
 }
@@ -157,11 +191,39 @@ interface FaultRange {
   length: number;
 }
 
+/** A range of a key's address space (an SGE, or an RDMA operation). */
+interface KeyRange {
+  key: number;
+  addr: number;
+  length: number;
+}
+
+/**
+ * What a key resolves to: the ranges to map (held), or why not: ENOENT the key names no ODP MR
+ * nor window (mlx5 treats such an SGE as mapped: "skipping non ODP MR"), EFAULT the range cannot
+ * be mapped (outside the MR, a wrong key variant, an MR being deregistered).
+ */
+type Resolved = FaultRange[] | 'ENOENT' | 'EFAULT';
+
+/** A memory window as its bind left it: the MR it covers and where (the window's KLM). */
+interface WindowBinding {
+  mr: Mr;
+  /** The window's first byte in its own address space (0 when zero-based). */
+  start: number;
+  /** Its first byte in the MR's address space. */
+  mrAddr: number;
+  length: number;
+}
+
+type PageFault = ReturnType<typeof decodeEqePageFault>;
+
 export class OdpHandler {
   /** ODP MRs by mkey index (implicit MRs' children included). */
   private readonly mrs = new Map<number, OdpMr>();
   /** Implicit ODP parents by mkey index. */
   private readonly implicits = new Map<number, ImplicitOdp>();
+  /** Memory windows by mkey index, as their last BIND_MW posted them (mlx5 keeps windows in odp_mkeys). */
+  private readonly windows = new Map<number, { rkey: number; bind: WindowBinding }>();
   /**
    * MRs being deregistered whose mkey still exists: an invalidation of their pages posts no UMR
    * (the mkey is about to go) but frees the frames only once the mkey is destroyed, as mlx5's
@@ -175,6 +237,11 @@ export class OdpHandler {
   droppedFaults = 0;
   /** PAGE_FAULT_RESUMEs the firmware refused (the QP went meanwhile): logged by mlx5, no error. */
   failedResumes = 0;
+  /** Faults being handled now (at most `odpFaultWorkers`), the most at once, and those waiting. */
+  busyWorkers = 0;
+  peakWorkers = 0;
+  private readonly pending: PageFault[] = [];
+  private pendingHead = 0;
 
   constructor(private readonly ctx: Context) {
     ctx.onPageFault = (e) => this.onEqe(e);
@@ -187,6 +254,36 @@ export class OdpHandler {
 
   registerImplicit(imp: ImplicitOdp): void {
     this.implicits.set(imp.mr.index, imp);
+  }
+
+  /**
+   * A BIND_MW was posted: the window `rkey` (its new key) covers [mrAddr, +length) of `mr`, its
+   * own addresses starting at `start`. A fault through the window's key maps the MR's pages. The
+   * driver keeps what it posted because this model's QUERY_MKEY returns no KLM; an access that
+   * faults through the window passed the window's checks, so its bind succeeded.
+   */
+  windowBound(rkey: number, mr: Mr | null, start: number, mrAddr: number, length: number): void {
+    if (mr === null) this.windows.delete(rkey >>> 8);
+    else this.windows.set(rkey >>> 8, { rkey: rkey >>> 0, bind: { mr, start, mrAddr, length } });
+  }
+
+  /**
+   * ODP MR registration (mlx5_ib_init_odp_mr: pagefault_real_mr with SNAPSHOT | ENABLE): maps
+   * the pages the process already has resident, without faulting any, by one UMR. Not counted
+   * (mlx5 counts only in the fault and prefetch paths).
+   */
+  async snapshot(odp: OdpMr): Promise<void> {
+    const host = this.ctx.hca.host;
+    const base = Math.floor(odp.hostAddr / PAGE) * PAGE;
+    let any = false;
+    for (let i = 0; i < odp.mtt.length && !any; i++) any = host.isResident(base + i * PAGE, 1);
+    if (!any) return; // nothing resident: the UMR would write what CREATE_MKEY wrote
+    odp.hold();
+    try {
+      await this.map({ odp, addr: odp.hostAddr, length: odp.mr.length }, 'no_fault');
+    } finally {
+      odp.release();
+    }
   }
 
   /**
@@ -213,6 +310,7 @@ export class OdpHandler {
     this.implicits.delete(mr.index);
     imp.dying = true;
     for (const m of imp.making.values()) await m.catch(() => undefined);
+    for (const f of [...imp.freeing]) await f;
     for (const child of imp.children.values()) {
       this.mrs.delete(child.mr.index);
       this.dyingMrs.add(child);
@@ -220,10 +318,17 @@ export class OdpHandler {
       await child.unused();
       child.mr.destroyed = true;
       out.push(child);
-      await this.ctx.cmd(this.ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: child.mr.index }), 'dereg (implicit ODP child)');
-      this.destroyed(child);
+      await this.releaseChildMkey(child, 'dereg (implicit ODP child)');
     }
+    imp.children.clear();
     return out;
+  }
+
+  /** A child's mkey goes back to the MR cache (revoked by UMR) or, made by CREATE_MKEY, is destroyed. */
+  private async releaseChildMkey(child: OdpMr, what: string): Promise<void> {
+    if (child.poolBucket > 0) await this.ctx.pool.revoke(child.mr.deviceKey, child.poolBucket);
+    else await this.ctx.cmd(this.ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: child.mr.index }), what);
+    this.destroyed(child);
   }
 
   /** A deregistered ODP MR's mapped pages are no longer the device's (after the DMA fence drained). */
@@ -239,6 +344,9 @@ export class OdpHandler {
   /** dereg destroyed the MR's mkey (DESTROY_MKEY or the pool's revoke): frames waiting on it go. */
   mkeyDestroyed(mr: Mr): void {
     for (const odp of this.dyingMrs) if (odp.mr === mr) this.destroyed(odp);
+    this.windows.forEach((w, i) => {
+      if (w.bind.mr === mr) this.windows.delete(i);
+    });
   }
 
   private destroyed(odp: OdpMr): void {
@@ -247,41 +355,64 @@ export class OdpHandler {
   }
 
   /**
-   * The ranges of [iova, iova + length) of the ODP MR `key` names (its device key), as host
-   * addresses in ODP MRs, at most `cap` bytes; an implicit MR's missing children are made. Null
-   * when the key names no ODP MR. Every range's MR is held (`OdpMr.hold`): the caller releases
-   * them (`releaseAll`) when done, and a deregistration waits for that.
+   * The ranges of [iova, iova + length) of `key`'s address space, as host addresses in ODP MRs
+   * (pagefault_single_data_segment's walk): an ODP MR directly, an implicit MR through its
+   * children (made on first need), a window through the MR it was bound over. Every range's MR
+   * is held (`OdpMr.hold`): the caller releases them (`releaseAll`), and a dereg waits for that.
    */
-  private async rangesOf(key: number, iova: number, length: number, cap: number): Promise<FaultRange[] | null> {
-    const odp = this.mrs.get(key >>> 8);
+  private async resolveKey(key: number, iova: number, length: number, depth = 0): Promise<Resolved> {
+    const index = key >>> 8;
+    const odp = this.mrs.get(index);
     if (odp !== undefined) {
-      const r = this.clip(odp, iova, length, cap);
-      if (r !== null) odp.hold();
-      return r === null ? [] : [r];
+      // find_odp_mkey: a key whose variant is not the MR's is EFAULT; pagefault_mr: a range not
+      // inside the MR is EFAULT (odp.c:870-899)
+      if (odp.mr.deviceKey !== key >>> 0 || odp.dying) return 'EFAULT';
+      if (iova < odp.mr.iova || iova + length > odp.mr.iova + odp.mr.length) return 'EFAULT';
+      odp.hold();
+      return [{ odp, addr: odp.hostOf(iova), length }];
     }
-    const imp = this.implicits.get(key >>> 8);
-    if (imp === undefined) return null;
+    const imp = this.implicits.get(index);
+    if (imp !== undefined) return imp.mr.deviceKey === key >>> 0 ? this.implicitRanges(imp, iova, length) : 'EFAULT';
+    const w = this.windows.get(index);
+    if (w !== undefined) {
+      // a window's KLM names an MR: one more level (mlx5 bounds the depth by max_indirection)
+      if (w.rkey !== key >>> 0 || depth > 0) return 'EFAULT';
+      const off = iova - w.bind.start;
+      if (off < 0 || off + length > w.bind.length) return 'EFAULT';
+      return this.resolveKey(w.bind.mr.deviceKey, w.bind.mrAddr + off, length, depth + 1);
+    }
+    return 'ENOENT';
+  }
+
+  /** pagefault_implicit_mr: each GiB of the range through its child, made on first need. */
+  private async implicitRanges(imp: ImplicitOdp, iova: number, length: number): Promise<Resolved> {
+    if (iova + length > IMPLICIT_ENTRIES * IMPLICIT_CHILD_BYTES) return 'EFAULT';
     const out: FaultRange[] = [];
-    const end = iova + Math.min(length, cap);
-    for (let lo = iova; lo < end; ) {
+    for (let lo = iova; lo < iova + length; ) {
       const ci = Math.floor(lo / IMPLICIT_CHILD_BYTES);
-      if (ci >= IMPLICIT_ENTRIES) break;
-      const hi = Math.min(end, (ci + 1) * IMPLICIT_CHILD_BYTES);
-      // a GiB with nothing of the process in it gets no child: its access cannot be mapped (a
-      // fault there resumes with ERROR; a prefetch over it maps nothing)
-      if (this.ctx.hca.host.overlapsAllocation(lo, hi - lo)) {
-        if (imp.dying) break; // being deregistered: no new child
-        const child = await this.childOf(imp, ci);
-        if (imp.dying || child.dying) break;
-        child.hold();
-        out.push({ odp: child, addr: lo, length: hi - lo });
-      } else if (cap !== Infinity) return out.length === 0 ? [] : out;
+      const hi = Math.min(iova + length, (ci + 1) * IMPLICIT_CHILD_BYTES);
+      // a GiB with nothing of the process in it: hmm_range_fault would fail there, so no child
+      // is made for it and the range fails
+      if (imp.dying || !this.ctx.hca.host.overlapsAllocation(lo, hi - lo)) {
+        releaseAll(out);
+        return 'EFAULT';
+      }
+      const child = await this.childOf(imp, ci);
+      if (imp.dying || child.dying) {
+        releaseAll(out);
+        return 'EFAULT';
+      }
+      child.hold();
+      out.push({ odp: child, addr: lo, length: hi - lo });
       lo = hi;
     }
     return out;
   }
 
-  /** The child of entry `ci`, made (CREATE_MKEY, then the KSM entry by UMR) on first need. */
+  /**
+   * The child of entry `ci`, made on first need (implicit_get_child_mr): an mkey from the MR
+   * cache (enabled by UMR) or, with no bucket for it, CREATE_MKEY; then the KSM entry by UMR.
+   */
   private childOf(imp: ImplicitOdp, ci: number): Promise<OdpMr> {
     const have = imp.children.get(ci);
     if (have !== undefined) return Promise.resolve(have);
@@ -291,26 +422,31 @@ export class OdpHandler {
         const ctx = this.ctx;
         const pd = imp.mr.pd;
         const base = ci * IMPLICIT_CHILD_BYTES;
-        const r = await ctx.cmd(
-          ctx.cmdq.exec({
-            op: 'CREATE_MKEY', tag: ctx.nextTag(), free: false, accessMode: MkcAccessMode.MTT, access: imp.mr.access & 15, umrEn: true,
-            remoteInval: false, pd: pd.pdn, start: base, length: IMPLICIT_CHILD_BYTES, logPageSize: 12, pgAccess: true,
-            xltCapacity: IMPLICIT_CHILD_BYTES / PAGE,
-          }),
-          'implicit ODP child',
-        );
-        const mr = new MrClass(pd, r.mkey, 'USER', { iova: base, length: IMPLICIT_CHILD_BYTES, access: imp.mr.access, maxNumSg: 0 });
-        const child = new OdpMr(mr, base, IMPLICIT_CHILD_BYTES / PAGE, imp.stats);
+        const entries = IMPLICIT_CHILD_BYTES / PAGE;
+        const bucket = MkeyPool.bucketOf(entries);
+        const pooled = bucket > 0 ? ctx.pool.take(bucket) : -1;
+        let key: number;
+        if (pooled >= 0) {
+          // mlx5r_umr_update_xlt(ZAP | ENABLE) over every entry: all not present
+          key = await ctx.umr.enable(pooled, pd, imp.mr.access, base, IMPLICIT_CHILD_BYTES, new Array<number>(entries).fill(0));
+        } else {
+          const r = await ctx.cmd(
+            ctx.cmdq.exec({
+              op: 'CREATE_MKEY', tag: ctx.nextTag(), free: false, accessMode: MkcAccessMode.MTT, access: imp.mr.access & 15, umrEn: true,
+              remoteInval: false, pd: pd.pdn, start: base, length: IMPLICIT_CHILD_BYTES, logPageSize: 12, pgAccess: true,
+              xltCapacity: entries,
+            }),
+            'implicit ODP child',
+          );
+          key = r.mkey;
+        }
+        const mr = new MrClass(pd, key, 'USER', { iova: base, length: IMPLICIT_CHILD_BYTES, access: imp.mr.access, maxNumSg: 0 });
+        const child = new OdpMr(mr, base, entries, imp.stats);
+        child.parent = imp;
+        child.poolBucket = pooled >= 0 ? bucket : 0;
         this.mrs.set(mr.index, child);
         imp.children.set(ci, child);
-        // the parent's KSM entries, a 64-byte unit (4 entries) at a time
-        const g = Math.floor(ci / 4) * 4;
-        const entries: { key: number; va: number }[] = [];
-        for (let i = g; i < g + 4; i++) {
-          const c = imp.children.get(i);
-          entries.push(c === undefined ? { key: NULL_MKEY, va: 0 } : { key: c.mr.deviceKey, va: i * IMPLICIT_CHILD_BYTES });
-        }
-        await ctx.umr.updateKsm(imp.mr.deviceKey, g, entries);
+        await this.writeKsm(imp, ci);
         imp.making.delete(ci);
         return child;
       })();
@@ -319,15 +455,81 @@ export class OdpHandler {
     return making;
   }
 
+  /** Writes the parent's KSM entries around `ci` as its children are now, a 64-byte unit (4 entries) at a time. */
+  private async writeKsm(imp: ImplicitOdp, ci: number): Promise<void> {
+    const g = Math.floor(ci / 4) * 4;
+    const entries: { key: number; va: number }[] = [];
+    for (let i = g; i < g + 4; i++) {
+      const c = imp.children.get(i);
+      entries.push(c === undefined ? { key: NULL_MKEY, va: 0 } : { key: c.mr.deviceKey, va: i * IMPLICIT_CHILD_BYTES });
+    }
+    await this.ctx.umr.updateKsm(imp.mr.deviceKey, g, entries);
+  }
+
+  /**
+   * An invalidation left `child` with no page mapped: it is freed (destroy_unused_implicit_child_mr
+   * and free_implicit_child_mr_work, odp.c): out of the parent's children, then, once nobody uses
+   * it, the parent's KSM entry is written as the children now are (the null mkey, or a newer
+   * child), and its mkey goes back to the cache or is destroyed. An access there faults on the
+   * parent again and makes a new child.
+   */
+  private freeEmptyChild(child: OdpMr): void {
+    const imp = child.parent;
+    if (imp === null || imp.dying || child.dying) return;
+    const ci = Math.floor(child.mr.iova / IMPLICIT_CHILD_BYTES);
+    if (imp.children.get(ci) !== child) return;
+    imp.children.delete(ci);
+    this.mrs.delete(child.mr.index);
+    this.dyingMrs.add(child);
+    child.dying = true;
+    const done: Promise<void> = this.ctx.tb.spawn(async () => {
+      await child.unused();
+      await this.writeKsm(imp, ci);
+      child.mr.destroyed = true;
+      await this.releaseChildMkey(child, 'implicit ODP child (freed empty)');
+      // DMA translated through the child before its KSM entry went has landed before its pages go
+      await this.ctx.hca.dmaFence.drain();
+      this.unpinMapped(child);
+      imp.freeing.delete(done);
+    });
+    imp.freeing.add(done);
+  }
+
   private onEqe(e: Eqe): void {
     const full = new Uint8Array(64);
     full[3] = e.subType;
     full.set(e.data, EQE_DATA_OFFSET);
-    const f = decodeEqePageFault(new DataView(full.buffer), 0);
-    void this.ctx.tb.spawn(() => this.handle(f));
+    this.pending.push(decodeEqePageFault(new DataView(full.buffer), 0));
+    this.startWorkers();
   }
 
-  private async handle(f: ReturnType<typeof decodeEqePageFault>): Promise<void> {
+  /** Starts a worker for each queued fault while fewer than `odpFaultWorkers` run (the work queue's max_active). */
+  private startWorkers(): void {
+    while (this.busyWorkers < this.ctx.hca.cfg.odpFaultWorkers && this.pendingHead < this.pending.length) {
+      const f = this.pending[this.pendingHead++];
+      if (this.pendingHead === this.pending.length) {
+        this.pending.length = 0;
+        this.pendingHead = 0;
+      }
+      this.busyWorkers++;
+      if (this.busyWorkers > this.peakWorkers) this.peakWorkers = this.busyWorkers;
+      void this.ctx.tb.spawn(async () => {
+        try {
+          await this.handle(f);
+        } finally {
+          this.busyWorkers--;
+          this.startWorkers();
+        }
+      });
+    }
+  }
+
+  /** Faults waiting for a worker. */
+  get queuedFaults(): number {
+    return this.pending.length - this.pendingHead;
+  }
+
+  private async handle(f: PageFault): Promise<void> {
     // the QP the fault is of: gone already, the fault is dropped without a resume (odp.c
     // mlx5_ib_mr_wqe_pfault_handler: "wqe page fault for missing resource", no resume; the
     // device forgot the QP's fault at DESTROY_QP)
@@ -337,46 +539,58 @@ export class OdpHandler {
       return;
     }
     const requestor = (f.flags & PageFaultFlag.REQUESTOR) !== 0;
-    const segs = f.subType === PageFaultSubtype.RDMA ? [{ lkey: f.rKey, addr: f.rdmaVa, length: Math.max(1, f.rdmaOpLen) }] : this.wqeSegs(f.qpn, f.wqeIndex, requestor);
-    const held: FaultRange[] = [];
-    let handled = segs !== null;
-    try {
-      for (const sg of segs ?? []) {
-        const rs = await this.rangesOf(sg.lkey, sg.addr, sg.length, MAX_FAULT_BYTES);
-        // an RDMA access's key that names no ODP MR (a window over one): not handled
-        if (rs === null && f.subType === PageFaultSubtype.RDMA) handled = false;
-        held.push(...(rs ?? []));
-      }
-      await this.resolve(f, qp, handled ? held : null, requestor);
-    } finally {
-      releaseAll(held);
-    }
-  }
-
-  /** Maps what the fault needs of its ranges (held) and resumes the QP (unless it went). */
-  private async resolve(f: ReturnType<typeof decodeEqePageFault>, qp: Qp, ranges: FaultRange[] | null, requestor: boolean): Promise<void> {
-    const cfg = this.ctx.hca.cfg;
-    const statsOf = new Set((ranges ?? []).map((r) => r.odp.stats));
-    for (const st of statsOf) st.pageFaults++;
+    const rdma = f.subType === PageFaultSubtype.RDMA;
+    let ranges: KeyRange[];
+    let readAhead: KeyRange | null = null;
+    if (rdma) {
+      // mlx5_ib_mr_rdma_pfault_handler (odp.c:1440-1505): skip what was committed; an op length
+      // of 0 (the hardware could not tell) maps the packet, then reads ahead after the resume
+      const committed = f.bytesCommitted;
+      const va = f.rdmaVa + committed;
+      const len = f.rdmaOpLen - Math.min(committed, f.rdmaOpLen);
+      if (len === 0) {
+        ranges = [{ key: f.rKey, addr: va, length: Math.max(1, f.packetLength) }];
+        const ahead = Math.min(MAX_PREFETCH_LEN, committed);
+        if (ahead > 0) readAhead = { key: f.rKey, addr: va, length: ahead };
+      } else ranges = [{ key: f.rKey, addr: va, length: len }];
+    } else ranges = skipCommitted(this.wqeSegs(qp, f.wqeIndex, requestor), f.bytesCommitted);
     // the operation's RC ODP capability (mlx5 odp.c checks the transport caps per opcode)
-    const cap = f.subType === PageFaultSubtype.RDMA ? ((f.flags & PageFaultFlag.WRITE) !== 0 ? 'WRITE' : 'READ') : requestor ? this.initiatorCap(f.qpn, f.wqeIndex) : 'RECV';
-    let ok = ranges !== null && ranges.length > 0 && cap !== null && this.ctx.deviceAttr.odpCaps.rcOdpCaps.has(cap);
-    if (ok) {
-      let pages = 0;
-      for (const r of ranges!) pages += this.pagesOf(r);
-      await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
-      // resumed with ERROR only when nothing new could be mapped: the access that faulted needs
-      // a page the process does not have (a second fault of the same access ends here)
-      let changed = 0;
-      for (const r of ranges!) changed += await this.map(r);
-      ok = changed > 0;
-    }
+    const cap = rdma ? ((f.flags & PageFaultFlag.WRITE) !== 0 ? 'WRITE' : 'READ') : requestor ? this.initiatorCap(qp, f.wqeIndex) : 'RECV';
+    let ok = this.ctx.deviceAttr.odpCaps.rcOdpCaps.has(cap);
+    if (ok) ok = await this.faultRanges(ranges, rdma);
     const flags = (f.flags & (PageFaultFlag.REQUESTOR | PageFaultFlag.WRITE | PageFaultFlag.RDMA)) | (ok ? 0 : PageFaultFlag.ERROR);
     // destroyed while the fault was handled (its number maybe another QP's by now): nothing
     // waits for the resume, and it must not resume another QP's fault
     if (this.ctx.qps.get(f.qpn) !== qp) this.droppedFaults++;
     else await this.resume(flags, f.qpn);
-    for (const st of statsOf) st.pageFaultsHandled++;
+    if (ok && readAhead !== null) await this.faultRanges([readAhead], true);
+  }
+
+  /**
+   * Maps each range in full, at a fault's software cost (pagefault_data_segments /
+   * pagefault_single_data_segment): false when one cannot be mapped. A key that names no ODP MR
+   * is skipped in a WQE (its SGE is not ODP) and fails an RDMA fault (odp.c:1476-1483).
+   */
+  private async faultRanges(ranges: readonly KeyRange[], rdma: boolean): Promise<boolean> {
+    const cfg = this.ctx.hca.cfg;
+    const held: FaultRange[] = [];
+    try {
+      for (const r of ranges) {
+        const rs = await this.resolveKey(r.key, r.addr, r.length);
+        if (rs === 'EFAULT' || (rs === 'ENOENT' && rdma)) return false;
+        if (rs !== 'ENOENT') held.push(...rs);
+      }
+      let pages = 0;
+      for (const r of held) pages += pagesOf(r);
+      await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
+      for (const r of held) {
+        if ((await this.map(r)) < 0) return false;
+        r.odp.stats.pageFaults += pagesOf(r); // mlx5_update_odp_stats(mr, faults, pages mapped)
+      }
+      return true;
+    } finally {
+      releaseAll(held);
+    }
   }
 
   /** PAGE_FAULT_RESUME of the QP's fault (flags as the EQE's, + ERROR). */
@@ -392,9 +606,7 @@ export class OdpHandler {
   }
 
   /** The ODP capability a requester WQE needs: SEND for sends, WRITE, READ, ATOMIC by opcode. */
-  private initiatorCap(qpn: number, wqeIndex: number): OdpTransportCap | null {
-    const qp = this.ctx.qps.get(qpn);
-    if (qp === undefined) return null;
+  private initiatorCap(qp: Qp, wqeIndex: number): OdpTransportCap {
     const head = this.ctx.hca.host.read(qp.sq.addr + (wqeIndex & (qp.sq.wqeCnt - 1)) * 64, 16);
     const op = decodeCtrlSeg(new DataView(head.buffer), 0).opcode;
     if (op === WqeOpcode.RDMA_WRITE || op === WqeOpcode.RDMA_WRITE_IMM) return 'WRITE';
@@ -403,54 +615,41 @@ export class OdpHandler {
     return 'SEND';
   }
 
-  /** Pages of a range (clipped to MAX_FAULT_BYTES). */
-  private pagesOf(r: FaultRange): number {
-    return Math.floor((r.addr + r.length - 1) / PAGE) - Math.floor(r.addr / PAGE) + 1;
-  }
-
   /**
-   * Faults the range's pages into the process and writes their MTT entries by UMR; false when
-   * the process has not mapped some page (munmap, or never allocated). Retries while an
-   * invalidation of the MR happened in between (never maps a page that was just dropped).
-   */
-  /**
-   * Maps what it can of the range: each page the process has (faulting it in: a page madvise
-   * dropped comes back zeroed; PREFETCH_NO_FAULT only those present), writing their MTT entries
-   * by UMR. A page the process unmapped stays not present: an access that needs it faults again
-   * and then fails, but the rest of the range works, as with a pinned MR. Returns the MTT entries
-   * it changed (0: nothing new to map). Retries while an invalidation of the MR came in between
-   * (never maps a page that was just dropped).
+   * Maps the range's pages (ib_umem_odp_map_dma_and_lock) and writes their MTT entries by UMR.
+   * `fault` (and PREFETCH, PREFETCH_WRITE): one hmm_range_fault over the range brings every page
+   * in (a page madvise dropped comes back zeroed); a page the process unmapped fails the whole
+   * range and nothing of it is mapped. `no_fault` (PREFETCH_NO_FAULT, registration's snapshot):
+   * only the pages present are mapped, the others left as they are. Pages already mapped are
+   * mapped again (their access bits rewritten). Returns the range's pages, or -1 when it could
+   * not be mapped (or the MR is being deregistered). Retries while an invalidation of the MR came
+   * in between (mmu_interval_read_retry: never maps a page that was just dropped).
    */
   async map(r: FaultRange, mode: 'fault' | 'read' | 'write' | 'no_fault' = 'fault'): Promise<number> {
     const host = this.ctx.hca.host;
     const odp = r.odp;
-    let total = 0; // entries this call changed, over its attempts
+    const first = odp.pageIndex(r.addr);
+    const last = odp.pageIndex(r.addr + r.length - 1);
+    const base = Math.floor(odp.hostAddr / PAGE) * PAGE;
     for (let attempt = 0; attempt < 16; attempt++) {
       const seq = odp.invalSeq;
-      const first = odp.pageIndex(r.addr);
-      const last = odp.pageIndex(r.addr + r.length - 1);
-      const base = Math.floor(odp.hostAddr / PAGE) * PAGE;
+      if (mode !== 'no_fault') {
+        try {
+          host.faultIn(base + first * PAGE, (last - first + 1) * PAGE);
+        } catch {
+          return -1; // hmm_range_fault: -EFAULT for the whole range
+        }
+      }
       const lo = Math.floor(first / 8) * 8;
       const hi = Math.min(Math.ceil((last + 1) / 8) * 8, Math.ceil(odp.mtt.length / 8) * 8);
       const entries: number[] = [];
-      // a fault maps writable pages of a writable MR; PREFETCH maps them readable only
+      // a fault maps writable pages of a writable MR; PREFETCH maps them readable only (DOWNGRADE)
       const bits = EN_RD | (odp.writable && mode !== 'read' ? EN_WR : 0);
       let changed = 0;
       for (let i = lo; i < hi; i++) {
         const old = i < odp.mtt.length ? odp.mtt[i] : 0;
         const va = base + i * PAGE;
-        let present = false;
-        if (i >= first && i <= last) {
-          if (mode === 'no_fault') present = host.isMapped(va, 1);
-          else {
-            try {
-              host.faultIn(va, 1);
-              present = true;
-            } catch {
-              present = false; // not in the process (munmap): stays not present
-            }
-          }
-        }
+        const present = i >= first && i <= last && (mode !== 'no_fault' || host.isResident(va, 1));
         const e = present ? host.dmaAddress(va) + bits : old;
         if (e !== old) changed++;
         entries.push(e);
@@ -460,8 +659,13 @@ export class OdpHandler {
         continue; // dropped meanwhile: fault the pages in again
       }
       // the MR is being deregistered: nothing more is mapped (the fault fails, as on a gone MR)
-      if (changed === 0 || odp.dying || odp.mr.destroyed) return total;
-      total += changed;
+      if (odp.dying || odp.mr.destroyed) return -1;
+      // mapped already: the UMR would rewrite the same entries; if another mapping's UMR is still
+      // on its way, the device sees them only once it lands
+      if (changed === 0) {
+        if (odp.umrInFlight !== null) await odp.umrInFlight;
+        return last - first + 1;
+      }
       // a page mapped for the device is the device's (the DMA checker's owner) until its zap drains
       const mem = host.mem;
       for (let i = first; i <= last; i++) {
@@ -475,48 +679,68 @@ export class OdpHandler {
         }
         odp.mtt[i] = e;
       }
-      await this.ctx.umr.updateTranslations(odp.mr.deviceKey, lo, entries);
-      if (odp.invalSeq === seq) return total;
+      const umr = this.ctx.umr.updateTranslations(odp.mr.deviceKey, lo, entries);
+      odp.umrInFlight = umr;
+      try {
+        await umr;
+      } finally {
+        if (odp.umrInFlight === umr) odp.umrInFlight = null;
+      }
+      if (odp.invalSeq === seq) return last - first + 1;
       this.raceRetries++;
       // an invalidation zapped (part of) the range while the UMR was in flight: its zap UMR
       // came after ours, so the pages it dropped are not present; map again
     }
-    return total;
+    return -1;
   }
 
   /**
-   * ibv_advise_mr (pd.adviseMr checked the arguments): maps the ranges exactly as a fault would,
-   * with no EQE and no QP stalled, at the software cost of a fault's handling. Resolves once
-   * they are mapped (pages the process lacks stay not present).
+   * ibv_advise_mr (pd.adviseMr checked the keys: `prefetchable`): maps the ranges as a fault
+   * would (mlx5_ib_prefetch_sg_list, pagefault_mr), with no EQE and no QP stalled, at the
+   * software cost of a fault's handling. Returns 0, or EFAULT when a range could not be mapped
+   * (outside its MR, or over pages the process unmapped): mlx5 reports that to a flushed call
+   * and drops it for a queued one.
    */
-  async prefetch(advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT', list: readonly { lkey: number; addr: number; length: number }[]): Promise<void> {
-    const ranges: FaultRange[] = [];
-    try {
-      for (const e of list) ranges.push(...((await this.rangesOf(e.lkey, e.addr, e.length, Infinity)) ?? []));
-      await this.prefetchRanges(advice, ranges);
-    } finally {
-      releaseAll(ranges);
+  async prefetch(advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT', list: readonly { lkey: number; addr: number; length: number }[]): Promise<0 | 'EFAULT'> {
+    const cfg = this.ctx.hca.cfg;
+    const mode = advice === 'PREFETCH' ? 'read' : advice === 'PREFETCH_WRITE' ? 'write' : 'no_fault';
+    for (const e of list) {
+      if (e.length === 0) continue;
+      const rs = await this.resolveKey(e.lkey, e.addr, e.length);
+      if (rs === 'ENOENT' || rs === 'EFAULT') return 'EFAULT';
+      try {
+        let pages = 0;
+        for (const r of rs) pages += pagesOf(r);
+        await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
+        for (const r of rs) {
+          if ((await this.map(r, mode)) < 0) return 'EFAULT';
+          r.odp.stats.pagePrefetch += pagesOf(r); // mlx5_update_odp_stats(mr, prefetch, pages)
+        }
+      } finally {
+        releaseAll(rs);
+      }
     }
+    return 0;
   }
 
-  /** Maps a prefetch's ranges (held), at a fault's software cost. */
-  private async prefetchRanges(advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT', ranges: readonly FaultRange[]): Promise<void> {
-    const cfg = this.ctx.hca.cfg;
-    let pages = 0;
-    for (const r of ranges) pages += this.pagesOf(r);
-    await this.ctx.tb.delay(cfg.odpFaultFixedPs + Math.max(0, pages - 1) * cfg.odpFaultPerPagePs);
-    const mode = advice === 'PREFETCH' ? 'read' : advice === 'PREFETCH_WRITE' ? 'write' : 'no_fault';
-    const host = this.ctx.hca.host;
-    for (const r of ranges) {
-      // PREFETCH_NO_FAULT maps (and counts) only the pages the process has present
-      let pages = this.pagesOf(r);
-      if (mode === 'no_fault') {
-        pages = 0;
-        for (let va = Math.floor(r.addr / PAGE) * PAGE; va < r.addr + r.length; va += PAGE) if (host.isMapped(va, 1)) pages++;
-      }
-      await this.map(r, mode); // pages the process lacks stay not present, as a fault leaves them
-      r.odp.stats.pagePrefetch += pages;
+  /**
+   * get_prefetchable_mr (odp.c:1926-1963): the errno adviseMr reports for `lkey`, or null when
+   * it may prefetch: ENOENT the key names no ODP mkey (or another variant of it), EINVAL it names
+   * one that is not an MR (a window), EPERM the MR is another PD's, or PREFETCH_WRITE on an MR
+   * that is not writable.
+   */
+  prefetchable(pd: object, lkey: number, write: boolean): { errno: 'ENOENT' | 'EINVAL' | 'EPERM'; why: string } | null {
+    const index = lkey >>> 8;
+    const odp = this.mrs.get(index) ?? this.implicits.get(index);
+    if (odp === undefined || odp.mr.deviceKey !== lkey >>> 0) {
+      const w = this.windows.get(index);
+      if (w !== undefined && w.rkey === lkey >>> 0) return { errno: 'EINVAL', why: 'names a memory window, not an MR' };
+      return { errno: 'ENOENT', why: 'names no ODP MR' };
     }
+    if (odp.mr.pd !== pd) return { errno: 'EPERM', why: "names an ODP MR of another PD" };
+    const writable = (odp.mr.access & (IbAccess.LOCAL_WRITE | IbAccess.REMOTE_WRITE | IbAccess.REMOTE_ATOMIC | IbAccess.MW_BIND)) !== 0;
+    if (write && !writable) return { errno: 'EPERM', why: 'PREFETCH_WRITE of an MR that is not writable' };
+    return null;
   }
 
   /** The ODP MR (or implicit ODP MR) of `key` (its index, and the device's full key matching), or undefined. */
@@ -526,12 +750,10 @@ export class OdpHandler {
     return odp !== undefined && odp.mr.deviceKey === key >>> 0 ? odp : undefined;
   }
 
-  /** The data segments of the WQE at `wqeIndex` of QP `qpn` (send queue, or receive queue without REQUESTOR). */
-  private wqeSegs(qpn: number, wqeIndex: number, requestor: boolean): { lkey: number; addr: number; length: number }[] | null {
-    const qp: Qp | undefined = this.ctx.qps.get(qpn);
-    if (qp === undefined) return null;
+  /** The data segments of the WQE at `wqeIndex` of the QP (send queue, or receive queue without REQUESTOR). */
+  private wqeSegs(qp: Qp, wqeIndex: number, requestor: boolean): KeyRange[] {
     const host = this.ctx.hca.host;
-    const segs: { lkey: number; addr: number; length: number }[] = [];
+    const segs: KeyRange[] = [];
     if (requestor) {
       const at = qp.sq.addr + (wqeIndex & (qp.sq.wqeCnt - 1)) * 64;
       const head = host.read(at, 16);
@@ -542,27 +764,18 @@ export class OdpHandler {
       for (let b = 0; b < bbs; b++) host.readInto(qp.sq.addr + ((wqeIndex + b) & (qp.sq.wqeCnt - 1)) * 64, bytes, b * 64, 64);
       const w = parseWqe(new DataView(bytes.buffer), 0);
       if (w.kind === 'send' || w.kind === 'rdma' || w.kind === 'atomic') {
-        for (const d of w.data) if (d.kind === 'ptr') segs.push({ lkey: d.seg.lkey, addr: d.seg.addr, length: dataSegLength(d.seg.byteCount) });
+        for (const d of w.data) if (d.kind === 'ptr') segs.push({ key: d.seg.lkey, addr: d.seg.addr, length: dataSegLength(d.seg.byteCount) });
       }
     } else {
-      for (const s of qp.recvSges(wqeIndex)) segs.push(s);
+      for (const s of qp.recvSges(wqeIndex)) segs.push({ key: s.lkey, addr: s.addr, length: s.length });
     }
     return segs.filter((sg) => sg.length > 0);
   }
 
-
-
-  /** The part of [iova, iova + length) inside the MR, as host addresses, at most MAX_FAULT_BYTES. */
-  private clip(odp: OdpMr, iova: number, length: number, cap = MAX_FAULT_BYTES): FaultRange | null {
-    const lo = Math.max(iova, odp.mr.iova);
-    const hi = Math.min(iova + length, odp.mr.iova + odp.mr.length, lo + cap);
-    if (hi <= lo) return null;
-    return { odp, addr: odp.hostOf(lo), length: hi - lo };
-  }
-
   /**
    * The MMU notifier: the process dropped [addr, addr + length). Every ODP MR page in it is
-   * zapped (MTT entry not present) by UMR, which drops it from the caches too.
+   * zapped (MTT entry not present) by UMR, which drops it from the caches too; the mapped pages
+   * zapped count in pageInvalidations (mlx5_ib_invalidate_range).
    */
   private invalidate(addr: number, length: number): Promise<void> | undefined {
     const zaps: Promise<void>[] = [];
@@ -579,21 +792,14 @@ export class OdpHandler {
       odp.invalSeq++;
       const first = odp.pageIndex(lo);
       const last = odp.pageIndex(hi - 1);
-      let present = false;
       const unpin: number[] = [];
       for (let i = first; i <= last; i++) {
         const e = odp.mtt[i];
-        if (e !== 0) {
-          present = true;
-          unpin.push(e - (e % PAGE));
-        }
+        if (e !== 0) unpin.push(e - (e % PAGE));
         odp.mtt[i] = 0;
       }
-      odp.stats.pageInvalidations++;
-      if (!present) {
-        odp.stats.pageInvalidationsHandled++;
-        continue;
-      }
+      if (unpin.length === 0) continue; // nothing mapped: no UMR, nothing counted (npages 0)
+      odp.stats.pageInvalidations += unpin.length;
       const blo = Math.floor(first / 8) * 8;
       const bhi = Math.min(Math.ceil((last + 1) / 8) * 8, Math.ceil(odp.mtt.length / 8) * 8);
       const entries: number[] = [];
@@ -610,7 +816,8 @@ export class OdpHandler {
           } finally {
             odp.release();
           }
-          odp.stats.pageInvalidationsHandled++;
+          // an implicit MR's child left with nothing mapped is freed (odp.c mlx5_ib_invalidate_range)
+          if (odp.parent !== null && !odp.anyMapped) this.freeEmptyChild(odp);
         }),
       );
     }
@@ -619,7 +826,31 @@ export class OdpHandler {
   }
 }
 
-/** Releases the MRs `rangesOf` held for these ranges. */
+/** Pages of a range. */
+function pagesOf(r: FaultRange): number {
+  return Math.floor((r.addr + r.length - 1) / PAGE) - Math.floor(r.addr / PAGE) + 1;
+}
+
+/**
+ * A WQE's data segments less the bytes the hardware already moved (pagefault_data_segments,
+ * odp.c:1139-1204): segments wholly committed are skipped, the one the fault is in starts where
+ * it stopped.
+ */
+export function skipCommitted(segs: readonly KeyRange[], committed: number): KeyRange[] {
+  const out: KeyRange[] = [];
+  let left = committed;
+  for (const s of segs) {
+    if (s.length <= left) {
+      left -= s.length;
+      continue;
+    }
+    out.push({ key: s.key, addr: s.addr + left, length: s.length - left });
+    left = 0;
+  }
+  return out;
+}
+
+/** Releases the MRs `resolveKey` held for these ranges. */
 function releaseAll(ranges: readonly FaultRange[] | null): void {
   for (const r of ranges ?? []) r.odp.release();
 }

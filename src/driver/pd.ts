@@ -131,6 +131,8 @@ export class Pd {
       const state = new OdpMr(mr, addr, entries);
       mr.odp = state;
       this.ctx.odp.register(state);
+      // mlx5_ib_init_odp_mr (odp.c:904): the pages already resident are mapped now, none faulted
+      await this.ctx.odp.snapshot(state);
     }
     return mr;
   }
@@ -139,8 +141,11 @@ export class Pd {
    * ibv_advise_mr: maps pages of ODP MRs of this PD ahead of use (PREFETCH readable,
    * PREFETCH_WRITE writable, PREFETCH_NO_FAULT only pages already present in the process), as a
    * fault would but with no EQE and no QP stalled. With `flush` (IBV_ADVISE_MR_FLAG_FLUSH) it
-   * resolves once they are mapped; without, it returns at once and the work runs behind.
-   * EINVAL: a key that names no ODP MR of this PD, or a range outside the MR.
+   * resolves once they are mapped; without, it returns at once and the work runs behind. Errnos
+   * as mlx5 (mr.c:1383 mlx5_ib_advise_mr, odp.c:1926 get_prefetchable_mr): EOPNOTSUPP an unknown
+   * advice; ENOENT a key that names no ODP MR; EINVAL one that names a window; EPERM an MR of
+   * another PD, or PREFETCH_WRITE of an MR that is not writable; with `flush`, EFAULT a range
+   * that cannot be mapped (outside its MR, or over pages the process unmapped: odp.c:2001-2005).
    */
   async adviseMr(
     advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT',
@@ -150,7 +155,7 @@ export class Pd {
     this.checkAlive('adviseMr');
     this.ctx.tb.checkInRun('adviseMr');
     if (advice !== 'PREFETCH' && advice !== 'PREFETCH_WRITE' && advice !== 'PREFETCH_NO_FAULT') {
-      throw new VerbsError('EINVAL', `adviseMr: advice must be PREFETCH, PREFETCH_WRITE or PREFETCH_NO_FAULT, got ${shown(advice)}`);
+      throw new VerbsError('EOPNOTSUPP', `adviseMr: advice must be PREFETCH, PREFETCH_WRITE or PREFETCH_NO_FAULT, got ${shown(advice)}`);
     }
     if (!Array.isArray(sgList) || sgList.length === 0) throw new VerbsError('EINVAL', 'adviseMr: sgList must be a non-empty array');
     if (opts === null || typeof opts !== 'object') throw new VerbsError('EINVAL', 'adviseMr: options must be an object');
@@ -159,15 +164,14 @@ export class Pd {
       const addr = checkU53(`adviseMr: sgList[${i}].addr`, e.addr);
       const length = checkU53(`adviseMr: sgList[${i}].length`, e.length);
       const lkey = checkU32(`adviseMr: sgList[${i}].lkey`, e.lkey);
-      const odp = this.ctx.odp.mrOf(lkey);
-      if (odp === undefined || odp.mr.pd !== this) throw new VerbsError('EINVAL', `adviseMr: sgList[${i}].lkey 0x${lkey.toString(16)} names no ODP MR of this PD`);
-      if (!(addr >= odp.mr.iova && addr + length <= odp.mr.iova + odp.mr.length)) {
-        throw new VerbsError('EINVAL', `adviseMr: sgList[${i}] [0x${addr.toString(16)}, +${length}) is outside the MR`);
-      }
+      const bad = this.ctx.odp.prefetchable(this, lkey, advice === 'PREFETCH_WRITE');
+      if (bad !== null) throw new VerbsError(bad.errno, `adviseMr: sgList[${i}].lkey 0x${lkey.toString(16)} ${bad.why}`);
       return { addr, length, lkey };
     });
     const work = this.ctx.tb.spawn(() => this.ctx.odp.prefetch(advice, list));
-    if (opts.flush === true) await work;
+    if (opts.flush === true && (await work) === 'EFAULT') {
+      throw new VerbsError('EFAULT', 'adviseMr: a range could not be mapped (outside its MR, or over pages the process unmapped)');
+    }
   }
 
   /**

@@ -500,7 +500,12 @@ export class Qp {
       if (e instanceof RangeError) throw new VerbsError('EINVAL', `postSend: ${e.message}`);
       throw e;
     }
-    if (w.opcode === 'BIND_MW') w.mw!.rkey = (w.rkey ?? 0) >>> 0;
+    if (w.opcode === 'BIND_MW') {
+      w.mw!.rkey = (w.rkey ?? 0) >>> 0;
+      // the ODP fault handler resolves the window to its MR (mlx5 walks the window's KLM)
+      const b = w.bindInfo!;
+      this.pd.ctx.odp.windowBound(w.mw!.rkey, b.length > 0 ? b.mr : null, (b.access & IbAccess.ZERO_BASED) !== 0 ? 0 : b.addr, b.addr, b.length);
+    }
     this.ring(ds, w.wrId, WC_OF[w.opcode], w);
     this.nextFence = w.opcode === 'REG_MR' || w.opcode === 'LOCAL_INV' || w.opcode === 'BIND_MW' ? FenceMode.INITIATOR_SMALL : FenceMode.NONE;
   }

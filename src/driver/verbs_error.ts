@@ -1,6 +1,6 @@
 import type { WorkCompletion } from './types.ts';
 /** The errno values a synchronous verbs failure carries (API.md "Constants and errors"). */
-export type Errno = 'EINVAL' | 'EBUSY' | 'ENOMEM' | 'EOPNOTSUPP' | 'EPERM' | 'EFAULT' | 'ETIMEDOUT' | 'EIO';
+export type Errno = 'EINVAL' | 'EBUSY' | 'ENOMEM' | 'EOPNOTSUPP' | 'EPERM' | 'EFAULT' | 'ETIMEDOUT' | 'EIO' | 'ENOENT';
 
 /**
  * A verbs call with bad arguments, or against the rules of spec/semantics.md, throws this: the

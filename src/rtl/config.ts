@@ -61,6 +61,8 @@ export interface HcaConfig {
   odpFaultFixedPs: number;
   /** ODP fault handling in software: per extra 4 KiB page, ps. */
   odpFaultPerPagePs: number;
+  /** Page faults the driver handles at once (mlx5's page-fault work queue's max_active); the rest wait in order. */
+  odpFaultWorkers: number;
   /** Pinning one 4 KiB host page (reg_mr, get_user_pages), ps. */
   pinPagePs: number;
   /** Default RNR timer, IB encoding 0..31 (12 = 0.64 ms). */
@@ -128,6 +130,9 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   // is one line at a time). What is left to software is get_user_pages on present pages and
   // building the MTT list: 20 ns per page (assumed), which puts the 4 MB fault at ~375 us.
   odpFaultPerPagePs: 20 * NS,
+  // mlx5 runs page faults on its "mlx5_ib_page_fault" work queue, max_active MLX5_NUM_CMD_EQE = 32
+  // (odp.c:1800-1802 mlx5_ib_odp_create_eq; include/linux/mlx5/eq.h:7)
+  odpFaultWorkers: 32,
   // timing.md has two anchors that cannot both hold: "pinning host pages" 0.25-0.6 us per page
   // (UCX's cost model, an estimate) and "registration from the mkey cache (UMR), 64 pages ~14 us
   // per MR". The second is a measurement of the whole operation: the mlx5 patch "Avoid taking MRs
@@ -206,6 +211,7 @@ const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
   interruptPs: ps,
   odpFaultFixedPs: ps,
   odpFaultPerPagePs: ps,
+  odpFaultWorkers: posInt(4096),
   pinPagePs: ps,
   rnrTimerCode: intIn(0, 31),
   ackTimeout: intIn(0, 31),

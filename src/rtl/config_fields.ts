@@ -39,6 +39,7 @@ export const CONFIG_FIELDS: { readonly [K in keyof HcaConfig]: ConfigFieldDoc } 
   interruptPs: { unit: 'ps', meaning: 'interrupt (EQE written) to handler running' },
   odpFaultFixedPs: { unit: 'ps', meaning: 'ODP fault handling in software: fixed part per fault' },
   odpFaultPerPagePs: { unit: 'ps', meaning: 'ODP fault handling in software: per extra 4 KiB page' },
+  odpFaultWorkers: { unit: 'faults', meaning: "page faults the driver handles at once (mlx5's page-fault work queue, max_active 32)" },
   pinPagePs: { unit: 'ps', meaning: 'pinning one 4 KiB host page (reg_mr, get_user_pages)' },
   rnrTimerCode: { unit: 'IB code', meaning: 'default RNR timer, IB encoding 0..31 (12 = 0.64 ms)' },
   ackTimeout: { unit: 'exponent', meaning: 'default local ACK timeout: 4.096 us x 2^ackTimeout (0 = infinite)' },

@@ -67,7 +67,7 @@ describe('shape checks', () => {
 
   it('odp-latency: with a configuration axis each configuration is checked, none overwrites another', () => {
     const pts = [1, 8].flatMap((pcieReadBasePs) =>
-      [4096, 2 ** 22].map((size) => pt('odp-latency', { size, pcieReadBasePs }, { faultUs: size === 4096 ? 220 : pcieReadBasePs === 8 ? 500 : 330, pageFaults: 1 })),
+      [4096, 2 ** 22].map((size) => pt('odp-latency', { size, pcieReadBasePs }, { faultUs: size === 4096 ? 220 : pcieReadBasePs === 8 ? 500 : 330, faults: 1, pageFaults: size / 4096 })),
     );
     const bad = odpLatency.checks(pts).filter((c) => !c.ok).map((c) => c.what);
     expect(bad).toEqual(['4 MB (pcieReadBasePs 8): the fault costs ~350 us (within 15%)', 'strongly sublinear (pcieReadBasePs 8): 1024x the bytes, less than 2x the fault']);

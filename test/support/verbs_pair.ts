@@ -710,7 +710,7 @@ export class VerbsPair {
         const iova = span.start;
         const len = span.length;
         await this.both(
-          () => this.m.adviseMr(this.mPds[mr.hca][mr.pd], mr.m.lkey, span.start, span.length),
+          () => this.m.adviseMr(this.mPds[mr.hca][mr.pd], mr.m.lkey, span.start, span.length, s.advice),
           () => this.tPds[mr.hca][mr.pd].adviseMr(s.advice, [{ addr: iova, length: len, lkey: mr.t.lkey }], { flush: true }),
           'prefetch',
         );

@@ -18,7 +18,7 @@ export const VerbsAccess = {
 } as const;
 
 /** The errnos a synchronous verbs call of the model can fail with. */
-export type VerbsErrno = 'EINVAL' | 'EBUSY' | 'ENOMEM' | 'EOPNOTSUPP' | 'EPERM' | 'EFAULT';
+export type VerbsErrno = 'EINVAL' | 'EBUSY' | 'ENOMEM' | 'EOPNOTSUPP' | 'EPERM' | 'EFAULT' | 'ENOENT';
 
 /**
  * A synchronous verbs failure (semantics.md "Verbs calls (sync failures)"): `errno`, and a

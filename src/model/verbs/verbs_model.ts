@@ -223,16 +223,27 @@ export class VerbsModel {
   }
 
   /**
-   * ibv_advise_mr's checks (the pages themselves are not modelled: an ODP MR behaves as a pinned
-   * one): the key names a live ODP MR of the PD, and the range lies inside it; else EINVAL.
+   * ibv_advise_mr's checks, as mlx5's (the pages themselves are not modelled: an ODP MR behaves
+   * as a pinned one; Linux 6.12 odp.c get_prefetchable_mr, mlx5_ib_prefetch_sg_list): ENOENT a
+   * key that names no live ODP MR, EINVAL one that names a window, EPERM an MR of another PD or
+   * PREFETCH_WRITE of an MR that is not writable (ib_access_writable: LOCAL_WRITE, REMOTE_WRITE,
+   * REMOTE_ATOMIC or MW_BIND); flushed, EFAULT a range outside the MR or (but for
+   * PREFETCH_NO_FAULT, a snapshot) over pages the process unmapped.
    */
-  adviseMr(pd: ModelPd, key: number, addr: number, length: number): void {
+  adviseMr(pd: ModelPd, key: number, addr: number, length: number, advice: 'PREFETCH' | 'PREFETCH_WRITE' | 'PREFETCH_NO_FAULT' = 'PREFETCH', flush = true): void {
     alive(pd, 'PD');
-    const mr = this.hca(pd.hca).objects.get(keyIndex(key));
-    if (!(mr instanceof ModelMr) || mr.destroyed || mr.pd !== pd || (mr.dev.access & VerbsAccess.ON_DEMAND) === 0 || mr.dev.key !== key >>> 0) {
-      throw err('EINVAL', 'adviseMr: the key names no ODP MR of this PD');
+    const h = this.hca(pd.hca);
+    const mr = h.objects.get(keyIndex(key));
+    if (mr instanceof ModelMw && !mr.destroyed && mr.rkey === key >>> 0) throw err('EINVAL', 'adviseMr: the key names a memory window');
+    if (!(mr instanceof ModelMr) || mr.destroyed || (mr.dev.access & VerbsAccess.ON_DEMAND) === 0 || mr.dev.key !== key >>> 0) {
+      throw err('ENOENT', 'adviseMr: the key names no ODP MR');
     }
-    if (!(addr >= mr.dev.iova && addr + length <= mr.dev.iova + mr.dev.length)) throw err('EINVAL', 'adviseMr: the range is outside the MR');
+    if (mr.pd !== pd) throw err('EPERM', 'adviseMr: the MR is of another PD');
+    const writable = VerbsAccess.LOCAL_WRITE | VerbsAccess.REMOTE_WRITE | VerbsAccess.REMOTE_ATOMIC | VerbsAccess.MW_BIND;
+    if (advice === 'PREFETCH_WRITE' && (mr.dev.access & writable) === 0) throw err('EPERM', 'adviseMr: PREFETCH_WRITE of an MR that is not writable');
+    if (!flush || length === 0) return;
+    if (!(addr >= mr.dev.iova && addr + length <= mr.dev.iova + mr.dev.length)) throw err('EFAULT', 'adviseMr: the range is outside the MR');
+    if (advice !== 'PREFETCH_NO_FAULT' && !h.host.isMapped(addr, length)) throw err('EFAULT', 'adviseMr: the range has pages the process unmapped');
   }
 
   mapHost(hca: number, addr: number, length: number): void {

@@ -297,6 +297,16 @@ export class HostSpace {
   }
 
   /**
+   * True when every page of [addr, addr + len) has a frame (resident: touched, and not dropped
+   * since); an untouched page reads as zero but is not resident. What a snapshot without
+   * faulting (hmm_range_fault without HMM_PFN_REQ_FAULT) finds valid.
+   */
+  isResident(addr: number, len: number): boolean {
+    this.checkRange('isResident', addr, len);
+    return len === 0 || this.firstUnmapped(addr, len, LAZY) < 0;
+  }
+
+  /**
    * Drops the pages of [addr, addr + length) (MADV_DONTNEED): the process's own later accesses
    * refault a zero page (anonymous private memory, as Linux), a device's (an ODP MR) fault until
    * faultIn maps them again. Pinned frames (a registration's) stay allocated until their last
