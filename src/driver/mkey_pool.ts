@@ -110,6 +110,29 @@ interface Ent {
   readonly fills: Counter;
 }
 
+/**
+ * The cache's statistics scope, and the target of its timers: a timer of a module without work
+ * does not keep a stalled run alive (sim.ts `stalled`), so a 300 s shrink timer never hides a
+ * stall. `fire(id)` runs the callback armed with that id.
+ */
+class MrCacheModule extends Module {
+  private readonly timers = new Map<number, () => void>();
+  private nextId = 0;
+
+  /** Runs `fn` `dt` ps from now, as an event of this module. */
+  after(dt: number, fn: () => void): void {
+    const id = ++this.nextId;
+    this.timers.set(id, fn);
+    this.sim.after(dt, this, id);
+  }
+
+  fire(id: number): void {
+    const fn = this.timers.get(id);
+    this.timers.delete(id);
+    fn?.();
+  }
+}
+
 /** Contexts opened per adapter so far (names each context's cache module). */
 const contextsOf = new WeakMap<Module, number>();
 
@@ -118,7 +141,7 @@ export class MkeyPool {
   private readonly ents: Ent[] = [];
   /** Mkeys handed out from an entry, by index: their entry's in-use count drops when they return. */
   private readonly out = new Map<number, Ent>();
-  private readonly mod: Module;
+  private readonly mod: MrCacheModule;
   private loaded = false;
   private pdn = -1;
   private fillDelay = false;
@@ -132,7 +155,7 @@ export class MkeyPool {
   constructor(private readonly ctx: Context) {
     const n = contextsOf.get(ctx.hca) ?? 0;
     contextsOf.set(ctx.hca, n + 1);
-    this.mod = new Module(ctx.tb.sim, ctx.hca, n === 0 ? 'mr_cache' : `mr_cache_ctx${n}`);
+    this.mod = new MrCacheModule(ctx.tb.sim, ctx.hca, n === 0 ? 'mr_cache' : `mr_cache_ctx${n}`);
     this.sCreated = this.mod.stats.counter('created');
     this.sDestroyed = this.mod.stats.counter('destroyed');
     this.sRefused = this.mod.stats.counter('fills_refused');
@@ -302,14 +325,16 @@ export class MkeyPool {
   private modWork(ent: Ent, delay: number): void {
     const gen = ++ent.workGen;
     ent.workAt = this.ctx.tb.now + delay;
-    void this.ctx.tb.spawn(async () => {
-      if (delay > 0) await this.ctx.tb.delay(delay);
+    const start = (): void => {
       if (ent.workGen !== gen) return;
       ent.workAt = -1;
       const run = this.wqTail.then(() => this.work(ent));
       this.wqTail = run;
-      await run;
-    });
+      // a failure of the work fails the run (as a spawned process's would)
+      void this.ctx.tb.sim.spawn(() => run);
+    };
+    if (delay === 0) start();
+    else this.mod.after(delay, start);
   }
 
   /** queue_delayed_work: as modWork, unless the work is already queued. */
@@ -366,8 +391,7 @@ export class MkeyPool {
         this.sRefused.inc();
         this.fillDelay = true;
         // delay_time_func (mr.c:840-845) clears it; nothing is requeued then (the next take adjusts)
-        void this.ctx.tb.spawn(async () => {
-          await this.ctx.tb.delay(this.ctx.hca.cfg.mrCacheFillDelayPs);
+        this.mod.after(this.ctx.hca.cfg.mrCacheFillDelayPs, () => {
           this.fillDelay = false;
         });
       },

@@ -11,6 +11,7 @@ import { MkcAccessMode } from '../rtl/formats/constants.ts';
 import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/memory/icm_mkey.ts';
 import { NULL_MKEY } from '../rtl/formats/constants.ts';
 import { IMPLICIT_ENTRIES, ImplicitOdp, OdpMr, SIZE_MAX } from './odp.ts';
+import { MAX_UMR_CHUNK } from './umr.ts';
 
 const PAGE = 4096;
 /** MEM_REG MTTs per descriptor: 8192 / 4096, the largest pageSize whose 4 KiB fallback always fits. */
@@ -98,7 +99,7 @@ export class Pd {
     const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
     const start = zeroBased ? 0 : addr;
     const fbo = zeroBased ? addr % P : 0;
-    if (!odp) {
+    if (!odp && entries <= MAX_UMR_CHUNK / 8) {
       // create_real_mr (mr.c:1426-1469) with UMR-loadable translations (the device has
       // umr_extended_translation_offset, umr.h:40-42): alloc_cacheable_mr (mr.c:1121-1168) takes
       // an mkey of the MR cache (a hit, or a miss that makes a cache mkey); where no bucket fits,
@@ -125,7 +126,10 @@ export class Pd {
       key = await this.ctx.umr.enableKey(key, this, access, start, length, mtt, { zeroBased, fbo }, logPageSize);
       return this.track(new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket }));
     }
-    // ODP: an mkey of its own by firmware, pages not present (odp.ts)
+    // ODP (pages not present, odp.ts), or translations past one UMR (131,064 MTT entries: the
+    // driver's enabling UMR is not chunked; mlx5 6.12 chunks it, and creates it populated like
+    // this only on a device without umr_extended_translation_offset, mr.c:1432-1442): an mkey
+    // of its own by firmware, destroyed on dereg
     const r = await this.ctx.cmd(
       this.ctx.cmdq.exec({
         op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,
