@@ -10,7 +10,7 @@
  *   max(2n, 4) (mkey_cache_ent_from_rb_key, mr.c:679-718: the at-most-twice rule).
  * - Limits from mlx5_core's profile (mlx5r_cache_create_ent_locked, mr.c:896-906, profile 2 of
  *   core/main.c:112-180): `mrCacheLimit` for buckets up to 8 Ki entries, then 32, 16, 8, 4, then 0.
- * - Pre-fill at load: every bucket below its limit fills to twice it (mr.c:985-990 and
+ * - Pre-fill at load: every bucket below its limit fills to twice it (mr.c:980-985 and
  *   queue_adjust_cache_locked, mr.c:505-532), one CREATE_MKEY per run of the bucket's work, the
  *   next one queued when it completes (create_mkey_callback, mr.c:193-223), in the firmware's
  *   background lane.
@@ -22,7 +22,7 @@
  * - A bucket above twice its limit gives the excess back one mkey per work run, once no mkey was
  *   added to the cache for 300 s and no bucket is below its limit (__cache_work_func,
  *   mr.c:549-613). A fill the firmware refuses stops every fill for 1 s (mr.c:201-208).
- * The work of the buckets runs one item at a time, as on mlx5's ordered work queue (mr.c:955).
+ * The work of the buckets runs one item at a time, as on mlx5's ordered work queue (mr.c:956).
  */
 import type { Context } from './context.ts';
 import { MS } from '../sim/time.ts';

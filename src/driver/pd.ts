@@ -128,7 +128,7 @@ export class Pd {
     }
     // ODP (pages not present, odp.ts), or translations past one UMR (131,064 MTT entries: the
     // driver's enabling UMR is not chunked; mlx5 6.12 chunks it, and creates it populated like
-    // this only on a device without umr_extended_translation_offset, mr.c:1432-1442): an mkey
+    // this only on a device without umr_extended_translation_offset, mr.c:1434-1446): an mkey
     // of its own by firmware, destroyed on dereg
     const r = await this.ctx.cmd(
       this.ctx.cmdq.exec({
