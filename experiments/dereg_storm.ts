@@ -5,10 +5,14 @@
  * READs over one 120 MiB MR of the responder (its 3,840 MTT lines fit the 4,096-line MTT cache,
  * so a flush costs the victim 3,840 dependent reads to refill);
  * the co-tenant: a process on the responder's host registering and deregistering MRs back to
- * back during the measured window, small ones (1 page: the driver's mkey pool, a UMR each way)
- * or large ones (600 pages, over the pool's largest bucket: CREATE_MKEY and DESTROY_MKEY by firmware). The policy is the
- * configuration field destroyInvalidates ('entry' | 'all'), applied by DESTROY_MKEY (and, with
- * the scale branch's change, by the pool's deregistration too).
+ * back during the measured window, of 1 page (the MR cache's 4-entry bucket) or 600 pages (its
+ * 1,024-entry bucket). As in mlx5 (mr.c alloc_cacheable_mr, mlx5r_handle_mkey_cleanup) both
+ * loop on UMRs: a cached mkey enabled by UMR, revoked by UMR and stored again. mlx5 has a
+ * firmware co-tenant only past the cache's largest bucket (4 x 2^20 entries, 16 GiB of 4 KiB
+ * pages), and even there only its first registration: reg_create's mkey goes to a temporary
+ * entry on dereg and the next registration takes it back. The policy is the configuration
+ * field destroyInvalidates ('entry' | 'all'), applied by DESTROY_MKEY and by the cache's
+ * revoking UMR.
  */
 import { Access, DEFAULT_HCA_CONFIG, POOL_BUCKETS } from '../src/index.ts';
 import type { Experiment, PointLine, ShapeCheck } from '../src/experiment.ts';
@@ -18,7 +22,7 @@ import { intIn, isBoolean, isSizeFrom4k, positiveInt } from './support/shape.ts'
 const PAGE = 4096;
 const MiB = 2 ** 20;
 
-/** The pool's largest bucket (MTT entries): larger MRs are registered by firmware. */
+/** The MR cache's largest bucket (MTT entries): past it, reg_create's mkey and a temporary entry. */
 const POOL_MAX_PAGES = POOL_BUCKETS[POOL_BUCKETS.length - 1];
 
 /** The quick grid's adapter: 8x smaller MTT cache, 8x faster firmware and pinning. */
@@ -33,7 +37,7 @@ const QUICK_SCALE = {
 function kind(p: PointLine): string {
   if (p.params.cotenant !== true) return 'no co-tenant';
   const pages = (p.params.cotenantPages as number | undefined) ?? 1;
-  return `${pages}-page MRs (${pages <= POOL_MAX_PAGES ? 'pool, UMR' : 'firmware'})`;
+  return `${pages}-page MRs (${pages <= POOL_MAX_PAGES ? `cache, ${POOL_BUCKETS.find((b) => b >= pages && b <= Math.max(2 * pages, 4))}-entry bucket, UMR` : 'past the cache: temporary entry, UMR'})`;
 }
 
 const experiment: Experiment = {
@@ -42,7 +46,7 @@ const experiment: Experiment = {
   shape: "spec/timing.md shape 3: a co-tenant looping reg/dereg halves a victim's throughput if deregistration flushes the caches (Husky: miss rate 49%, 96.6 -> 48 Gb/s)",
   axes: {
     cotenant: { what: 'a co-tenant loops regMr + dereg on the responder during the measurement', check: isBoolean },
-    cotenantPages: { what: "4 KiB pages of each co-tenant MR (up to 512: from the driver's mkey pool)", check: intIn(1, 4096) },
+    cotenantPages: { what: "4 KiB pages of each co-tenant MR (from the driver's MR cache: the bucket of 4 x 2^i entries at most twice its size)", check: intIn(1, 4096) },
     victimBytes: { what: "the victim's working set (one MR, 4 KiB pages)", check: (v) => (isSizeFrom4k(v) ? null : 'must be a size of at least 4 KiB'), format: 'bytes' },
     reads: { what: "the victim's READs measured (after as many of warm-up)", check: positiveInt },
   },
@@ -69,7 +73,7 @@ const experiment: Experiment = {
             async cotenant(tb, ctx, running, ready) {
               const pd = await ctx.allocPd();
               const buf = tb.host(1).alloc(pages * PAGE);
-              // one cycle first: the pool's bucket is made (CREATE_MKEY) and refilled
+              // one cycle first (it makes the UMR QP), and the cache's pre-fill done
               await (await pd.regMr(buf.addr, pages * PAGE, Access.LOCAL_WRITE)).dereg();
               await tb.quiesce();
               ready();

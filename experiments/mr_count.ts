@@ -20,9 +20,13 @@ const experiment: Experiment = {
     reads: { what: 'READs measured (after as many of warm-up)', check: positiveInt },
   },
   grid: {
-    full: [{ mrs: [16, 64, 256, 384, 512, 640, 768, 1024, 2048, 4096], reads: [20_000] }],
+    // mrCacheLimit 0: the driver's MR cache is not pre-filled, so the MRs' mkeys are made one
+    // after another (consecutive indices) and the sweep measures the mkey cache's capacity; a
+    // pre-filled cache hands out indices interleaved with its other buckets' fills, which the
+    // modelled cache's index-modulo sets turn into set conflicts (README "The MR cache as mlx5's")
+    full: [{ mrCacheLimit: [0], mrs: [16, 64, 256, 384, 512, 640, 768, 1024, 2048, 4096], reads: [20_000] }],
     // a 64-entry mkey cache
-    quick: [{ mkeyCacheEntries: [64], mrs: [16, 64, 256], reads: [2_000] }],
+    quick: [{ mrCacheLimit: [0], mkeyCacheEntries: [64], mrs: [16, 64, 256], reads: [2_000] }],
   },
   async run(p, { seed, config }) {
     const r = await randomReads({ seed, config, readBytes: 64, mrs: p.mrs as number, warm: p.reads as number, reads: p.reads as number });

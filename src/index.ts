@@ -6,6 +6,7 @@ export { VerbsError, type Errno } from './driver/verbs_error.ts';
 export { Context } from './driver/context.ts';
 export { Pd, bestPageShift } from './driver/pd.ts';
 export { POOL_BUCKETS, POOL_LIMIT, POOL_SHRINK_DELAY_PS, POOL_FILL_DELAY_PS, type MkeyPoolStats } from './driver/mkey_pool.ts';
+export { MKEY_CACHE_MIN_DESCS, MKEY_CACHE_LAST_STD_ENTRY, MAX_PENDING_REG_MR, mkeyCacheLimit, type MkeyCacheBucketStats } from './driver/mkey_pool.ts';
 export type { DeviceMemory } from './rtl/memory/icm.ts';
 export { Cq } from './driver/cq.ts';
 export { CompChannel, type AsyncEvent } from './driver/comp_channel.ts';

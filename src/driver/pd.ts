@@ -11,7 +11,7 @@ import { MkcAccessMode } from '../rtl/formats/constants.ts';
 import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/memory/icm_mkey.ts';
 import { NULL_MKEY } from '../rtl/formats/constants.ts';
 import { IMPLICIT_ENTRIES, ImplicitOdp, OdpMr, SIZE_MAX } from './odp.ts';
-import { MkeyPool } from './mkey_pool.ts';
+import { MAX_UMR_CHUNK } from './umr.ts';
 
 const PAGE = 4096;
 /** MEM_REG MTTs per descriptor: 8192 / 4096, the largest pageSize whose 4 KiB fallback always fits. */
@@ -99,30 +99,45 @@ export class Pd {
     const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
     const start = zeroBased ? 0 : addr;
     const fbo = zeroBased ? addr % P : 0;
-    // the MR cache first: a free mkey enabled by UMR; else firmware (CREATE_MKEY)
-    const bucket = odp ? 0 : MkeyPool.bucketOf(entries);
-    const pooled = bucket > 0 ? this.ctx.pool.take(bucket) : -1;
-    if (pooled >= 0) {
-      const key = await this.ctx.umr.enable(pooled, this, access, start, length, mtt, { zeroBased, fbo }, logPageSize);
+    if (!odp && entries <= MAX_UMR_CHUNK / 8) {
+      // create_real_mr (mr.c:1426-1469) with UMR-loadable translations (the device has
+      // umr_extended_translation_offset, umr.h:40-42): alloc_cacheable_mr (mr.c:1121-1168) takes
+      // an mkey of the MR cache (a hit, or a miss that makes a cache mkey); where no bucket fits,
+      // reg_create makes a disabled mkey of its own (CREATE_MKEY, not populated), cacheable too.
+      // Either way a UMR enables it (mlx5r_umr_update_mr_pas with MLX5_IB_UPD_XLT_ENABLE), and
+      // deregistration revokes it and stores it in the cache (mkey_pool.ts)
+      const cached = await this.ctx.pool.alloc(entries);
+      let key: number;
+      let bucket: number;
+      if (cached !== null) {
+        key = cached.key;
+        bucket = cached.bucket;
+      } else {
+        const r = await this.ctx.cmd(
+          this.ctx.cmdq.exec({
+            op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: true, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true,
+            remoteInval: false, pd: this.pdn, start, length, logPageSize, xltCapacity: entries,
+          }),
+          'regMr',
+        );
+        key = r.mkey;
+        bucket = entries;
+      }
+      key = await this.ctx.umr.enableKey(key, this, access, start, length, mtt, { zeroBased, fbo }, logPageSize);
       return this.track(new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket }));
     }
-    const tag = this.ctx.nextTag();
-    const create = (): ReturnType<typeof this.ctx.cmdq.exec<'CREATE_MKEY'>> => this.ctx.cmd(
+    // ODP (pages not present, odp.ts), or translations past one UMR (131,064 MTT entries: the
+    // driver's enabling UMR is not chunked; mlx5 6.12 chunks it, and creates it populated like
+    // this only on a device without umr_extended_translation_offset, mr.c:1434-1446): an mkey
+    // of its own by firmware, destroyed on dereg
+    const r = await this.ctx.cmd(
       this.ctx.cmdq.exec({
-        op: 'CREATE_MKEY', tag, free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,
+        op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,
         pd: this.pdn, start, length, logPageSize, pgAccess: odp, mtt,
         mwBind: (access & IbAccess.MW_BIND) !== 0, zeroBased, fbo,
       }),
       'regMr',
     );
-    let r;
-    try {
-      r = await create();
-    } catch (e) {
-      // no mkey (or ICM page) left: the pool's free mkeys go back to the firmware, then once more
-      if (!(e instanceof VerbsError && e.errno === 'ENOMEM') || (await this.ctx.pool.reclaim()) === 0) throw e;
-      r = await create();
-    }
     const mr = this.track(new Mr(this, r.mkey, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0 }));
     if (odp) {
       // nothing pinned, every MTT entry not present: the fault handler maps pages on first touch,

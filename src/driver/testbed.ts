@@ -237,6 +237,8 @@ export class Testbed {
     const ctx = new Context(this, hca, i);
     this.contexts.push(ctx);
     await ctx.queryDevice();
+    // device load: the MR cache's PD, then its buckets filling in the background (mkey_pool.ts)
+    await ctx.pool.load();
     return ctx;
   }
 

@@ -113,15 +113,25 @@ export class DriverUmr {
     logPageSize = 12,
   ): Promise<number> {
     const qp = await this.umrQp();
-    return this.exclusive(() => this.enableNow(qp, index, pd, access, start, length, mtt, zb, logPageSize));
+    return this.exclusive(() => this.enableNow(qp, makeKey(index, this.ctx.nextTag()), pd, access, start, length, mtt, zb, logPageSize));
+  }
+
+  /**
+   * As `enable`, keeping the mkey's whole key: mlx5's MR cache hands out stored keys and the
+   * enabling UMR writes the key's own variant (mkey_7_0, umr.c:615).
+   */
+  async enableKey(
+    key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
+    zb: { zeroBased: boolean; fbo: number }, logPageSize: number,
+  ): Promise<number> {
+    const qp = await this.umrQp();
+    return this.exclusive(() => this.enableNow(qp, key, pd, access, start, length, mtt, zb, logPageSize));
   }
 
   private async enableNow(
-    qp: Qp, index: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
+    qp: Qp, key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
     zb: { zeroBased: boolean; fbo: number }, logPageSize: number,
   ): Promise<number> {
-    const tag = this.ctx.nextTag();
-    const key = makeKey(index, tag);
     const wrId = ++this.seq;
     const bytes = mtt.length * 8;
     let listAddr: number | undefined;
@@ -161,6 +171,21 @@ export class DriverUmr {
       if (newTag === (key & 0xff)) newTag = this.ctx.nextTag(); // the counter wrapped onto the old tag
       qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag }));
       await this.complete(wrId, 'dereg (mkey pool UMR)');
+    });
+  }
+
+  /**
+   * mlx5r_umr_revoke_mr (umr.c:422-441): frees the mkey and keeps its key (mkey_7_0 is the key's
+   * own variant), so the MR cache stores and hands out the whole 32-bit key again.
+   */
+  async revokeKeepingKey(key: number): Promise<void> {
+    const qp = await this.umrQp();
+    await this.exclusive(async () => {
+      const wrId = ++this.seq;
+      // KEY in the mask with the key's own tag (mlx5 masks PD instead): the device tells a
+      // deregistration from a LOCAL_INV this way, for the destroyInvalidates policy (src/rtl/umr/umr_ops.ts UNBIND)
+      qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag: key & 0xff }));
+      await this.complete(wrId, 'dereg (MR cache revoke UMR)');
     });
   }
 

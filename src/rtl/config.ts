@@ -3,7 +3,7 @@
  * value is a field with a default; each default names its row of spec/timing.md ("Suggested
  * defaults" / "Published anchors") or says "assumed".
  */
-import { NS, US } from '../sim/time.ts';
+import { MS, NS, US } from '../sim/time.ts';
 
 /** How DESTROY_MKEY / dereg affects the on-chip caches: drop that entry, or flush everything. */
 export type DestroyInvalidates = 'entry' | 'all';
@@ -95,6 +95,20 @@ export interface HcaConfig {
   requesterContexts: number;
   /** Responder: messages served at once at most (contexts), all QPs. */
   responderContexts: number;
+  /**
+   * The driver's MR cache (mlx5_ib's mkey cache, driver/mkey_pool.ts): the limit of its buckets
+   * of 4..8,192 MTT entries (each fills to twice this); the larger buckets keep the profile's own
+   * smaller limits (32, 16, 8, 4 for 16 Ki..128 Ki entries) when this is larger, and 0 above.
+   */
+  mrCacheLimit: number;
+  /** The MR cache's largest bucket is 4 x 2^mrCacheLastOrder MTT entries. */
+  mrCacheLastOrder: number;
+  /** MR cache: free mkeys above twice a bucket's limit are destroyed once no mkey was added for this long, ps. */
+  mrCacheShrinkDelayPs: number;
+  /** MR cache: a temporary entry's mkeys are destroyed this long after the first is stored, ps. */
+  mrCacheTmpDelayPs: number;
+  /** MR cache: after the firmware refuses a fill, no fill for this long, ps. */
+  mrCacheFillDelayPs: number;
 }
 
 /** The defaults: spec/timing.md "Suggested defaults", with the anchors they reproduce. */
@@ -158,6 +172,15 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   ioEqSize: 1024,
   requesterContexts: 256,
   responderContexts: 128,
+  // mlx5_core's default profile (prof_sel 2, drivers/net/ethernet/mellanox/mlx5/core/main.c:112-180):
+  // mr_cache[0..11].limit 250, [12..15] 32, 16, 8, 4; the rest 0
+  mrCacheLimit: 250,
+  // mkey_cache_max_order (mr.c:1092-1097): MKEY_CACHE_LAST_STD_ENTRY 20 (include/linux/mlx5/driver.h:753)
+  // with umr_extended_translation_offset, which the modelled device reports
+  mrCacheLastOrder: 20,
+  mrCacheShrinkDelayPs: 300_000 * MS, // mr.c:597-603: last_add + 300 * HZ, requeued in 300 * HZ
+  mrCacheTmpDelayPs: 30_000 * MS, // mr.c:2106-2107: msecs_to_jiffies(30 * 1000)
+  mrCacheFillDelayPs: 1_000 * MS, // mr.c:207 mod_timer(&dev->delay_timer, jiffies + HZ)
 } satisfies HcaConfig);
 
 /** Returns a requirement text when `v` breaks the rule, or null when it is fine. */
@@ -172,6 +195,8 @@ const posInt = (max = 2 ** 32): Rule => intIn(1, max, `must be a positive intege
  * (2.5 hours): a run of a few hundred such delays still fits, a single delay of 2^53 ps never could.
  */
 const ps: Rule = intIn(0, 1e13, 'must be a whole number of picoseconds in 0..1e13 (10 s)');
+/** The driver's timers (the MR cache's 300 s): up to 1,000 s. */
+const longPs: Rule = intIn(0, 1e15, 'must be a whole number of picoseconds in 0..1e15 (1,000 s)');
 const dividing = (other: string): Rule => (v, c) =>
   isInt(v) && v >= 1 && isInt(c[other]) && (c[other] as number) % v === 0
     ? null
@@ -234,6 +259,11 @@ const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
   // DMA tags of the engines' movers tell up to 256 contexts apart (memory/dma_mover.ts)
   requesterContexts: intIn(1, 256),
   responderContexts: intIn(1, 256),
+  mrCacheLimit: intIn(0, 65536),
+  mrCacheLastOrder: intIn(0, 20),
+  mrCacheShrinkDelayPs: longPs,
+  mrCacheTmpDelayPs: longPs,
+  mrCacheFillDelayPs: longPs,
 };
 
 function show(v: unknown): string {

@@ -53,6 +53,11 @@ export const CONFIG_FIELDS: { readonly [K in keyof HcaConfig]: ConfigFieldDoc } 
   ioEqSize: { unit: 'EQEs', meaning: 'the EQ of each completion vector 1 and up; a power of two' },
   requesterContexts: { unit: 'messages', meaning: 'requester: messages in flight at most, all QPs' },
   responderContexts: { unit: 'messages', meaning: 'responder: messages served at once at most, all QPs' },
+  mrCacheLimit: { unit: 'mkeys', meaning: "driver's MR cache: limit of each bucket up to 8 Ki MTT entries (fills to twice it; larger buckets 32/16/8/4, then 0)" },
+  mrCacheLastOrder: { unit: 'order', meaning: "driver's MR cache: its largest bucket holds 4 x 2^order MTT entries" },
+  mrCacheShrinkDelayPs: { unit: 'ps', meaning: "driver's MR cache: excess free mkeys go once none was added for this long" },
+  mrCacheTmpDelayPs: { unit: 'ps', meaning: "driver's MR cache: a temporary entry's mkeys go this long after its first store" },
+  mrCacheFillDelayPs: { unit: 'ps', meaning: "driver's MR cache: no fill for this long after the firmware refused one" },
 };
 
 /** The rows of `mlx5sim config`: field, default (times also with a unit), unit, meaning. */

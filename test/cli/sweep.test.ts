@@ -128,11 +128,11 @@ describe('running a sweep', () => {
     const spec = plotSpec(storm, lines) as unknown as { layer: { mark: { type: string }; encoding: Record<string, { type?: string; sort?: string[] }> }[] };
     expect(spec.layer.map((l) => l.mark.type)).toEqual(['bar', 'text', 'rule', 'text']);
     expect(spec.layer[0].encoding.x.type).toBe('nominal');
-    expect(spec.layer[0].encoding.x.sort).toEqual(['no co-tenant', '1-page MRs (pool, UMR)', '600-page MRs (firmware)']);
+    expect(spec.layer[0].encoding.x.sort).toEqual(['no co-tenant', '1-page MRs (cache, 4-entry bucket, UMR)', '600-page MRs (cache, 1024-entry bucket, UMR)']);
     expect(spec.layer[0].encoding.xOffset.sort).toEqual(['destroyInvalidates entry', 'destroyInvalidates all']);
     const a = await renderSvg(spec as never);
     expect(await renderSvg(plotSpec(storm, [...lines].reverse()))).toBe(a);
-    expect(a).toContain('600-page MRs (firmware)');
+    expect(a).toContain('600-page MRs (cache, 1024-entry bucket, UMR)');
     expect(a).toContain('Husky: x0.497');
   });
 });

@@ -10,7 +10,8 @@ import { churn, type ChurnSample } from '../support/churn.ts';
 
 describe('churn', () => {
   it('2,000 create/destroy cycles: host frames, queue buffers, firmware objects and the mkey pool stay where the first cycles left them', async () => {
-    const tb = new Testbed({ hcas: 1 });
+    // a small MR cache profile: its pre-fill is over before the first sample
+    const tb = new Testbed({ hcas: 1, config: { mrCacheLimit: 4 } });
     const samples: ChurnSample[] = [];
     await tb.run(() => churn(tb, 2000, 100, (s) => samples.push(s)));
     const first = samples[0];

@@ -162,7 +162,8 @@ describe('cq.destroy (ibv_destroy_cq)', () => {
 
 describe('pd.dealloc (ibv_dealloc_pd)', () => {
   it('EBUSY while a live MR, memory window or QP belongs to it; then DEALLOC_PD, and every later call is EINVAL', async () => {
-    const tb = new Testbed();
+    // no MR cache pre-fill: a fill would take the freed index the test looks at
+    const tb = new Testbed({ config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const ctx = await tb.openDevice(0);
       const cq = await ctx.createCq(16);

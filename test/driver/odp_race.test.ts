@@ -14,6 +14,9 @@ import { rcPair } from '../support/rc_pair.ts';
 const US = 1_000_000;
 const PAGE = 4096;
 
+/** A small MR cache profile: the default pre-fill (6,120 mkeys per adapter, ~1-2 s of wall clock) is not what these runs test. */
+const SMALL_MR_CACHE = { mrCacheLimit: 4, mrCacheLastOrder: 4 } as const;
+
 describe('ODP: a fault racing an invalidation', () => {
   it.prop(
     [
@@ -29,7 +32,7 @@ describe('ODP: a fault racing an invalidation', () => {
     ],
     { numRuns: Number(process.env.RACE_RUNS ?? 40) },
   )('never maps a dropped page, and the write completes', async (drops, pages) => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: SMALL_MR_CACHE });
     await tb.run(async () => {
       const p = await rcPair(tb);
       const a = tb.host(0).alloc(2 * PAGE);
@@ -62,7 +65,7 @@ describe('ODP: a fault racing an invalidation', () => {
   });
 
   it('an invalidation while the fault UMR is in flight makes the handler map again', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: SMALL_MR_CACHE });
     let retries = 0;
     await tb.run(async () => {
       const p = await rcPair(tb);

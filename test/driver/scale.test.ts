@@ -68,13 +68,14 @@ describe('scale', () => {
   it('advertises as many MRs as the device holds: maxMr of them register, the next is ENOMEM', async () => {
     const dflt = new Testbed();
     await dflt.run(async () => expect((await dflt.openDevice(0)).deviceAttr.maxMr).toBe(2 ** 24 - 2));
-    const tb = new Testbed({ config: { icmMkeyEntries: 40 } });
+    // an MR cache never filled (limit 0): each registration a miss, a cache mkey made for it
+    const tb = new Testbed({ config: { icmMkeyEntries: 40, mrCacheLimit: 0 } });
     await tb.run(async () => {
       const ctx = await tb.openDevice(0);
       const pd = await ctx.allocPd();
       const max = ctx.deviceAttr.maxMr;
       expect(max).toBe(38);
-      const size = 600 * 4096; // past the pool's buckets: one CREATE_MKEY each
+      const size = 600 * 4096; // the 1,024-entry bucket: one CREATE_MKEY each (a miss)
       const buf = tb.host(0).alloc(size * (max + 1));
       const mrs: Mr[] = [];
       for (let i = 0; i < max; i++) mrs.push(await pd.regMr(buf.addr + i * size, size, Access.LOCAL_WRITE));
@@ -85,7 +86,7 @@ describe('scale', () => {
   });
 
   it('a wait nothing in flight can end stalls at once, naming what it waits for and what is pending', async () => {
-    const tb = new Testbed();
+    const tb = new Testbed({ config: { mrCacheLimit: 0 } }); // no MR cache pre-fill in flight
     let idleAt = 0;
     const err = await tb
       .run(async () => {

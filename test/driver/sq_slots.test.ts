@@ -46,7 +46,8 @@ describe('issue 17: send-queue engine slots and faulting QPs', () => {
   });
 
   it('sq_slots_no_progress_is_a_stall: with one slot, held by the faulting WQE, the run ends in a stall report naming what waits, not a spin', async () => {
-    const tb = new Testbed({ hcas: 2, config: { sqWqeSlots: 1 } });
+    // no MR cache pre-fill: its background commands are work in flight for ~230 ms
+    const tb = new Testbed({ hcas: 2, config: { sqWqeSlots: 1, mrCacheLimit: 0 } });
     let err: Error | null = null;
     let ps = 0;
     try {

@@ -5,7 +5,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, VerbsError, incRkey, type Cq, type Mr, type Mw, type Pd, type Qp, type SendWr } from '../../src/index.ts';
-import { POOL_LIMIT } from '../../src/driver/mkey_pool.ts';
 import { readMkey } from '../../src/rtl/firmware/icm_writer.ts';
 import { rcPair } from '../support/rc_pair.ts';
 
@@ -256,7 +255,7 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
     });
   });
 
-  it("a deregistered pooled user MR's key names nothing: LOCAL_INV of it is LOC_QP_OP_ERR; the mkey is reused", async () => {
+  it("a deregistered cached user MR keeps its key (mlx5 stores and pops the whole key): refused while free, then the old rkey reaches the next MR of its mkey", async () => {
     const tb = new Testbed({ hcas: 1 });
     await tb.run(async () => {
       const ctx = await tb.openDevice(0);
@@ -265,26 +264,29 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
       const q = await pd.createQp({ sendCq: cq, recvCq: cq });
       const peer = await pd.createQp({ sendCq: cq, recvCq: cq });
       await q.connect(peer);
-      const buf = tb.host(0).alloc(2 * PAGE, { align: PAGE });
-      // the first regMr finds the pool empty (CREATE_MKEY) and starts a refill; the next is pooled
-      await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE);
-      await tb.quiesce(); // the refill is done
+      const buf = tb.host(0).alloc(3 * PAGE, { align: PAGE });
+      tb.host(0).write(buf.addr, new Uint8Array(PAGE).fill(0x11));
+      tb.host(0).write(buf.addr + PAGE, new Uint8Array(PAGE).fill(0x22));
+      const dst = await pd.regMr(buf.addr + 2 * PAGE, PAGE, Access.LOCAL_WRITE);
+      const read = async (rkey: number, addr: number): Promise<string> => {
+        q.postSend({ wrId: 1, opcode: 'RDMA_READ', sgList: [{ addr: buf.addr + 2 * PAGE, length: 4, lkey: dst.lkey }], remoteAddr: addr, rkey, signaled: true });
+        const [wc] = await cq.wait(1);
+        return wc.status === 'SUCCESS' ? `${tb.host(0).read(buf.addr + 2 * PAGE, 1)[0]}` : wc.status;
+      };
       const mr = await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_READ);
-      expect(mr.poolBucket).toBeGreaterThan(0);
-      const old = mr.lkey;
+      expect(mr.poolBucket).toBe(4);
+      const old = mr.rkey;
+      expect(await read(old, buf.addr)).toBe('17');
       await mr.dereg();
-      // the mkey is FREE in the pool, under another tag
-      const entry = tb.hca(0).cmdif.exec({ op: 'QUERY_MKEY', index: old >>> 8 });
-      const ctxBytes = (await entry).context;
+      // the mkey is FREE in the cache under the same key (mlx5r_umr_revoke_mr keeps mkey_7_0)
+      const ctxBytes = (await tb.hca(0).cmdif.exec({ op: 'QUERY_MKEY', index: old >>> 8 })).context;
       expect(ctxBytes[0] & 0x40).toBe(0x40);
-      expect(ctxBytes[7]).not.toBe(old & 0xff);
-      q.postSend({ wrId: 1, opcode: 'LOCAL_INV', invalidateRkey: old, signaled: true });
-      expect((await cq.wait(1))[0]).toMatchObject({ wrId: 1, status: 'LOC_QP_OP_ERR', opcode: 'LOCAL_INV' });
-      // the pool hands the mkey out again (after the other free ones), with a fresh key
-      let again = await pd.regMr(buf.addr + PAGE, PAGE, Access.LOCAL_WRITE);
-      for (let i = 0; i < 2 * POOL_LIMIT && again.lkey >>> 8 !== old >>> 8; i++) again = await pd.regMr(buf.addr + PAGE, PAGE, Access.LOCAL_WRITE);
-      expect(again.lkey >>> 8).toBe(old >>> 8);
-      expect(again.lkey).not.toBe(old);
+      expect(ctxBytes[7]).toBe(old & 0xff);
+      expect(await read(old, buf.addr)).toBe('REM_ACCESS_ERR'); // a free mkey serves nothing (the QP is now in error)
+      // the next registration of that bucket pops the same mkey, same 32-bit key (last in, first out)
+      const again = await pd.regMr(buf.addr + PAGE, PAGE, Access.LOCAL_WRITE | Access.REMOTE_READ);
+      expect(again.rkey).toBe(old);
+      expect(again.poolBucket).toBe(4);
     });
   });
 
@@ -339,12 +341,12 @@ describe('zero-based MRs at addresses inside a page (semantics.md: "a zero-based
       const { c0, pd0, cq0, qp0, buf, read } = await setup(tb);
       const h = tb.host(0);
       const ZB_READ = Access.LOCAL_WRITE | Access.REMOTE_READ | Access.ZERO_BASED;
-      // regMr by CREATE_MKEY (the pool is empty at first), then from the pool
+      // regMr from the MR cache (a miss or a hit), then from the filled cache
       const a = await pd0.regMr(buf.addr + 1, 2 * PAGE, ZB_READ);
-      expect(a.poolBucket).toBe(0);
-      await tb.quiesce(); // the refill is done
+      expect(a.poolBucket).toBe(4);
+      await tb.quiesce(); // the pre-fill is done
       const b = await pd0.regMr(buf.addr + 3000, 2 * PAGE, ZB_READ);
-      expect(b.poolBucket).toBeGreaterThan(0);
+      expect(b.poolBucket).toBe(4);
       for (const [mr, addr] of [[a, buf.addr + 1], [b, buf.addr + 3000]] as const) {
         expect(mr.iova).toBe(0);
         expect(await read(mr.rkey, 0, 5000)).toEqual(h.read(addr, 5000));
@@ -445,10 +447,9 @@ describe('translation lists by pointer (over 64 bytes): each posted UMR has its 
       expect(await firstBytes(ma.rkey, A.addr + 15 * PAGE)).toEqual([0xaa, 0xaa, 0xaa, 0xaa]);
       expect(await firstBytes(mb.rkey, B.addr + 15 * PAGE)).toEqual([0xbb, 0xbb, 0xbb, 0xbb]);
       // the driver's mkey pool: two registrations in flight on its UMR QP
-      await pd0.regMr(A.addr, 16 * PAGE, RD); // the 64-page bucket starts empty: it refills
-      await tb.quiesce();
+      await tb.quiesce(); // the cache's pre-fill is done
       const [x, y] = await Promise.all([pd0.regMr(A.addr, 16 * PAGE, RD), pd0.regMr(B.addr, 16 * PAGE, RD)]);
-      expect([x.poolBucket, y.poolBucket]).toEqual([64, 64]);
+      expect([x.poolBucket, y.poolBucket]).toEqual([16, 16]);
       expect(await firstBytes(x.rkey, A.addr + 15 * PAGE)).toEqual([0xaa, 0xaa, 0xaa, 0xaa]);
       expect(await firstBytes(y.rkey, B.addr + 15 * PAGE)).toEqual([0xbb, 0xbb, 0xbb, 0xbb]);
     });
