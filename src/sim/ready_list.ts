@@ -50,8 +50,14 @@ export class ReadyList<T extends Arbitrated> {
   /** Parked entries an input woke. */
   woken: KeySet;
   private nParked = 0;
-  /** Keys held by entries (runs' members apart). */
-  private present: KeySet;
+  /**
+   * The entries given keys since the last renumbering and before it, with those keys (an entry
+   * that left, or took another key, is there too: it is live while it holds that key); in key
+   * order unless `place` gave a key below the last.
+   */
+  private ordX: T[] = [];
+  private ordK: number[] = [];
+  private ordSorted = true;
   /** Runs with members not served yet, in key order (from runHead; earlier ones are served). */
   runs: KeyRun[] = [];
   runHead = 0;
@@ -62,7 +68,6 @@ export class ReadyList<T extends Arbitrated> {
     this.waits = [];
     for (let i = 0; i < nWaits; i++) this.waits.push(new KeySet(this.keys));
     this.woken = new KeySet(this.keys);
-    this.present = new KeySet(this.keys);
   }
 
   /** Entries parked (woken ones included). */
@@ -82,7 +87,8 @@ export class ReadyList<T extends Arbitrated> {
     x.arbKey = k;
     x.arbWait = 0;
     this.byKey[k] = x;
-    this.present.add(k);
+    this.ordX.push(x);
+    this.ordK.push(k);
   }
 
   /** Keys left before a renumbering (renumbers first when none is: as `enter` would). */
@@ -104,7 +110,10 @@ export class ReadyList<T extends Arbitrated> {
     x.arbKey = k;
     x.arbWait = 0;
     this.byKey[k] = x;
-    this.present.add(k);
+    const ks = this.ordK;
+    if (ks.length > 0 && ks[ks.length - 1] > k) this.ordSorted = false;
+    this.ordX.push(x);
+    ks.push(k);
   }
 
   /** Runs whose members are all served are forgotten (they are served in key order). */
@@ -132,7 +141,6 @@ export class ReadyList<T extends Arbitrated> {
     if (x.arbKey < 0) return;
     this.unpark(x);
     this.byKey[x.arbKey] = undefined;
-    this.present.delete(x.arbKey);
     x.arbKey = -1;
   }
 
@@ -171,8 +179,21 @@ export class ReadyList<T extends Arbitrated> {
    */
   private renumber(): void {
     const live: T[] = [];
-    const pres = this.present;
-    for (let k = pres.next(0); k !== Infinity; k = pres.next(k + 1)) live.push(this.byKey[k]!);
+    const ox = this.ordX;
+    const ok = this.ordK;
+    if (!this.ordSorted) {
+      const idx = ok.map((_, i) => i).sort((a, b) => ok[a] - ok[b]);
+      const sx = idx.map((i) => ox[i]);
+      const sk = idx.map((i) => ok[i]);
+      ox.length = 0;
+      ok.length = 0;
+      ox.push(...sx);
+      ok.push(...sk);
+    }
+    for (let i = 0; i < ox.length; i++) {
+      const x = ox[i];
+      if (x.arbKey === ok[i] && this.byKey[ok[i]] === x) live.push(x);
+    }
     this.dropServedRuns();
     const rs = this.runs;
     let members = 0;
@@ -180,18 +201,20 @@ export class ReadyList<T extends Arbitrated> {
     const total = live.length + members;
     let keys = this.keys;
     while (keys < 4 * total) keys *= 2;
-    for (const x of live) this.byKey[x.arbKey] = undefined;
+    for (const x of live) {
+      this.byKey[x.arbKey] = undefined;
+      if (x.arbWait === WOKEN) this.woken.delete(x.arbKey);
+      else if (x.arbWait !== 0) for (let w = 0; w < this.nWaits; w++) this.waits[w].delete(x.arbKey);
+    }
     if (keys !== this.keys) {
       this.keys = keys;
       this.waits = this.waits.map(() => new KeySet(keys));
       this.woken = new KeySet(keys);
-      this.present = new KeySet(keys);
       this.byKey = new Array<T | undefined>(keys).fill(undefined);
-    } else {
-      for (const w of this.waits) w.clear();
-      this.woken.clear();
-      this.present.clear();
     }
+    ox.length = 0;
+    ok.length = 0;
+    this.ordSorted = true;
     // entries and runs merged in key order
     let nk = 0;
     let r = this.runHead;
@@ -206,7 +229,8 @@ export class ReadyList<T extends Arbitrated> {
       if (x === undefined) break;
       x.arbKey = nk;
       this.byKey[nk] = x;
-      this.present.add(nk);
+      ox.push(x);
+      ok.push(nk);
       if (x.arbWait === WOKEN) this.woken.add(nk);
       else for (let w = 0; w < this.nWaits; w++) if ((x.arbWait & (1 << w)) !== 0) this.waits[w].add(nk);
       nk++;
