@@ -52,12 +52,13 @@ export class ReadyList<T extends Arbitrated> {
   private nParked = 0;
   /**
    * The entries given keys since the last renumbering and before it, with those keys (an entry
-   * that left, or took another key, is there too: it is live while it holds that key); in key
-   * order unless `place` gave a key below the last.
+   * that left, or took another key, is there too: it is live while it holds that key), in key
+   * order; and apart, the run members `place` gave a key (below the last, in any order).
    */
   private ordX: T[] = [];
   private ordK: number[] = [];
-  private ordSorted = true;
+  private plX: T[] = [];
+  private plK: number[] = [];
   /** Runs with members not served yet, in key order (from runHead; earlier ones are served). */
   runs: KeyRun[] = [];
   runHead = 0;
@@ -110,10 +111,8 @@ export class ReadyList<T extends Arbitrated> {
     x.arbKey = k;
     x.arbWait = 0;
     this.byKey[k] = x;
-    const ks = this.ordK;
-    if (ks.length > 0 && ks[ks.length - 1] > k) this.ordSorted = false;
-    this.ordX.push(x);
-    ks.push(k);
+    this.plX.push(x);
+    this.plK.push(k);
   }
 
   /** Runs whose members are all served are forgotten (they are served in key order). */
@@ -181,19 +180,23 @@ export class ReadyList<T extends Arbitrated> {
     const live: T[] = [];
     const ox = this.ordX;
     const ok = this.ordK;
-    if (!this.ordSorted) {
-      const idx = ok.map((_, i) => i).sort((a, b) => ok[a] - ok[b]);
-      const sx = idx.map((i) => ox[i]);
-      const sk = idx.map((i) => ok[i]);
-      ox.length = 0;
-      ok.length = 0;
-      ox.push(...sx);
-      ok.push(...sk);
+    // the placed ones (few) in key order, merged into the entered ones
+    const pl: T[] = [];
+    for (let i = 0; i < this.plX.length; i++) {
+      const x = this.plX[i];
+      if (x.arbKey === this.plK[i] && this.byKey[this.plK[i]] === x) pl.push(x);
     }
+    pl.sort((a, b) => a.arbKey - b.arbKey);
+    let j = 0;
     for (let i = 0; i < ox.length; i++) {
       const x = ox[i];
-      if (x.arbKey === ok[i] && this.byKey[ok[i]] === x) live.push(x);
+      if (x.arbKey !== ok[i] || this.byKey[ok[i]] !== x) continue;
+      while (j < pl.length && pl[j].arbKey < ok[i]) live.push(pl[j++]);
+      live.push(x);
     }
+    while (j < pl.length) live.push(pl[j++]);
+    this.plX.length = 0;
+    this.plK.length = 0;
     this.dropServedRuns();
     const rs = this.runs;
     let members = 0;
@@ -214,7 +217,6 @@ export class ReadyList<T extends Arbitrated> {
     }
     ox.length = 0;
     ok.length = 0;
-    this.ordSorted = true;
     // entries and runs merged in key order
     let nk = 0;
     let r = this.runHead;

@@ -12,29 +12,29 @@ import { openReadPair } from '../../../experiments/support/read_pair.ts';
 const QPS = 48;
 const DEPTH = 4;
 
-async function run(QPS = 48, DEPTH = 4, slots = 32): Promise<{ order: string[]; stats: unknown; data: boolean }> {
+async function run(nQps = QPS, depth = DEPTH, slots = 32): Promise<{ order: string[]; stats: unknown; data: boolean }> {
   // few slots and requester contexts for many QPs: most QPs wait for one or the other
   const tb = new Testbed({ hcas: 2, config: { sqWqeSlots: slots, requesterContexts: 4 } });
   const order: string[] = [];
   let data = true;
   await tb.run(async () => {
-    const { pd1, cq, dst, mr0, qps } = await openReadPair(tb, { qps: QPS, dstBytes: QPS * DEPTH * 64 });
-    const src = tb.host(1).alloc(QPS * DEPTH * 64);
-    for (let i = 0; i < QPS * DEPTH; i++) tb.host(1).fill(src.addr + i * 64, 64, i & 0xff);
-    const mr1 = await pd1.regMr(src.addr, QPS * DEPTH * 64, Access.REMOTE_READ);
+    const { pd1, cq, dst, mr0, qps } = await openReadPair(tb, { qps: nQps, dstBytes: nQps * depth * 64 });
+    const src = tb.host(1).alloc(nQps * depth * 64);
+    for (let i = 0; i < nQps * depth; i++) tb.host(1).fill(src.addr + i * 64, 64, i & 0xff);
+    const mr1 = await pd1.regMr(src.addr, nQps * depth * 64, Access.REMOTE_READ);
     qps.forEach((q: Qp, n) => {
-      for (let k = 0; k < DEPTH; k++) {
-        const i = n * DEPTH + k;
+      for (let k = 0; k < depth; k++) {
+        const i = n * depth + k;
         q.postSend({ wrId: i, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr + i * 64, length: 64, lkey: mr0.lkey }], remoteAddr: src.addr + i * 64, rkey: mr1.rkey, signaled: true });
       }
     });
-    const wcs = await cq.wait(QPS * DEPTH);
+    const wcs = await cq.wait(nQps * depth);
     for (const w of wcs) {
       expect(w.status).toBe('SUCCESS');
       order.push(`${w.qpNum}:${String(w.wrId)}`);
     }
-    const mem = tb.host(0).read(dst.addr, QPS * DEPTH * 64);
-    for (let i = 0; i < QPS * DEPTH * 64; i++) if (mem[i] !== ((i >> 6) & 0xff)) data = false;
+    const mem = tb.host(0).read(dst.addr, nQps * depth * 64);
+    for (let i = 0; i < nQps * depth * 64; i++) if (mem[i] !== ((i >> 6) & 0xff)) data = false;
   });
   await tb.close();
   return { order, stats: tb.stats(), data };
