@@ -33,8 +33,11 @@ export function runPipeline(stages: number, cycles: number, vcdPath?: string): R
   }
   const tracer = vcdPath ? new Tracer(sim, { vcd: vcdPath, gtkw: false }) : null;
   const t0 = process.hrtime.bigint();
+  const cpu0 = process.cpuUsage();
   sim.runUntil(cycles * clk.period);
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   tracer?.close();
   if (clk.cycle !== cycles) throw new Error(`ran ${clk.cycle} cycles, expected ${cycles}`);
   const out: Record<string, number | string> = {
@@ -43,6 +46,8 @@ export function runPipeline(stages: number, cycles: number, vcdPath?: string): R
     cycles,
     seconds: +seconds.toFixed(4),
     stageCyclesPerSec: Math.round((stages * cycles) / seconds),
+    // CPU time: steadier than the wall clock on a shared machine
+    cpuStageCyclesPerSec: Math.round((stages * cycles) / cpuSeconds),
     last: all[stages - 1].out.q,
   };
   if (tracer) out.vcdBytes = tracer.bytes;

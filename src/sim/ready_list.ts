@@ -12,6 +12,10 @@
  * the engine counts it so. An input for a parked entry (`wake`) puts it in the woken set,
  * served at its turn whatever the resources. Each change costs O(log32 n); keys are renumbered,
  * in order, when they run out (amortized O(1)).
+ *
+ * A run (`KeyRun`) is many entries made ready at once, in order, that take consecutive keys
+ * without being written one by one: the engine keeps its members and serves them at their keys;
+ * the list only counts them when it renumbers, so keys are what one `enter` each would have given.
  */
 import { KeySet } from './key_set.ts';
 
@@ -27,6 +31,15 @@ export const WOKEN = 1 << 30;
 
 const MIN_KEYS = 1024;
 
+/** Entries that took the keys base .. base + m - 1 at once (`addRun`); member g (g >= next, not served yet) holds base + g. */
+export interface KeyRun {
+  base: number;
+  readonly m: number;
+  next: number;
+  /** base + next: the key of the member served next. */
+  arbKey: number;
+}
+
 export class ReadyList<T extends Arbitrated> {
   /** The entry of each key in use. */
   private byKey: (T | undefined)[];
@@ -37,6 +50,18 @@ export class ReadyList<T extends Arbitrated> {
   /** Parked entries an input woke. */
   woken: KeySet;
   private nParked = 0;
+  /**
+   * The entries given keys since the last renumbering and before it, with those keys (an entry
+   * that left, or took another key, is there too: it is live while it holds that key), in key
+   * order; and apart, the run members `place` gave a key (below the last, in any order).
+   */
+  private ordX: T[] = [];
+  private ordK: number[] = [];
+  private plX: T[] = [];
+  private plK: number[] = [];
+  /** Runs with members not served yet, in key order (from runHead; earlier ones are served). */
+  runs: KeyRun[] = [];
+  runHead = 0;
 
   constructor(private readonly nWaits: number) {
     this.keys = MIN_KEYS;
@@ -63,7 +88,52 @@ export class ReadyList<T extends Arbitrated> {
     x.arbKey = k;
     x.arbWait = 0;
     this.byKey[k] = x;
+    this.ordX.push(x);
+    this.ordK.push(k);
   }
+
+  /** Keys left before a renumbering (renumbers first when none is: as `enter` would). */
+  room(): number {
+    if (this.nextKey === this.keys) this.renumber();
+    return this.keys - this.nextKey;
+  }
+
+  /** A run of `r.m` (at most `room()`) entries becomes ready: it takes the next keys. */
+  addRun(r: KeyRun): void {
+    r.base = this.nextKey;
+    r.arbKey = r.base + r.next;
+    this.nextKey += r.m;
+    this.runs.push(r);
+  }
+
+  /** A member of a run, at its key (served now: it holds its key as an entry). */
+  place(x: T, k: number): void {
+    x.arbKey = k;
+    x.arbWait = 0;
+    this.byKey[k] = x;
+    this.plX.push(x);
+    this.plK.push(k);
+  }
+
+  /** Runs whose members are all served are forgotten (they are served in key order). */
+  dropServedRuns(): void {
+    const rs = this.runs;
+    while (this.runHead < rs.length && rs[this.runHead].next >= rs[this.runHead].m) this.runHead++;
+    if (this.runHead === rs.length) {
+      rs.length = 0;
+      this.runHead = 0;
+    } else if (this.runHead > 64) {
+      rs.splice(0, this.runHead);
+      this.runHead = 0;
+    }
+  }
+
+  /** Every run is forgotten (their members were entered one by one, `place`). */
+  dropRuns(): void {
+    this.runs.length = 0;
+    this.runHead = 0;
+  }
+
 
   /** `x` is not ready any more (served with nothing left to do, or gone). */
   leave(x: T): void {
@@ -102,31 +172,72 @@ export class ReadyList<T extends Arbitrated> {
     for (let i = 0; i < this.nWaits; i++) if ((x.arbWait & (1 << i)) !== 0) this.waits[i].delete(x.arbKey);
   }
 
-  /** Keys ran out: the entries take keys 0.. in their order, in a key space at least 4x their number. */
+  /**
+   * Keys ran out: the entries and the runs' members not served yet take keys 0.. in their order,
+   * in a key space at least 4x their number.
+   */
   private renumber(): void {
     const live: T[] = [];
-    for (let k = 0; k < this.nextKey; k++) {
-      const x = this.byKey[k];
-      if (x !== undefined) live.push(x);
+    const ox = this.ordX;
+    const ok = this.ordK;
+    // the placed ones (few) in key order, merged into the entered ones
+    const pl: T[] = [];
+    for (let i = 0; i < this.plX.length; i++) {
+      const x = this.plX[i];
+      if (x.arbKey === this.plK[i] && this.byKey[this.plK[i]] === x) pl.push(x);
     }
+    pl.sort((a, b) => a.arbKey - b.arbKey);
+    let j = 0;
+    for (let i = 0; i < ox.length; i++) {
+      const x = ox[i];
+      if (x.arbKey !== ok[i] || this.byKey[ok[i]] !== x) continue;
+      while (j < pl.length && pl[j].arbKey < ok[i]) live.push(pl[j++]);
+      live.push(x);
+    }
+    while (j < pl.length) live.push(pl[j++]);
+    this.plX.length = 0;
+    this.plK.length = 0;
+    this.dropServedRuns();
+    const rs = this.runs;
+    let members = 0;
+    for (let r = this.runHead; r < rs.length; r++) members += rs[r].m - rs[r].next;
+    const total = live.length + members;
     let keys = this.keys;
-    while (keys < 4 * live.length) keys *= 2;
+    while (keys < 4 * total) keys *= 2;
+    for (const x of live) {
+      this.byKey[x.arbKey] = undefined;
+      if (x.arbWait === WOKEN) this.woken.delete(x.arbKey);
+      else if (x.arbWait !== 0) for (let w = 0; w < this.nWaits; w++) this.waits[w].delete(x.arbKey);
+    }
     if (keys !== this.keys) {
       this.keys = keys;
       this.waits = this.waits.map(() => new KeySet(keys));
       this.woken = new KeySet(keys);
-    } else {
-      for (const w of this.waits) w.clear();
-      this.woken.clear();
+      this.byKey = new Array<T | undefined>(keys).fill(undefined);
     }
-    this.byKey = new Array<T | undefined>(keys).fill(undefined);
-    for (let k = 0; k < live.length; k++) {
-      const x = live[k];
-      x.arbKey = k;
-      this.byKey[k] = x;
-      if (x.arbWait === WOKEN) this.woken.add(k);
-      else for (let i = 0; i < this.nWaits; i++) if ((x.arbWait & (1 << i)) !== 0) this.waits[i].add(k);
+    ox.length = 0;
+    ok.length = 0;
+    // entries and runs merged in key order
+    let nk = 0;
+    let r = this.runHead;
+    for (let i = 0; i <= live.length; i++) {
+      const x = i < live.length ? live[i] : undefined;
+      while (r < rs.length && (x === undefined || rs[r].base + rs[r].next < x.arbKey)) {
+        const run = rs[r++];
+        run.base = nk - run.next;
+        run.arbKey = nk;
+        nk += run.m - run.next;
+      }
+      if (x === undefined) break;
+      x.arbKey = nk;
+      this.byKey[nk] = x;
+      ox.push(x);
+      ok.push(nk);
+      if (x.arbWait === WOKEN) this.woken.add(nk);
+      else for (let w = 0; w < this.nWaits; w++) if ((x.arbWait & (1 << w)) !== 0) this.waits[w].add(nk);
+      nk++;
     }
-    this.nextKey = live.length;
+    this.nextKey = nk;
   }
+
 }

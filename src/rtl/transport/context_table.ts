@@ -41,8 +41,8 @@ export class ContextTable<T> {
    * Work began to wait for an entry without taking one: counted as a stall, once per wait (an
    * engine that sleeps until an entry is given back does not count edges).
    */
-  noteStall(): void {
-    this.sStalls.inc();
+  noteStall(n = 1): void {
+    this.sStalls.inc(n);
   }
 
   /** A free entry, or undefined (counted as a stall: work waits for the table). */

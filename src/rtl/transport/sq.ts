@@ -29,6 +29,7 @@
  */
 import { EnumType, Fifo, Module, enumType, type ReqResp, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
 import { ReadyList, type Arbitrated } from '../../sim/ready_list.ts';
+import { SlotRun, WaitList, slicePieces, type Piece, type Waiter } from './slot_waiters.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { CqeSyndromeEnum, type CqeJob } from '../completion/cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
@@ -110,7 +111,7 @@ interface Chunk {
   arrived: boolean;
 }
 
-interface SqQp extends Arbitrated {
+interface SqQp extends Arbitrated, Waiter {
   readonly qpn: number;
   readonly ctx: QpView;
   pi: number;
@@ -134,6 +135,10 @@ interface SqQp extends Arbitrated {
   errSeen: boolean;
   /** Parsing waits for a free WQE slot (woken when one is given back, not served every edge). */
   waitsSlot: boolean;
+  /** Waiting: in the list's marks (looked at alone when woken); in a run's marks; its state changed. */
+  wMark: boolean;
+  rMark: boolean;
+  dirty: boolean;
   /** The WQE waiting for room in the requester's queue while the QP is parked there. */
   engSlot: Slot | null;
 }
@@ -192,11 +197,14 @@ export class Sq extends Module {
    * Double-buffered work lists: `active` (the first nActive entries) is next edge's.
    */
   private readonly ready = new ReadyList<SqQp>(2);
-  private active: SqQp[] = [];
+  private active: (SqQp | SlotRun<SqQp>)[] = [];
   private nActive = 0;
-  private spare: SqQp[] = [];
-  /** QPs waiting for a free WQE slot to parse into (out of the arbiter's list until one is given back). */
-  private readonly slotWaiters: SqQp[] = [];
+  private spare: (SqQp | SlotRun<SqQp>)[] = [];
+  /**
+   * QPs waiting for a free WQE slot to parse into (out of the arbiter's list until one is given
+   * back); when one is, they all become ready, as runs (slot_waiters.ts).
+   */
+  private waiters = new WaitList<SqQp>();
   /** Slots other QPs leave to the UMR QP. */
   private readonly reserved: number;
   /** QPs with posted WQEBBs not parsed yet. */
@@ -285,6 +293,11 @@ export class Sq extends Module {
   forgetQp(qpn: number): void {
     const q = this.qps.get(qpn);
     if (q === undefined) return;
+    if (q.waitsSlot) {
+      // a run's member is given its key alone (rare); a waiter of the list is skipped when woken
+      if (this.ready.runs.length > 0 && this.findRun(q) !== null) this.explodeRuns();
+      else this.markWaiter(q);
+    }
     this.qps.delete(qpn);
     this.stalled.delete(qpn);
     if (q.parsePtr < q.pi) this.unparsed--;
@@ -322,10 +335,17 @@ export class Sq extends Module {
    */
   qpStateChanged(qpn: number): void {
     const q = this.qps.get(qpn);
-    if (q !== undefined && q.arbWait !== 0) this.ready.wake(q);
+    if (q === undefined) return;
+    if (q.waitsSlot) {
+      // a waiter whose QP moved to ERR has WQEs to flush when it is served
+      q.dirty = true;
+      this.waiterInput(q);
+    }
+    if (q.arbWait !== 0) this.ready.wake(q);
   }
 
   private activate(q: SqQp): void {
+    if (q.waitsSlot && this.waiterInput(q)) return; // a run's member is ready already
     if (q.active) return;
     if (q.arbWait !== 0) {
       this.ready.wake(q); // parked: served at its turn
@@ -359,6 +379,7 @@ export class Sq extends Module {
         q = {
           qpn: d.qpn, ctx, pi: 0, fetchPtr: 0, arrived: 0, parsePtr: 0, prefetch: new Uint8Array(64 * PREFETCH_BBS),
           chunks: [], slots: [], executing: 0, barrier: null, done: 0, active: false, errSeen: false, waitsSlot: false, engSlot: null, arbKey: -1, arbWait: 0,
+          wArr: [], wIdx: 0, wMark: false, rMark: false, dirty: false,
         };
         this.qps.set(d.qpn, q);
       }
@@ -452,7 +473,17 @@ export class Sq extends Module {
       if (k === Infinity) break;
       let q: SqQp;
       if (i < n && list[i].arbKey === k) {
-        q = list[i++];
+        const e = list[i];
+        if (e instanceof SlotRun) {
+          const g = e.next;
+          const a = this.serveRun(e);
+          if (a > act) act = a;
+          pos = k + (e.next - g) - 1;
+          if (e.next >= e.m) i++;
+          continue;
+        }
+        q = e;
+        i++;
         q.active = false;
         if (this.gone(q)) continue; // forgetQp took its key
       } else {
@@ -465,7 +496,152 @@ export class Sq extends Module {
       if (!q.active && q.arbWait === 0) rl.leave(q);
     }
     if (rl.parked > 0) this.countSkipped();
+    if (rl.runs.length > 0) rl.dropServedRuns();
     return act;
+  }
+
+  /**
+   * A run's turn: its next member is served as the list would serve it when it must be (an
+   * input, a state change, the UMR QP) or when a slot is free for it; otherwise every member up
+   * to the next that must be served finds no slot: a stall each, and they wait again in order.
+   * (Those members have had no input since they last found no slot: their serve would do nothing
+   * else, and nothing changes between their turns.)
+   */
+  private serveRun(r: SlotRun<SqQp>): number {
+    const g = r.next;
+    const marked = r.mi < r.marks.length && r.marks[r.mi] === g;
+    if (marked || this.slotTable.freeCount > this.reserved) {
+      if (marked) r.mi++;
+      const q = r.current();
+      const k = r.base + g;
+      r.advance(g + 1);
+      q.rMark = false;
+      q.dirty = false;
+      q.waitsSlot = false;
+      q.active = false;
+      this.ready.place(q, k);
+      const a = this.serve(q);
+      if (!q.active && q.arbWait === 0) this.ready.leave(q);
+      return a;
+    }
+    const end = r.mi < r.marks.length ? r.marks[r.mi] : r.m;
+    this.slotTable.noteStall(end - g);
+    for (const p of r.pieces) {
+      const lo = Math.max(g, p.off);
+      const hi = Math.min(end, p.off + p.b - p.a);
+      if (lo < hi) this.waiters.appendCells(p.arr, p.a + lo - p.off, p.a + hi - p.off);
+    }
+    r.advance(end);
+    return -1;
+  }
+
+  /** The pending run holding waiter `q` among its members not served yet, or null. */
+  private findRun(q: SqQp): SlotRun<SqQp> | null {
+    const rs = this.ready.runs;
+    for (let i = this.ready.runHead; i < rs.length; i++) {
+      const r = rs[i] as SlotRun<SqQp>;
+      if (r.next < r.m && r.indexOf(q) >= 0) return r;
+    }
+    return null;
+  }
+
+  /** A waiter is to be looked at alone when the list is woken. */
+  private markWaiter(q: SqQp): void {
+    if (q.wMark) return;
+    q.wMark = true;
+    this.waiters.marks.push(q);
+  }
+
+  /**
+   * An input (or a state change) for a QP waiting for a slot; true when it is a run's member
+   * (ready already: served alone at its turn).
+   */
+  private waiterInput(q: SqQp): boolean {
+    if (this.ready.runs.length > 0) {
+      const r = this.findRun(q);
+      if (r !== null) {
+        if (!q.rMark) {
+          q.rMark = true;
+          r.mark(r.indexOf(q));
+        }
+        return true;
+      }
+    }
+    this.markWaiter(q);
+    return false;
+  }
+
+  /**
+   * A slot was given back: every waiter becomes ready in order, as `activate` makes each ready
+   * (a run of new keys for those not ready; a waiter ready already, or gone, alone).
+   */
+  private wakeWaiters(): void {
+    const w = this.waiters;
+    this.waiters = new WaitList<SqQp>();
+    w.compact();
+    const marks = w.marks.map((q) => ({ q, g: w.indexOf(q) })).sort((x, y) => x.g - y.g);
+    let from = 0;
+    const runMarks: number[] = [];
+    for (const { q, g } of marks) {
+      q.wMark = false;
+      if (!this.gone(q) && q.arbKey < 0) {
+        // not ready: a member of the run, served alone when it must be
+        if (q.dirty || q.ctx.umr) runMarks.push(g);
+        continue;
+      }
+      this.addRuns(w.pieces, from, g, runMarks);
+      from = g + 1;
+      q.waitsSlot = false;
+      if (!this.gone(q)) this.activate(q);
+    }
+    this.addRuns(w.pieces, from, w.len, runMarks);
+  }
+
+  /** Waiters from .. to - 1 of the pieces become ready as runs (split where the keys are renumbered). */
+  private addRuns(pieces: Piece<SqQp>[], from: number, to: number, marks: number[]): void {
+    while (from < to) {
+      const t = Math.min(to - from, this.ready.room());
+      const r = new SlotRun(slicePieces(pieces, from, from + t), t);
+      while (marks.length > 0 && marks[0] < from + t) {
+        const g = marks.shift()! - from;
+        r.marks.push(g);
+        const q = r.pieces.length > 0 ? memberAt(r.pieces, g) : undefined;
+        if (q !== undefined) q.rMark = true;
+      }
+      this.ready.addRun(r);
+      r.advance(0);
+      this.active[this.nActive++] = r;
+      from += t;
+    }
+  }
+
+  /**
+   * A run's member is gone (DESTROY_QP): every pending run's members take their keys one by one
+   * as entries (what one \`enter\` each gave them), so the list skips the gone one as it does any.
+   */
+  private explodeRuns(): void {
+    const rl = this.ready;
+    const out: (SqQp | SlotRun<SqQp>)[] = [];
+    for (let i = 0; i < this.nActive; i++) {
+      const e = this.active[i];
+      if (!(e instanceof SlotRun)) {
+        out.push(e);
+        continue;
+      }
+      const base = e.base;
+      let g = e.next;
+      for (const q of e.unserved()) {
+        rl.place(q, base + g++);
+        q.active = true;
+        q.waitsSlot = false;
+        q.rMark = false;
+        q.dirty = false;
+        out.push(q);
+      }
+    }
+    rl.dropRuns();
+    this.active = out;
+    this.nActive = out.length;
   }
 
   /** Fetch, parse, dispatch and complete what a QP can this edge; returns the activity. */
@@ -509,7 +685,9 @@ export class Sq extends Module {
         // no progress ends in the kernel's stall report instead of running forever
         if (!q.waitsSlot) {
           q.waitsSlot = true;
-          this.slotWaiters.push(q);
+          this.waiters.append(q);
+          // served now, so ready: looked at alone when the waiters are woken
+          this.markWaiter(q);
           this.slotTable.noteStall();
         }
         break;
@@ -740,14 +918,15 @@ export class Sq extends Module {
     s.q = null;
     s.w = null;
     this.slotTable.give(s);
-    const w = this.slotWaiters;
-    if (w.length > 0) {
-      for (let i = 0; i < w.length; i++) {
-        w[i].waitsSlot = false;
-        if (!this.gone(w[i])) this.activate(w[i]);
-      }
-      w.length = 0;
+    if (this.waiters.len > 0) {
+      this.wakeWaiters();
       this.wake();
     }
   }
+}
+
+/** Member g of pieces indexed from 0. */
+function memberAt<T extends Waiter>(pieces: readonly Piece<T>[], g: number): T | undefined {
+  for (const p of pieces) if (g >= p.off && g < p.off + p.b - p.a) return p.arr[p.a + g - p.off];
+  return undefined;
 }

@@ -1,0 +1,173 @@
+/**
+ * The send queue engine's QPs waiting for a WQE slot, in order, stored so that thousands of them
+ * cost O(1) to wake and to find still without a slot (sq.ts). With 4,096 QPs x 16 READs and 512
+ * slots, some 3,500 QPs wait; every slot given back wakes them all, and all but one find no slot
+ * at their turn and wait again in the same order. Walking them one by one made a READ cost
+ * thousands of steps.
+ *
+ * Waiters are kept as pieces: stretches of cells of arrays. A QP waiting on its own takes a cell
+ * of the list's own array (`append`); a stretch of a run whose members all found no slot moves
+ * as a piece referencing the run's cells (`appendCells`), so nothing is copied or written per
+ * member. A member knows its cell (`wArr`, `wIdx`); its place in a list or run is found from
+ * the pieces (few: small stretches are copied, and a list of many pieces is compacted).
+ */
+import type { KeyRun } from '../../sim/ready_list.ts';
+
+/** What a waiter carries: its cell. */
+export interface Waiter {
+  wArr: Waiter[];
+  wIdx: number;
+}
+
+/** Cells a .. b-1 of arr, at index `off` of their list or run. */
+export interface Piece<T extends Waiter> {
+  readonly arr: T[];
+  readonly a: number;
+  readonly b: number;
+  readonly off: number;
+}
+
+/** Stretches shorter than this are copied into the list's own array rather than referenced. */
+const COPY_BELOW = 16;
+/** A list of more pieces than this is compacted into one array when it is woken. */
+const MAX_PIECES = 32;
+
+/** QPs waiting for a slot, in the order they began to wait. */
+export class WaitList<T extends Waiter> {
+  pieces: Piece<T>[] = [];
+  len = 0;
+  /** Waiters to look at one by one when the list is woken (sq.ts: keyed, gone, or with an input). */
+  marks: T[] = [];
+  private tail: T[] = [];
+
+  /** `q` begins to wait. */
+  append(q: T): void {
+    const t = this.tail;
+    q.wArr = t as Waiter[];
+    q.wIdx = t.length;
+    t.push(q);
+    const last = this.pieces.length > 0 ? this.pieces[this.pieces.length - 1] : undefined;
+    if (last !== undefined && last.arr === t && last.b === t.length - 1) this.pieces[this.pieces.length - 1] = { arr: t, a: last.a, b: t.length, off: last.off };
+    else this.pieces.push({ arr: t, a: t.length - 1, b: t.length, off: this.len });
+    this.len++;
+  }
+
+  /** Cells a .. b-1 of arr begin to wait, in order (a run's members that found no slot). */
+  appendCells(arr: T[], a: number, b: number): void {
+    if (b - a < COPY_BELOW) {
+      for (let c = a; c < b; c++) this.append(arr[c]);
+      return;
+    }
+    this.pieces.push({ arr, a, b, off: this.len });
+    this.len += b - a;
+  }
+
+  /** Index of waiter `q` in the list, or -1. */
+  indexOf(q: T): number {
+    return pieceIndex(this.pieces, q, 0);
+  }
+
+  /** The waiters in one array (each told its new cell) when they lie in too many pieces. */
+  compact(): void {
+    if (this.pieces.length <= MAX_PIECES) return;
+    const arr: T[] = [];
+    for (const p of this.pieces)
+      for (let c = p.a; c < p.b; c++) {
+        const q = p.arr[c];
+        q.wArr = arr as Waiter[];
+        q.wIdx = arr.length;
+        arr.push(q);
+      }
+    this.pieces = [{ arr, a: 0, b: arr.length, off: 0 }];
+    this.tail = [];
+  }
+
+  /** Empties the list (its waiters were woken); pieces handed out stay valid. */
+  reset(): void {
+    this.pieces = [];
+    this.len = 0;
+    this.marks = [];
+    this.tail = [];
+  }
+}
+
+/**
+ * Waiters woken at once: they took consecutive keys of the ready list (`KeyRun`), as one `enter`
+ * each would have given them, and are served at those keys, in order.
+ */
+export class SlotRun<T extends Waiter> implements KeyRun {
+  base = 0;
+  next = 0;
+  /** The key of the member served next (the arbiter's list reads it as an entry's). */
+  arbKey = 0;
+  /** Piece of member `next`. */
+  private pi = 0;
+  /** Members that must be served one by one (an input, a state change, the UMR QP), ascending, from `mi`. */
+  readonly marks: number[] = [];
+  mi = 0;
+
+  constructor(
+    readonly pieces: Piece<T>[],
+    readonly m: number,
+  ) {}
+
+  /** The member served next. */
+  current(): T {
+    const p = this.pieces[this.pi];
+    return p.arr[p.a + this.next - p.off];
+  }
+
+  /** Members before `g` are served. */
+  advance(g: number): void {
+    this.next = g;
+    this.arbKey = this.base + g;
+    const ps = this.pieces;
+    while (this.pi < ps.length && g >= ps[this.pi].off + ps[this.pi].b - ps[this.pi].a) this.pi++;
+  }
+
+  /** Index of waiter `q` among the members not served yet, or -1. */
+  indexOf(q: T): number {
+    return pieceIndex(this.pieces, q, this.next);
+  }
+
+  /** Member `g` is to be served one by one. */
+  mark(g: number): void {
+    const ms = this.marks;
+    let i = ms.length;
+    while (i > this.mi && ms[i - 1] > g) i--;
+    if (i > this.mi && ms[i - 1] === g) return;
+    ms.splice(i, 0, g);
+  }
+
+  /** The members not served yet, in order. */
+  unserved(): T[] {
+    const out: T[] = [];
+    for (let g = this.next; g < this.m; g++) {
+      this.advance(g);
+      out.push(this.current());
+    }
+    this.advance(this.m);
+    return out;
+  }
+}
+
+/** The index (from `from` on) of waiter `q` in the pieces, or -1. */
+function pieceIndex<T extends Waiter>(pieces: readonly Piece<T>[], q: T, from: number): number {
+  for (const p of pieces) {
+    if (p.arr !== q.wArr || q.wIdx < p.a || q.wIdx >= p.b) continue;
+    const g = p.off + q.wIdx - p.a;
+    if (g >= from) return g;
+  }
+  return -1;
+}
+
+/** Pieces `from` .. `to` - 1 of a list's or run's pieces, re-indexed from 0. */
+export function slicePieces<T extends Waiter>(pieces: readonly Piece<T>[], from: number, to: number): Piece<T>[] {
+  const out: Piece<T>[] = [];
+  for (const p of pieces) {
+    const lo = Math.max(from, p.off);
+    const hi = Math.min(to, p.off + p.b - p.a);
+    if (lo < hi) out.push({ arr: p.arr, a: p.a + lo - p.off, b: p.a + hi - p.off, off: lo - from });
+  }
+  return out;
+}
