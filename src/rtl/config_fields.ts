@@ -52,6 +52,9 @@ export const CONFIG_FIELDS: { readonly [K in keyof HcaConfig]: ConfigFieldDoc } 
   ioEqSize: { unit: 'EQEs', meaning: 'the EQ of each completion vector 1 and up; a power of two' },
   requesterContexts: { unit: 'messages', meaning: 'requester: messages in flight at most, all QPs' },
   responderContexts: { unit: 'messages', meaning: 'responder: messages served at once at most, all QPs' },
+  umrFence: { unit: '', meaning: "the umr_fence capability: the fence the driver puts on a REG_MR, 'STRONG' (strong ordering), 'SMALL' (initiator small) or 'NONE'" },
+  maxSglForOptimizedPerformance: { unit: 'SGEs', meaning: 'the max_sgl_for_optimized_performance capability (max_sgl_rd): rdma_rw registers a READ destination of more SGEs; 0 = none' },
+  requesterSgeCycles: { unit: 'cycles', meaning: "requester's gather/scatter engine: core cycles per local SGE of a message, one engine for all QPs" },
 };
 
 /** The rows of `mlx5sim config`: field, default (times also with a unit), unit, meaning. */
