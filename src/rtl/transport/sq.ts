@@ -187,6 +187,8 @@ export interface SqTap {
   fetched(qpn: number, wqeIndex: number, opcode: number): void;
   /** The WQE went to its engine (after the fences and barriers before it). */
   started(qpn: number, wqeIndex: number): void;
+  /** Its engine is done with the WQE (its CQE follows in QP order): what a later fence waits for. */
+  completed?(qpn: number, wqeIndex: number, syndrome: number): void;
 }
 
 export class Sq extends Module {
@@ -792,6 +794,7 @@ export class Sq extends Module {
       this.freeSlot(s);
       return;
     }
+    if (this.tap !== null && this.tap.completed !== undefined) this.tap.completed(q.qpn, s.wqeIndex, syndrome);
     s.state = S_DONE;
     s.syndrome = syndrome;
     s.byteLen = byteLen;
