@@ -5,8 +5,8 @@
  */
 import type { Testbed } from './testbed.ts';
 import type { Hca } from '../rtl/hca.ts';
-import { HcaCapOpMod } from '../rtl/formats/constants.ts';
-import { deviceAttrOf, type DeviceAttr, type HcaGeneralCaps, type HcaOdpCaps } from '../rtl/firmware/hca_caps.ts';
+import { FenceMode, HcaCapOpMod } from '../rtl/formats/constants.ts';
+import { UMR_FENCE_CAP, deviceAttrOf, type DeviceAttr, type HcaGeneralCaps, type HcaOdpCaps } from '../rtl/firmware/hca_caps.ts';
 import { VerbsError, checkObject, checkU32, checkU53, shown } from './verbs_error.ts';
 import { Pd } from './pd.ts';
 import { Cq } from './cq.ts';
@@ -63,6 +63,12 @@ export class Context {
   /** @internal Page-fault EQEs go here (the ODP fault handler, driver/odp.ts, installs itself). */
   onPageFault: ((e: Eqe) => void) | null = null;
   private attr: DeviceAttr | null = null;
+  /**
+   * @internal The fence mode a REG_MR carries (mlx5_ib's dev->umr_fence): the device's umr_fence
+   * capability as mlx5 main.c:3043 mlx5_get_umr_fence maps it (NONE, SMALL, anything else
+   * STRONG_ORDERING), read at queryDevice (mlx5_ib reads it at load, main.c:4376).
+   */
+  umrFence: number = FenceMode.STRONG_ORDERING;
   readonly tb: Testbed;
   /** @internal The driver's MR cache (free mkeys enabled by UMR). */
   readonly pool: MkeyPool;
@@ -210,6 +216,8 @@ export class Context {
     const g = await this.cmd(this.cmdq.exec({ op: 'QUERY_HCA_CAP', opMod: HcaCapOpMod.GENERAL_CUR }), 'queryDevice');
     const o = await this.cmd(this.cmdq.exec({ op: 'QUERY_HCA_CAP', opMod: HcaCapOpMod.ODP_CUR }), 'queryDevice');
     this.attr = deviceAttrOf(g.caps as HcaGeneralCaps, o.caps as HcaOdpCaps);
+    const cap = (g.caps as HcaGeneralCaps).umrFence;
+    this.umrFence = cap === UMR_FENCE_CAP.NONE ? FenceMode.NONE : cap === UMR_FENCE_CAP.SMALL ? FenceMode.INITIATOR_SMALL : FenceMode.STRONG_ORDERING;
     return this.attr;
   }
 

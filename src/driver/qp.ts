@@ -97,7 +97,7 @@ export class Qp {
   private swState: QpState = 'RESET';
   /** A connect of this QP (as either side) is in progress: its modify commands are under way. */
   private connecting = false;
-  /** The last WQE was a UMR (REG_MR, LOCAL_INV, BIND_MW): the next one gets the small fence. */
+  /** The fence the next WQE inherits (mlx5_ib qp->next_fence, libmlx5 fm_cache): see nextFenceAfter. */
   private nextFence: number = FenceMode.NONE;
   /** The work request behind each WQE index of the ring (slot = index & (wqeCnt - 1)): no map on the hot path. */
   private readonly sendWrId: (number | bigint)[];
@@ -454,9 +454,7 @@ export class Qp {
     if (inFlight >= this.attr.maxSendWr) throw new VerbsError('ENOMEM', 'postSend: send queue full');
     const view = this.scratchView;
     const wqeIndex = this.sqPi & 0xffff;
-    // mlx5 (wr.c): after a UMR the next WQE carries the initiator-small fence, so it cannot
-    // use the key before the UMR is done (spec/mlx5.md "Fast registration"); a user fence wins
-    const fence = w.fence ? (this.nextFence !== FenceMode.NONE ? FenceMode.SMALL_AND_FENCE : FenceMode.FENCE) : this.nextFence;
+    const fence = this.fenceOf(w);
     const common = { wqeIndex, qpn: this.qpNum, signaled: w.signaled ?? false, solicited: w.solicited ?? false, fence };
     // the user's SGEs are used as they are (no copy on the hot path), after checking them
     checkWrId('postSend: wrId', w.wrId);
@@ -507,7 +505,38 @@ export class Qp {
       this.pd.ctx.odp.windowBound(w.mw!.rkey, b.length > 0 ? b.mr : null, (b.access & IbAccess.ZERO_BASED) !== 0 ? 0 : b.addr, b.addr, b.length);
     }
     this.ring(ds, w.wrId, WC_OF[w.opcode], w);
-    this.nextFence = w.opcode === 'REG_MR' || w.opcode === 'LOCAL_INV' || w.opcode === 'BIND_MW' ? FenceMode.INITIATOR_SMALL : FenceMode.NONE;
+    this.nextFence = this.nextFenceAfter(w.opcode);
+  }
+
+  /**
+   * The fence mode of a work request's control segment, as the driver that posts it chooses:
+   * - a kernel QP as mlx5_ib wr.c:1107-1119 (mlx5_ib_post_send): REG_MR carries the device's
+   *   umr_fence (dev->umr_fence, Context.umrFence); any other work request IB_SEND_FENCE as
+   *   SMALL_AND_FENCE when the WQE before it left the small fence (qp->next_fence), else FENCE;
+   *   without it, qp->next_fence (INITIATOR_SMALL right after a REG_MR, else none: a LOCAL_INV
+   *   carries none of its own);
+   * - a user-space QP as libmlx5 (rdma-core providers/mlx5/qp.c:858-862, _mlx5_post_send):
+   *   IBV_SEND_FENCE is MLX5_WQE_CTRL_FENCE, which is 4 << 5, SMALL_AND_FENCE
+   *   (providers/mlx5/mlx5dv.h:1272); without it, the fence left by the WQE before.
+   */
+  private fenceOf(w: SendWr): number {
+    if (this.attr.userSpace) return w.fence ? FenceMode.SMALL_AND_FENCE : this.nextFence;
+    if (w.opcode === 'REG_MR') return this.pd.ctx.umrFence;
+    if (w.fence) return this.nextFence !== FenceMode.NONE ? FenceMode.SMALL_AND_FENCE : FenceMode.FENCE;
+    return this.nextFence;
+  }
+
+  /**
+   * The fence the next work request inherits (qp->next_fence): INITIATOR_SMALL after a REG_MR
+   * (wr.c:1110), so the WQE after it cannot use the key before the registration is done, and
+   * after a BIND_MW (libmlx5 qp.c:920: the kernel posts no binds, so its rule is libmlx5's);
+   * after a LOCAL_INV only on a user-space QP (libmlx5 qp.c:936; the kernel's next_fence is 0,
+   * wr.c:1068, 1184); none after anything else.
+   */
+  private nextFenceAfter(opcode: SendWr['opcode']): number {
+    if (opcode === 'REG_MR' || opcode === 'BIND_MW') return FenceMode.INITIATOR_SMALL;
+    if (opcode === 'LOCAL_INV' && this.attr.userSpace) return FenceMode.INITIATOR_SMALL;
+    return FenceMode.NONE;
   }
 
   /** Writes the WQE of `w` into the scratch buffer; returns its ds. */
@@ -604,9 +633,10 @@ export class Qp {
    * @internal The driver's own UMR work (the mkey pool): `build` writes a WQE into the scratch
    * buffer given the control fields; it is posted signaled like any work request.
    */
-  postBuilt(wrId: number, opcode: WcOpcode, build: (view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean }) => number): void {
+  postBuilt(wrId: number, opcode: WcOpcode, build: (view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean; fence: number }) => number): void {
     this.checkAlive('postSend');
-    const ds = build(this.scratchView, { wqeIndex: this.sqPi & 0xffff, qpn: this.qpNum, signaled: true });
+    // mlx5r_umr_post_send (umr.c:273-274) posts every UMR with the initiator-small fence
+    const ds = build(this.scratchView, { wqeIndex: this.sqPi & 0xffff, qpn: this.qpNum, signaled: true, fence: FenceMode.INITIATOR_SMALL });
     this.ring(ds, wrId, opcode);
   }
 

@@ -11,8 +11,8 @@
  * decoded segments, and reports a malformed WQE as `kind: 'invalid'` instead of throwing, so
  * the hardware can complete it with an error.
  *
- * The builders do not choose fences: after a REG_MR, LOCAL_INV or BIND_MW the driver gives the
- * next WQE FenceMode.INITIATOR_SMALL (kernel qp->next_fence, rdma-core next_fence).
+ * The builders do not choose fences: the caller passes the mode (the driver's QP chooses it as
+ * mlx5 wr.c and libmlx5 do: Qp.fenceOf).
  */
 
 import {

@@ -8,6 +8,13 @@ import { MS, NS, US } from '../sim/time.ts';
 /** How DESTROY_MKEY / dereg affects the on-chip caches: drop that entry, or flush everything. */
 export type DestroyInvalidates = 'entry' | 'all';
 
+/**
+ * The `umr_fence` capability (mlx5_ifc.h MLX5_CAP_UMR_FENCE_STRONG 0 / SMALL 1 / NONE 2): the
+ * fence the driver puts on a REG_MR (mlx5 main.c mlx5_get_umr_fence: STRONG_ORDERING,
+ * INITIATOR_SMALL, NONE).
+ */
+export type UmrFence = 'STRONG' | 'SMALL' | 'NONE';
+
 /** The IB path MTUs (bytes). */
 export type Mtu = 256 | 512 | 1024 | 2048 | 4096;
 
@@ -109,6 +116,12 @@ export interface HcaConfig {
   mrCacheTmpDelayPs: number;
   /** MR cache: after the firmware refuses a fill, no fill for this long, ps. */
   mrCacheFillDelayPs: number;
+  /** The `umr_fence` capability QUERY_HCA_CAP reports: the fence mode mlx5 writes on a REG_MR. */
+  umrFence: UmrFence;
+  /** The `max_sgl_for_optimized_performance` capability (ib_device_attr.max_sgl_rd), SGEs; 0: none reported. */
+  maxSglForOptimizedPerformance: number;
+  /** Requester's gather/scatter engine: core cycles per local SGE of a message (0: no cost beyond its translation and DMA). */
+  requesterSgeCycles: number;
 }
 
 /** The defaults: spec/timing.md "Suggested defaults", with the anchors they reproduce. */
@@ -181,6 +194,16 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   mrCacheShrinkDelayPs: 300_000 * MS, // mr.c:597-603: last_add + 300 * HZ, requeued in 300 * HZ
   mrCacheTmpDelayPs: 30_000 * MS, // mr.c:2106-2107: msecs_to_jiffies(30 * 1000)
   mrCacheFillDelayPs: 1_000 * MS, // mr.c:207 mod_timer(&dev->delay_timer, jiffies + HZ)
+  // No public figure for a ConnectX: model's choice. The kernel added the capability so newer
+  // devices need not fence a registration behind every earlier WQE ("IB/mlx5: Add support for
+  // UMR fence"); the small fence (wait for earlier UMRs only) is what it lets them report.
+  // STRONG is the conservative setting (the capability's 0) and reproduces the old drain.
+  umrFence: 'SMALL',
+  // No public value (assumed): 8 SGEs, so rdma_rw registers a READ's destination past 8 pages.
+  maxSglForOptimizedPerformance: 8,
+  // No public per-SGE figure: 0 keeps the calibrated anchors; the sge-vs-klm experiment sweeps it
+  // (README "Experiments" 6 gives the cost at which the published KLM gain appears).
+  requesterSgeCycles: 0,
 } satisfies HcaConfig);
 
 /** Returns a requirement text when `v` breaks the rule, or null when it is fine. */
@@ -264,6 +287,10 @@ const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
   mrCacheShrinkDelayPs: longPs,
   mrCacheTmpDelayPs: longPs,
   mrCacheFillDelayPs: longPs,
+  umrFence: oneOf(['STRONG', 'SMALL', 'NONE']),
+  // mlx5_ifc.h: max_sgl_for_optimized_performance is 8 bits
+  maxSglForOptimizedPerformance: intIn(0, 255),
+  requesterSgeCycles: intIn(0, 1_000_000),
 };
 
 function show(v: unknown): string {

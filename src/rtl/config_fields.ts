@@ -58,6 +58,9 @@ export const CONFIG_FIELDS: { readonly [K in keyof HcaConfig]: ConfigFieldDoc } 
   mrCacheShrinkDelayPs: { unit: 'ps', meaning: "driver's MR cache: excess free mkeys go once none was added for this long" },
   mrCacheTmpDelayPs: { unit: 'ps', meaning: "driver's MR cache: a temporary entry's mkeys go this long after its first store" },
   mrCacheFillDelayPs: { unit: 'ps', meaning: "driver's MR cache: no fill for this long after the firmware refused one" },
+  umrFence: { unit: '', meaning: "the umr_fence capability: the fence the driver puts on a REG_MR, 'STRONG' (strong ordering), 'SMALL' (initiator small) or 'NONE'" },
+  maxSglForOptimizedPerformance: { unit: 'SGEs', meaning: 'the max_sgl_for_optimized_performance capability (max_sgl_rd): rdma_rw registers a READ destination of more SGEs; 0 = none' },
+  requesterSgeCycles: { unit: 'cycles', meaning: "requester's gather/scatter engine: core cycles per local SGE of a message, one engine for all QPs" },
 };
 
 /** The rows of `mlx5sim config`: field, default (times also with a unit), unit, meaning. */

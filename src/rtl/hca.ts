@@ -213,6 +213,7 @@ export class Hca extends Module {
       contexts: cfg.requesterContexts,
       hcaIndex: Number(name.slice(3)),
       rnrTimerCode: cfg.rnrTimerCode,
+      sgeCycles: cfg.requesterSgeCycles,
     });
     this.responder = new Responder(this, 'responder', {
       clock,

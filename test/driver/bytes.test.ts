@@ -81,7 +81,7 @@ describe('send WQE bytes (spec/mlx5.md "Send WQE")', () => {
       fmr.updateKey(0x3c);
       qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ, signaled: true });
       const w = wqeAt(tb, 0, qp0, 0, 3);
-      expectCtrl(w, { wqeIndex: 0, opcode: 0x25, qpn: qp0.qpNum, ds: 12, imm: fmr.rkey, fmCeSe: SIGNALED });
+      expectCtrl(w, { wqeIndex: 0, opcode: 0x25, qpn: qp0.qpNum, ds: 12, imm: fmr.rkey, fmCeSe: SIGNALED | (1 << 5) }); // the umr_fence capability (default SMALL): INITIATOR_SMALL
       // UMR control segment @16
       expect(w.u8(16)).toBe(0x80 | 0x20); // INLINE | "must be free"
       expect(w.u16(20)).toBe(4); // xlt_octowords = ALIGN(64, 64) / 16
@@ -225,7 +225,7 @@ describe('send WQE bytes (spec/mlx5.md "Send WQE")', () => {
       expect(dma).toBeGreaterThan(0);
       qp0.postSend({ wrId: 1, opcode: 'REG_MR', mr: fmr, key: fmr.rkey, access: Access.REMOTE_READ, signaled: true });
       const w = wqeAt(tb, 0, qp0, 0, 3);
-      expectCtrl(w, { wqeIndex: 0, opcode: 0x25, qpn: qp0.qpNum, ds: 12, imm: fmr.rkey, fmCeSe: SIGNALED });
+      expectCtrl(w, { wqeIndex: 0, opcode: 0x25, qpn: qp0.qpNum, ds: 12, imm: fmr.rkey, fmCeSe: SIGNALED | (1 << 5) }); // umr_fence SMALL
       expect(w.u8(16)).toBe(0xa0);
       expect(w.u16(20)).toBe(4); // 48 bytes of KLMs, ALIGN(48, 64) / 16
       expect(w.u64(24)).toBe(FRWR_MASK);

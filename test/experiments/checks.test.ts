@@ -22,8 +22,15 @@ describe('shape checks', () => {
     // three WRs posted but the adapter sent one READ each: the check fails
     expect(split([sge(1), klm]).map((c) => c.ok)).toEqual([false, true]);
     expect(split([sge(3), { ...klm, figures: { ...klm.figures, readsPerIo: 2 } }]).map((c) => c.ok)).toEqual([true, false]);
-    const gain = sgeVsKlm.checks([sge(3), klm]).find((c) => c.what.includes('within 5%'));
-    expect(gain?.what).toMatch(/published KLM gain NOT reproduced/);
+  });
+
+  it('sge-vs-klm: umr_fence SMALL is checked against STRONG of the same parameters only', () => {
+    const rw = (umrFence: string, gbps: number, sgeCycles = 0) => pt('sge-vs-klm', { method: 'rw', pages: 64, umrFence, sgeCycles, ios: 8 }, { gbps, maxSge: 30, maxSglRd: 8, wrsPerIo: 3, readsPerIo: 1 });
+    const fences = (pts: PointLine[]) => sgeVsKlm.checks(pts).filter((c) => c.what.includes('umr_fence SMALL'));
+    expect(fences([rw('STRONG', 40), rw('SMALL', 87)]).map((c) => c.ok)).toEqual([true]);
+    expect(fences([rw('STRONG', 87), rw('SMALL', 40)]).map((c) => c.ok)).toEqual([false]);
+    // a STRONG point of another per-SGE cost is not its pair
+    expect(fences([rw('STRONG', 87, 234), rw('SMALL', 40)])).toEqual([]);
   });
 
   it('mtt-cliff: the 512x check is made per cache geometry (--set mttCacheLines=1024,2048)', () => {

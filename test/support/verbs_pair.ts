@@ -265,7 +265,8 @@ export type Spec =
       /**
        * What follows the REG_MR in the same postSend (the small fence orders them): nothing; an
        * RDMA_WRITE to the peer's setup MR gathering through the new key; or a LOCAL_INV of it then
-       * that write (LOC_PROT_ERR).
+       * that write (LOC_PROT_ERR; posted once the LOCAL_INV completed, since nothing orders them
+       * on mlx5: racingFrom).
        */
       then: 'none' | 'use' | 'invUse';
     }
@@ -891,6 +892,13 @@ export class VerbsPair {
     };
     const seen: Access[] = [];
     for (let i = from; i < wrs.length; i++) {
+      // fence modes (mlx5 wr.c): a UMR (REG_MR with the small umr_fence, LOCAL_INV, BIND_MW)
+      // does not wait for the earlier data WRs, so it has run when one of them fails and IB
+      // reports it flushed (the untimed model knows only the flush): it starts a run; and nothing
+      // orders a work request after a kernel LOCAL_INV (no fence): it may use the key before it
+      // is invalid, so it starts a run too
+      const op = wrs[i].opcode;
+      if (i > from && (op === 'LOCAL_INV' || op === 'REG_MR' || op === 'BIND_MW' || wrs[i - 1].opcode === 'LOCAL_INV')) return i;
       const mine = accessesOf(wrs[i]);
       for (const a of mine) {
         for (const b of seen) {

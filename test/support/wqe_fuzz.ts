@@ -20,7 +20,7 @@
 import fc from 'fast-check';
 import { Access, Testbed, type Context, type Qp } from '../../src/index.ts';
 import { buildAtomicWqe, buildBindMwWqe, buildLocalInvWqe, buildRdmaWqe, buildRegMrWqe, buildSendWqe, wqeBasicBlocks } from '../../src/driver/wqe_builder.ts';
-import { CeMode, CqeOpcode, syndromeToWcStatus, WqeOpcode, incRkey } from '../../src/rtl/formats/constants.ts';
+import { CeMode, CqeOpcode, FenceMode, syndromeToWcStatus, WqeOpcode, incRkey } from '../../src/rtl/formats/constants.ts';
 import { ctrlCe, ctrlWqebbs } from '../../src/rtl/formats/ctrl_seg.ts';
 import { decodeCqe } from '../../src/rtl/formats/cqe.ts';
 import { queueAddr } from '../../src/rtl/memory/pas.ts';
@@ -218,7 +218,7 @@ export async function runFuzzCase(fcase: FuzzCase, session: FuzzSession = openSe
       const mw = await pd0.allocMw(2);
       // receives for SENDs (an RNR NAK retries forever with rnr_retry 7: not a hang of the model)
       for (let k = 0; k < 8; k++) qp1.postRecv({ wrId: k, sgList: [{ addr: b.addr + 4096, length: 4096, lkey: mr1.lkey }] });
-      const wqeBytes = items.map((it, i) => ('raw' in it ? it.raw : buildValid(it.valid, i, qp0!, { a: a.addr, b: b.addr, mr0: mr0.lkey, mr1: mr1.rkey, fmr: fmr.lkey, mw: mw.rkey, pa: tb.host(0).dmaAddress(a.addr) })));
+      const wqeBytes = items.map((it, i) => ('raw' in it ? it.raw : buildValid(it.valid, i, qp0!, fenceOf(items, i, fcase.kernel), { a: a.addr, b: b.addr, mr0: mr0.lkey, mr1: mr1.rkey, fmr: fmr.lkey, mw: mw.rkey, pa: tb.host(0).dmaAddress(a.addr) })));
       await tb.quiesce();
       // raw WQEs in qp0's ring, then the doorbell (the driver is bypassed on purpose)
       let pi = 0;
@@ -285,10 +285,24 @@ function sgesOf(v: ValidItem, c: Ctx, lkey: number): { addr: number; length: num
   return Array.from({ length: atomic ? 1 : v.sges }, (_, k) => ({ addr: c.a + k * 64, length: atomic ? 8 : v.len, lkey }));
 }
 
-function buildValid(v: ValidItem, i: number, qp: Qp, c: Ctx): Uint8Array {
+/**
+ * The fence mode the driver would write on item `i` (src/driver/qp.ts fenceOf, as mlx5 wr.c and
+ * libmlx5): a REG_MR the default umr_fence (INITIATOR_SMALL), the WQE after a valid REG_MR or
+ * BIND_MW (or a user QP's LOCAL_INV) INITIATOR_SMALL, else none. The model orders them so.
+ */
+function fenceOf(items: FuzzCase['items'], i: number, kernel: boolean): number {
+  const it = items[i];
+  if ('valid' in it && it.valid.kind === 'reg') return FenceMode.INITIATOR_SMALL;
+  const prev = i > 0 ? items[i - 1] : undefined;
+  if (prev === undefined || !('valid' in prev)) return FenceMode.NONE;
+  const k = prev.valid.kind;
+  return k === 'reg' || k === 'bind' || (k === 'inv' && !kernel) ? FenceMode.INITIATOR_SMALL : FenceMode.NONE;
+}
+
+function buildValid(v: ValidItem, i: number, qp: Qp, fence: number, c: Ctx): Uint8Array {
   const buf = new Uint8Array(1024);
   const view = new DataView(buf.buffer);
-  const common = { wqeIndex: i, qpn: qp.qpNum, signaled: true };
+  const common = { wqeIndex: i, qpn: qp.qpNum, signaled: true, fence };
   const sgList = sgesOf(v, c, c.mr0);
   let ds: number;
   switch (v.kind) {

@@ -23,7 +23,7 @@
  *   the `pg` cap is set; IMPLICIT only with fixed_buffer_size, null_mkey and
  *   umr_extended_translation_offset; uc caps are never filled (mlx5 has no UC ODP).
  */
-import type { HcaConfig } from '../config.ts';
+import { DEFAULT_HCA_CONFIG, type HcaConfig, type UmrFence } from '../config.ts';
 import { HcaCapOpMod } from '../formats/constants.ts';
 
 /** A per-transport ODP capability (ib_odp_transport_cap_bits; API.md `odpCaps`). */
@@ -95,6 +95,13 @@ export interface HcaGeneralCaps {
   readonly maxEq: number;
   /** Send SGEs per WQE: (maxWqeSzSq - 16 - 16) / 16. */
   readonly maxSge: number;
+  /**
+   * umr_fence (mlx5_ifc.h cmd_hca_cap, 2 bits): MLX5_CAP_UMR_FENCE_STRONG 0, SMALL 1, NONE 2
+   * (HcaConfig.umrFence). mlx5 main.c mlx5_get_umr_fence maps it to the REG_MR's fence mode.
+   */
+  readonly umrFence: number;
+  /** max_sgl_for_optimized_performance (mlx5_ifc.h, 8 bits; HcaConfig.maxSglForOptimizedPerformance). */
+  readonly maxSglForOptimizedPerformance: number;
 }
 
 /** The ODP capabilities (QUERY_HCA_CAP op_mod 4/5) in the verbs shape of API.md `odpCaps`. */
@@ -145,6 +152,8 @@ export interface DeviceAttr {
   readonly maxCqe: number;
   readonly maxPd: number;
   readonly maxSge: number;
+  /** SGEs of a READ past which rdma_rw registers its destination (mlx5 main.c: max_sgl_for_optimized_performance); 0: never. */
+  readonly maxSglRd: number;
   readonly odpCaps: HcaOdpCaps;
 }
 
@@ -167,7 +176,10 @@ const CTRL_SEG = 16; // spec/mlx5.md "Send WQE": control segment
 const RADDR_SEG = 16; // remote address segment
 const DATA_SEG = 16; // data segment
 
-function generalCaps(maxIndirection: number, pg: boolean, mkeyEntries: number): HcaGeneralCaps {
+/** MLX5_CAP_UMR_FENCE_* (include/linux/mlx5/mlx5_ifc.h:1543-1545). */
+export const UMR_FENCE_CAP: { readonly [K in UmrFence]: number } = { STRONG: 0, SMALL: 1, NONE: 2 };
+
+function generalCaps(maxIndirection: number, pg: boolean, mkeyEntries: number, umrFence: UmrFence, maxSgl: number): HcaGeneralCaps {
   // what the device can really hold: the ICM mkey table less the reserved indices (the
   // advertised count is the truth a caller may plan on; log_max_mkey stays the index width)
   const mkeys = Math.max(0, Math.min(2 ** LOG_MAX_MKEY, mkeyEntries) - RESERVED_MKEY_INDICES);
@@ -199,6 +211,8 @@ function generalCaps(maxIndirection: number, pg: boolean, mkeyEntries: number): 
     maxCqe: 2 ** LOG_MAX_CQ_SZ - 1,
     maxEq: 2 ** LOG_MAX_EQ,
     maxSge: (MAX_WQE_SZ_SQ - CTRL_SEG - RADDR_SEG) / DATA_SEG,
+    umrFence: UMR_FENCE_CAP[umrFence],
+    maxSglForOptimizedPerformance: maxSgl,
   });
 }
 
@@ -226,12 +240,17 @@ function odpCaps(on: boolean, implicit: boolean, rc: readonly OdpTransportCap[] 
 }
 
 /** The capabilities of an HCA with configuration `cfg`, with `override` applied. */
-export function hcaCaps(cfg: Pick<HcaConfig, 'klmMaxIndirection'> & Partial<Pick<HcaConfig, 'icmMkeyEntries'>>, override: HcaCapsOverride = {}): HcaCaps {
+export function hcaCaps(
+  cfg: Pick<HcaConfig, 'klmMaxIndirection'> & Partial<Pick<HcaConfig, 'icmMkeyEntries' | 'umrFence' | 'maxSglForOptimizedPerformance'>>,
+  override: HcaCapsOverride = {},
+): HcaCaps {
   const odpOn = override.odp ?? true;
   const implicit = override.odpImplicit ?? true;
   const mkeys = cfg.icmMkeyEntries ?? 2 ** LOG_MAX_MKEY;
+  const fence = cfg.umrFence ?? DEFAULT_HCA_CONFIG.umrFence;
+  const sgl = cfg.maxSglForOptimizedPerformance ?? DEFAULT_HCA_CONFIG.maxSglForOptimizedPerformance;
   return Object.freeze({
-    general: Object.freeze({ max: generalCaps(cfg.klmMaxIndirection, true, mkeys), cur: generalCaps(cfg.klmMaxIndirection, odpOn, mkeys) }),
+    general: Object.freeze({ max: generalCaps(cfg.klmMaxIndirection, true, mkeys, fence, sgl), cur: generalCaps(cfg.klmMaxIndirection, odpOn, mkeys, fence, sgl) }),
     odp: Object.freeze({ max: odpCaps(true, implicit), cur: odpCaps(odpOn, implicit, override.rcOdpCaps) }),
   });
 }
@@ -276,6 +295,7 @@ export function deviceAttrOf(general: HcaGeneralCaps, odp: HcaOdpCaps): DeviceAt
     maxCqe: general.maxCqe,
     maxPd: general.maxPd,
     maxSge: general.maxSge,
+    maxSglRd: general.maxSglForOptimizedPerformance,
     odpCaps: odp,
   });
 }

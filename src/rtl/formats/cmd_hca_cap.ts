@@ -31,6 +31,7 @@ export const CMD_HCA_CAP = ifcLayout(
   {
     log_max_qp_sz: [0x88, 8],
     log_max_qp: [0x9b, 5],
+    max_sgl_for_optimized_performance: [0xc0, 8],
     log_max_cq_sz: [0xc8, 8],
     log_max_cq: [0xdb, 5],
     log_max_eq_sz: [0xe0, 8],
@@ -43,6 +44,7 @@ export const CMD_HCA_CAP = ifcLayout(
     log_max_klm_list_size: [0x11a, 6],
     umr_modify_entity_size_disabled: [0x207, 1],
     umr_indirect_mkey_disabled: [0x209, 1],
+    umr_fence: [0x20a, 2],
     pg: [0x227, 1],
     imaicl: [0x231, 1],
     max_wqe_sz_sq: [0x290, 0x10],

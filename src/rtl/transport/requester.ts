@@ -90,6 +90,12 @@ export interface RequesterOptions extends WireOptions<
   /** This adapter's index on the link. */
   readonly hcaIndex: number;
   readonly rnrTimerCode: number;
+  /**
+   * Core cycles the gather/scatter engine spends per local SGE of a message (config
+   * requesterSgeCycles; default 0): one engine for all QPs takes the SGEs in order, one every
+   * this many cycles, before their translation.
+   */
+  readonly sgeCycles?: number;
 }
 
 /** The DMA fence's holds (translation/dma_fence.ts): a message holds from its translation to the end of its DMA. */
@@ -179,6 +185,9 @@ export class Requester extends Module implements EventTarget, FaultClient {
   private readonly faults: FaultReporter | null;
   private readonly fence: DmaFenceHolds | null;
   private faultSeq = 0;
+  /** Per-SGE cost (ps; 0: none) and when the engine takes its next SGE. */
+  private readonly sgePs: number;
+  private sgeFreeAt = 0;
   private readonly faultCtx = new Map<number, Ctx>();
   private readonly hcaIndex: number;
   private readonly rnrTimerCode: number;
@@ -231,6 +240,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     this.fence = o.deps.fence ?? null;
     this.hcaIndex = o.hcaIndex;
     this.rnrTimerCode = o.rnrTimerCode;
+    this.sgePs = (o.sgeCycles ?? 0) * o.clock.period;
     this.state = this.signal('state', RequesterState.width, { enum: RequesterState });
     this.rInflight = this.probe('inflight', 9);
     this.rQpn = this.probe('qpn', 24);
@@ -325,6 +335,11 @@ export class Requester extends Module implements EventTarget, FaultClient {
     }
     // translations, in order, as the ATU port takes them
     while (this.xlateQ.length > 0 && this.atu.req.canPush()) {
+      if (this.sgePs > 0) {
+        // the engine's per-SGE work: one SGE at a time
+        if (this.sim.now < this.sgeFreeAt) break;
+        this.sgeFreeAt = this.sim.now + this.sgePs;
+      }
       const c = this.xlateQ[0];
       const qp = c.q!.qp;
       const p = c.ptrs[c.issued];

@@ -10,12 +10,22 @@
  * shared by all QPs). A QP's slots are its WQEs in flight, oldest first.
  *
  * Dispatch (the arbiter): every QP with a parsed WQE is served round robin, one WQE per QP an
- * edge, as far as the engines take them. Within a QP, WQEs start in order, and
- * - a UMR WQE (REG_MR, LOCAL_INV, BIND_MW), an RDMA_READ_WITH_INV, or any WQE with a fence
- *   waits until every earlier WQE of the QP has completed, and later WQEs wait until it has
- *   (so a registration or invalidation is complete before any later WQE uses the key: the
- *   small fence holds, and a fence waits);
- * - data WQEs otherwise flow to the requester back to back (it keeps their order on the wire).
+ * edge, as far as the engines take them. Within a QP, WQEs start in order, each when the fence
+ * mode of its control segment (fm_ce_se bits 7:5, include/linux/mlx5/qp.h MLX5_FENCE_MODE_*)
+ * lets it; what it waits for is only the earlier WQEs of its QP that have not completed:
+ * - NONE: nothing; it starts at its turn (UMR WQEs go to the UMR engine, data WQEs to the
+ *   requester, which keeps their order on the wire);
+ * - INITIATOR_SMALL: the earlier local work, UMR WQEs (REG_MR, LOCAL_INV, BIND_MW, the driver's
+ *   UMRs), so a WQE that uses a key sees its registration done (mlx5 wr.c gives it to the WQE
+ *   after a REG_MR); earlier READs and atomics are not waited for (the mkey bit
+ *   small_fence_on_rdma_read_response, mlx5_ifc.h, exists to add them);
+ * - FENCE: the earlier RDMA READs and atomics, until their responses are placed (the IB fence,
+ *   IB_SEND_FENCE); earlier UMRs, SENDs and WRITEs are not waited for;
+ * - SMALL_AND_FENCE: both of the above;
+ * - STRONG_ORDERING (and the reserved values 5..7, model's choice): every earlier WQE.
+ * A WQE holds no later one: each later WQE has its own fence. The model's RDMA_READ_WITH_INV
+ * (below) and a malformed WQE keep the old barrier: they wait for every earlier WQE, and the
+ * later ones wait for them.
  * Completion: a WQE in error moves its QP to ERR at once; every later WQE then completes
  * WR_FLUSH_ERR without touching memory (those already at the requester are flushed there).
  * CQEs are written in WQE order per QP. A destroyed QP (DESTROY_QP) is forgotten: its doorbells
@@ -38,7 +48,7 @@ import { ContextTable } from './context_table.ts';
 import type { UmrDone, UmrJob } from '../umr/umr_types.ts';
 import { parseWqe, type ParsedWqe } from '../formats/wqe_parse.ts';
 import { ctrlCe, ctrlFence, ctrlOpcode, ctrlWqeIndex, ctrlWqebbs } from '../formats/ctrl_seg.ts';
-import { CeMode, CqeOpcode, CqeSyndrome, WQE_OPMOD_READ_WITH_INV, WqeOpcode } from '../formats/constants.ts';
+import { CeMode, CqeOpcode, CqeSyndrome, FenceMode, WQE_OPMOD_READ_WITH_INV, WqeOpcode } from '../formats/constants.ts';
 import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from '../umr/umr_ops.ts';
 import { bytesToPageEnd, queueAddr } from '../memory/pas.ts';
 
@@ -51,6 +61,9 @@ export interface SqDoorbell {
 /** What the engine did on the last edge it worked (FETCH: a read issued; EXEC: a WQE dispatched; ...). */
 /** Send WQE opcodes by name (MLX5_OPCODE_*), as the send queue and the requester trace them. */
 export const WqeOpcodeEnum = new EnumType('wqe_opcode', Object.fromEntries(Object.entries(WqeOpcode).map(([k, v]) => [v, k])) as Record<number, string>);
+
+/** The control segment's fence modes by name (fm_ce_se bits 7:5), as the waves show them. */
+export const FenceModeEnum = new EnumType('fence_mode', Object.fromEntries(Object.entries(FenceMode).map(([k, v]) => [v, k])) as Record<number, string>);
 
 export const [SqState, SQ_STATES] = enumType('sq_state', ['IDLE', 'FETCH', 'WAIT_WQE', 'EXEC', 'WAIT_DONE', 'CQE', 'INVALIDATE']);
 const { IDLE, FETCH, WAIT_WQE, EXEC, WAIT_DONE, CQE, INVALIDATE } = SQ_STATES;
@@ -124,9 +137,11 @@ interface SqQp extends Arbitrated, Waiter {
   readonly chunks: Chunk[];
   /** WQEs in flight (parsed, executing, done but not completed), oldest first. */
   readonly slots: Slot[];
-  /** Slots dispatched and not done. */
+  /** Slots dispatched and not done: all, UMR WQEs (local), READs and atomics. */
   executing: number;
-  /** A dispatched WQE that later ones wait for (UMR, READ_WITH_INV, fence), or null. */
+  execLocal: number;
+  execRdAtomic: number;
+  /** A dispatched WQE that later ones wait for (READ_WITH_INV, malformed), or null. */
   barrier: Slot | null;
   /** WQEs completed (executed or flushed). */
   done: number;
@@ -152,8 +167,15 @@ interface Slot {
   q: SqQp | null;
   bbs: number;
   w: ParsedWqe | null;
-  /** Waits for every earlier WQE, and later ones wait for it. */
+  /** Its fence mode (fm_ce_se bits 7:5): what earlier WQEs it waits for. */
+  fence: number;
+  /** Waits for every earlier WQE, and later ones wait for it (READ_WITH_INV, malformed). */
   drains: boolean;
+  /** A UMR WQE (the small fence waits for it), a READ or atomic (the fence waits for it). */
+  local: boolean;
+  rdAtomic: boolean;
+  /** Its fence held it at least once (the waves show when it goes). */
+  held: boolean;
   invKey: number;
   syndrome: number;
   byteLen: number;
@@ -170,6 +192,8 @@ export interface SqTap {
   fetched(qpn: number, wqeIndex: number, opcode: number): void;
   /** The WQE went to its engine (after the fences and barriers before it). */
   started(qpn: number, wqeIndex: number): void;
+  /** Its engine is done with the WQE (its CQE follows in QP order): what a later fence waits for. */
+  completed?(qpn: number, wqeIndex: number, syndrome: number): void;
 }
 
 export class Sq extends Module {
@@ -218,7 +242,10 @@ export class Sq extends Module {
   private readonly rWqeIndex: Reg;
   private readonly rOpcode: Reg;
   private readonly rSyndrome: Reg;
+  private readonly rFence: Reg;
+  private readonly rFenceWaits: Reg;
   private readonly sWqes;
+  private readonly sFenceStalls;
   private readonly sFlushed;
   private readonly sErrors;
   private readonly sFetches;
@@ -241,6 +268,10 @@ export class Sq extends Module {
     this.rWqeIndex = this.probe('wqe_index', 16);
     this.rOpcode = this.probe('opcode', 8, { enum: WqeOpcodeEnum });
     this.rSyndrome = this.probe('syndrome', 8, { enum: CqeSyndromeEnum });
+    // the fence a WQE waits on (its mode by name; qpn and wqe_index name the WQE), and how many
+    // earlier WQEs of its QP it waits for; 0 again when it goes
+    this.rFence = this.probe('fence', 3, { enum: FenceModeEnum });
+    this.rFenceWaits = this.probe('fence_waits', 16);
     this.doorbell = new Fifo<SqDoorbell>(this, 'doorbell', { capacity: 16 });
     this.doorbell.consumer = this;
     this.port.resp.consumer = this;
@@ -254,7 +285,7 @@ export class Sq extends Module {
     this.cqWriter.producer = this;
     this.slotTable = new ContextTable<Slot>(o.slots, (i) => ({
         idx: i, bytes: new Uint8Array(64 * MAX_WQE_BBS), views: new Array<DataView | undefined>(MAX_WQE_BBS + 1).fill(undefined),
-        invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), state: S_FREE, q: null, bbs: 0, w: null, drains: false, invKey: -1,
+        invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), state: S_FREE, q: null, bbs: 0, w: null, fence: 0, drains: false, local: false, rdAtomic: false, held: false, invKey: -1,
         syndrome: 0, byteLen: 0, opcode: 0, wqeIndex: 0, signaled: false,
       }), this.stats, 'slots');
     this.slots = this.slotTable.all;
@@ -265,6 +296,7 @@ export class Sq extends Module {
     this.sFetches = this.stats.counter('fetch_reads');
     this.sEngineStalls = this.stats.counter('engine_full_stalls');
     this.sMalformed = this.stats.counter('malformed_wqes');
+    this.sFenceStalls = this.stats.counter('fence_stalls');
     this.clockedBy(o.clock);
   }
 
@@ -378,7 +410,7 @@ export class Sq extends Module {
         if (ctx === undefined) continue;
         q = {
           qpn: d.qpn, ctx, pi: 0, fetchPtr: 0, arrived: 0, parsePtr: 0, prefetch: new Uint8Array(64 * PREFETCH_BBS),
-          chunks: [], slots: [], executing: 0, barrier: null, done: 0, active: false, errSeen: false, waitsSlot: false, engSlot: null, arbKey: -1, arbWait: 0,
+          chunks: [], slots: [], executing: 0, execLocal: 0, execRdAtomic: 0, barrier: null, done: 0, active: false, errSeen: false, waitsSlot: false, engSlot: null, arbKey: -1, arbWait: 0,
           wArr: [], wIdx: 0, wMark: false, rMark: false, dirty: false,
         };
         this.qps.set(d.qpn, q);
@@ -732,7 +764,18 @@ export class Sq extends Module {
         this.complete(s, CqeSyndrome.WR_FLUSH_ERR, 0);
         continue;
       }
-      if (s.drains && q.executing > 0) break; // woken by the completions of the earlier WQEs
+      const waits = this.fenceWaits(s, q);
+      if (waits > 0) {
+        // woken by the completions of the earlier WQEs it waits for
+        if (!s.held) {
+          s.held = true;
+          this.sFenceStalls.inc();
+        }
+        this.probeDispatch(s);
+        this.rFence.set(s.fence);
+        this.rFenceWaits.set(Math.min(waits, 0xffff));
+        break;
+      }
       const r = this.dispatch(s, q);
       if (r === -2) {
         engineBlocked = true;
@@ -784,14 +827,36 @@ export class Sq extends Module {
     return act;
   }
 
-  /** A parsed WQE of the QP could start now (not behind a barrier or an unfinished drain). */
+  /** A parsed WQE of the QP could start now (not behind a barrier or its fence). */
   private canDispatch(q: SqQp): boolean {
     if (q.barrier !== null || this.stalled.has(q.qpn)) return false;
     for (let i = 0; i < q.slots.length; i++) {
       const s = q.slots[i];
-      if (s.state === S_PARSED) return !(s.drains && q.executing > 0) || q.ctx.state === 'ERR';
+      if (s.state === S_PARSED) return this.fenceWaits(s, q) === 0 || q.ctx.state === 'ERR';
     }
     return false;
+  }
+
+  /**
+   * The earlier WQEs of its QP that the next WQE's fence waits for and that have not completed
+   * (0: it may start). Every earlier WQE has been dispatched (they start in order), so the
+   * QP's counts of executing WQEs are exactly the earlier ones not done.
+   */
+  private fenceWaits(s: Slot, q: SqQp): number {
+    if (s.drains) return q.executing;
+    switch (s.fence) {
+      case FenceMode.NONE:
+        return 0;
+      case FenceMode.INITIATOR_SMALL:
+        return q.execLocal;
+      case FenceMode.FENCE:
+        return q.execRdAtomic;
+      case FenceMode.SMALL_AND_FENCE:
+        return q.execLocal + q.execRdAtomic;
+      default:
+        // STRONG_ORDERING, and the reserved values 5..7 (the model's choice: the strongest)
+        return q.executing;
+    }
   }
 
   /** Parses a fetched WQE into its slot. */
@@ -821,9 +886,12 @@ export class Sq extends Module {
     s.wqeIndex = ctrlWqeIndex(b);
     const ce = ctrlCe(b);
     s.signaled = ce === CeMode.CQ_UPDATE || ce === CeMode.CQ_UPDATE_AND_EQE;
-    const fence = ctrlFence(b);
+    s.fence = ctrlFence(b);
     const readInv = w !== null && w.ctrl.opmod === WQE_OPMOD_READ_WITH_INV && w.kind === 'rdma' && w.ctrl.opcode === WqeOpcode.RDMA_READ;
-    s.drains = w === null || w.kind === 'umr' || fence !== 0 || readInv;
+    s.drains = w === null || readInv;
+    s.local = w !== null && w.kind === 'umr';
+    s.rdAtomic = w !== null && (w.kind === 'atomic' || (w.kind === 'rdma' && w.ctrl.opcode === WqeOpcode.RDMA_READ));
+    s.held = false;
     this.sWqes.inc();
     if (this.tap !== null) this.tap.fetched(q.qpn, s.wqeIndex, s.opcode);
   }
@@ -883,20 +951,28 @@ export class Sq extends Module {
     }
     s.state = S_EXEC;
     q.executing++;
+    if (s.local) q.execLocal++;
+    if (s.rdAtomic) q.execRdAtomic++;
     if (s.drains) q.barrier = s;
+    if (s.held) this.rFenceWaits.set(0);
     return 1;
   }
 
   /** The WQE is done: an error moves the QP to ERR at once; the CQE follows in order. */
   private complete(s: Slot, syndrome: number, byteLen: number): void {
     const q = s.q!;
-    if (s.state === S_EXEC || s.state === S_INV_WAIT || s.state === S_INV_PUSH) q.executing--;
+    if (s.state === S_EXEC || s.state === S_INV_WAIT || s.state === S_INV_PUSH) {
+      q.executing--;
+      if (s.local) q.execLocal--;
+      if (s.rdAtomic) q.execRdAtomic--;
+    }
     if (q.barrier === s) q.barrier = null;
     if (this.gone(q)) {
       // dropped: no completion for a destroyed QP
       this.freeSlot(s);
       return;
     }
+    if (this.tap !== null && this.tap.completed !== undefined) this.tap.completed(q.qpn, s.wqeIndex, syndrome);
     s.state = S_DONE;
     s.syndrome = syndrome;
     s.byteLen = byteLen;
