@@ -93,6 +93,13 @@ export interface HcaConfig {
   requesterContexts: number;
   /** Responder: messages served at once at most (contexts), all QPs. */
   responderContexts: number;
+  /**
+   * The driver's UMR QP: UMR work requests in flight at most, all its users together (the MR
+   * cache, ODP faults, MMU-notifier zaps). mlx5_ib's MAX_UMR_WR = 128 (Linux 6.12
+   * drivers/infiniband/hw/mlx5/umr.c:101): the UMR QP's send queue size (umr.c:168) and the
+   * semaphore each mlx5r_umr_post_send_wait takes a slot of (umr.c:185, :365).
+   */
+  umrMaxInFlight: number;
 }
 
 /** The defaults: spec/timing.md "Suggested defaults", with the anchors they reproduce. */
@@ -153,6 +160,7 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   ioEqSize: 1024,
   requesterContexts: 256,
   responderContexts: 128,
+  umrMaxInFlight: 128, // mlx5_ib MAX_UMR_WR (umr.c:101)
 } satisfies HcaConfig);
 
 /** Returns a requirement text when `v` breaks the rule, or null when it is fine. */
@@ -228,6 +236,8 @@ const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
   // DMA tags of the engines' movers tell up to 256 contexts apart (memory/dma_mover.ts)
   requesterContexts: intIn(1, 256),
   responderContexts: intIn(1, 256),
+  // the UMR QP's ring holds this many UMR WQEs of 3 WQEBBs (a data segment): within maxQpWr
+  umrMaxInFlight: intIn(1, 4096),
 };
 
 function show(v: unknown): string {
