@@ -71,12 +71,13 @@ describe('the built-in experiments at --quick size hold their shapes', () => {
       expect(rate('entry', pages) / rate('entry', null)).toBeGreaterThan(0.95);
       expect(fig(r, (p) => p.cotenant === true && p.cotenantPages === pages && p.destroyInvalidates === 'entry', 'mttMissRate')).toBe(0);
     }
-    // 'all': pooled MRs (a UMR each way, ~270 cycles per simulated ms) flush the caches every
-    // ~3.7 us, before the victim's 480 MTT lines refill: x0.2, past Husky's x0.497; the
-    // firmware's 600-page MRs (~21 cycles per ms with --quick's 8x faster firmware) about x0.7
+    // 'all': pooled MRs (a UMR each way) flush the caches every few us, before the victim's 480
+    // MTT lines refill: past Husky's x0.497; the firmware's 600-page MRs (--quick's 8x faster
+    // firmware) about x0.7. Each dereg waits for the victim's DMA in flight (the revoke UMR is a
+    // DMA fence, issue 18), so the co-tenant cycles less often than when dereg returned at once
     expect(rate('all', 1) / rate('all', null)).toBeLessThan(0.497);
     expect(rate('all', 600) / rate('all', null)).toBeLessThan(0.8);
-    expect(fig(r, (p) => p.cotenant === true && p.cotenantPages === 1 && p.destroyInvalidates === 'all', 'mttMissRate')).toBeGreaterThan(0.9);
+    expect(fig(r, (p) => p.cotenant === true && p.cotenantPages === 1 && p.destroyInvalidates === 'all', 'mttMissRate')).toBeGreaterThan(0.8);
     expect(readFileSync(join(r.out, 'plot.svg'), 'utf8')).toContain('1-page MRs (pool, UMR)');
   });
 
