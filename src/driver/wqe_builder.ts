@@ -446,14 +446,16 @@ export interface XltUpdateWqeParams extends WqeCommonParams {
 
 /**
  * Writes a translation-update UMR WQE at `off` as mlx5r_umr_update_xlt does (Linux 6.12
- * drivers/infiniband/hw/mlx5/umr.c:793-857): UMR control flags CHECK_NOT_FREE ("fail if free",
- * the kernel's MLX5_UMR_CHECK_FREE, umr.c:594-597 mlx5r_umr_set_update_xlt_ctrl_seg) |
- * TRANSLATION_OFFSET_EN (umr.c:628-635 mlx5r_umr_update_offset), xlt_octowords =
+ * drivers/infiniband/hw/mlx5/umr.c:793-857): UMR control flags TRANSLATION_OFFSET_EN
+ * (umr.c:628-635 mlx5r_umr_update_offset), xlt_octowords =
  * ALIGN(bytes, 64) / 16, mkey_mask 0 (a zap or map changes no context field: umr.c:637-668
  * adds mask bits only for ENABLE/PD/ACCESS/ADDR), an all-zero mkey segment, and the entries
  * behind a data segment (umr.c:617-624, the list DMA-mapped, lkey the UMR PD's local DMA lkey:
  * mlx5 never sends them inline, umr.c:856 `with_data` true). Inline only when no `listAddr` is
  * given and the list fits 64 bytes (this model's tests post such WQEs). Returns its DS.
+ * mlx5 adds MLX5_UMR_CHECK_FREE ("fail if free", umr.c:594-597; `UmrCtrlFlag.CHECK_NOT_FREE`
+ * here): not set, because this model lets a consumer's LOCAL_INV free an ODP MR (the reference
+ * model's rules) and its zaps and prefetch maps must still reach it (README "The driver's UMR QP").
  */
 export function buildXltUpdateWqe(view: DataView, off: number, p: XltUpdateWqeParams): number {
   if (p.list.length % 64 !== 0) throw new Error('a translation update covers whole 64-byte units');
@@ -462,7 +464,7 @@ export function buildXltUpdateWqe(view: DataView, off: number, p: XltUpdateWqePa
   if (inline && bytes > UMR_INLINE_THRESHOLD) throw new Error(`a ${bytes}-byte translation list is not inline: listAddr and listLkey are needed`);
   const ds = UMR_HEADER_DS + (inline ? xltOctowords(bytes) : DATA_SEG_SIZE / DS_SIZE);
   encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
-    flags: UmrCtrlFlag.CHECK_NOT_FREE | UmrCtrlFlag.TRANSLATION_OFFSET_EN | (inline ? UmrCtrlFlag.INLINE : 0),
+    flags: UmrCtrlFlag.TRANSLATION_OFFSET_EN | (inline ? UmrCtrlFlag.INLINE : 0),
     xltOctowords: xltOctowords(bytes),
     xltOffset: p.xltOffsetOcto,
     mkeyMask: 0,

@@ -36,17 +36,16 @@ describe('the driver UMR QP', () => {
     expect(few.peak).toBe(2);
   });
 
-  it('a UMR whose CHECK_NOT_FREE fails completes LOC_QP_OP_ERR; the QP is recovered and the UMRs behind it succeed', async () => {
+  it('a UMR whose free-state check fails completes LOC_QP_OP_ERR; the QP is recovered and the UMRs behind it succeed', async () => {
     const tb = new Testbed();
     await tb.run(async () => {
       const ctx = await tb.openDevice(0);
       const pd = await ctx.allocPd();
       const buf = tb.host(0).alloc(64 * PAGE);
-      const dead = await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE); // pooled: dereg frees the mkey by UMR
-      const key = dead.deviceKey;
-      await dead.dereg();
-      // a translation update of a free mkey (mlx5's "fail if free", umr.c:594), with others behind it
-      const bad = ctx.umr.updateTranslations(key, 0, new Array<number>(8).fill(0)).then(() => null, (e: unknown) => e);
+      const live = await pd.regMr(buf.addr, PAGE, Access.LOCAL_WRITE);
+      // an enable of an mkey that is not free: CHECK_FREE (mlx5's MLX5_UMR_CHECK_NOT_FREE, "fail
+      // if not free", umr.c:598) fails, with others posted behind it
+      const bad = ctx.umr.enable(live.deviceKey >>> 8, pd, Access.LOCAL_WRITE, buf.addr, PAGE, [tb.host(0).dmaAddress(buf.addr)]).then(() => null, (e: unknown) => e);
       const good = Array.from({ length: 6 }, (_, i) => pd.regMr(buf.addr + (i + 1) * 2 * PAGE, 2 * PAGE, Access.LOCAL_WRITE));
       const err = await bad;
       expect(err).toBeInstanceOf(VerbsError);
@@ -54,10 +53,11 @@ describe('the driver UMR QP', () => {
       const mrs = await Promise.all(good);
       expect(mrs).toHaveLength(6);
       expect(ctx.umr.recoveries).toBe(1);
-      // the recovered QP works: the MRs are usable (a local write through one by the new QP)
+      // the recovered QP works
       const again = await pd.regMr(buf.addr + 40 * PAGE, PAGE, Access.LOCAL_WRITE);
       await again.dereg();
       for (const m of mrs) await m.dereg();
+      await live.dereg();
     });
     const st = tb.stats()['tb.hca0.umr_engine'];
     expect(st.errors_loc_qp_op_err).toBe(1);

@@ -30,8 +30,8 @@
  *
  * Errors never change ICM: every check runs before the first write.
  *
- * An invalidating UMR is a DMA fence (issue 18 item 5): a LOCAL_INV, a pooled MR's revoke (FREE |
- * KEY), a rebind or unbind of a window, or a translation update that rewrites an entry that
+ * An invalidating UMR is a DMA fence (issue 18 item 5): a pooled MR's revoke (FREE | KEY), a
+ * window's unbind, or a translation update that rewrites an entry that
  * translated (an ODP zap: the engine reads the old entries it replaces, FETCH_OLD, and compares)
  * completes only once every DMA translated before its writes landed has finished: the engine
  * marks a point of the DMA fence (translation/dma_fence.ts) when the last write has landed and
@@ -468,12 +468,10 @@ export class UmrEngine extends Module implements EventTarget {
   /** Whether the job's writes take away a translation DMA may have used (it completes behind the fence). */
   private invalidates(w: UmrWqe, t: MkeyEntry): boolean {
     switch (w.kind) {
-      case UMR_KIND.LOCAL_INV:
-        return !t.free;
+      // a consumer's LOCAL_INV or (re)bind frees no page (they stay pinned, or mapped, until
+      // dereg or the MMU notifier, whose UMRs are held): not held, so FRWR I/Os still pipeline
       case UMR_KIND.UNBIND:
-        return true; // an MR's revoke, a window's unbind
-      case UMR_KIND.BIND_MW:
-        return !t.free; // a rebind of a bound type-1 window
+        return true; // the MR cache's revoke (FREE | KEY), a window's unbind
       case UMR_KIND.XLT_UPDATE: {
         const old = this.oldXlt;
         const list = this.list;

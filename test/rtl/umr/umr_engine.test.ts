@@ -641,7 +641,7 @@ describe('UmrEngine: CHECK_FREE / CHECK_NOT_FREE and the DMA fence (issue 18)', 
     expect(b.sim.stats()['tb.hca0.umr_engine'].errors_loc_qp_op_err).toBe(2);
   });
 
-  it('holds a zap and a LOCAL_INV until the DMA translated before them is over; a map is not held, and jobs behind a held one go on', async () => {
+  it('holds a zap and a revoke until the DMA translated before them is over; a map and a consumer LOCAL_INV are not held, and jobs behind a held one go on', async () => {
     const b = bench();
     const key = makeKey(6, 1);
     userMr(b, 6, 1, 0, 16, { pgAccess: true, mtt: [...Array.from({ length: 8 }, (_, i) => mrPage(6, i) + 3), ...new Array<number>(8).fill(0)] });
@@ -666,15 +666,15 @@ describe('UmrEngine: CHECK_FREE / CHECK_NOT_FREE and the DMA fence (issue 18)', 
       fence.release(hold);
       expect(await b.umr.resp.popWait()).toEqual({ tag: 100, syndrome: OK });
       expect(b.sim.now - t).toBeLessThan(100_000);
-      // a LOCAL_INV of a VALID MR is held the same way
+      // a consumer's LOCAL_INV frees no page: not held
       const h2 = fence.hold();
       await b.umr.req.pushWait({ tag: 102, qpn: QPN, pd: PD, fre: true, wqe: localInv(makeKey(7, 1)) });
+      expect(await b.umr.resp.popWait()).toEqual({ tag: 102, syndrome: OK });
+      // the MR cache's revoke (FREE | KEY, a new tag) is held
+      await b.umr.req.pushWait({ tag: 103, qpn: QPN, pd: PD, fre: true, wqe: wqe((v) => buildLocalInvWqe(v, 0, { wqeIndex: 1, qpn: QPN, key, newTag: 9 })) });
       await b.sim.delay(20_000_000);
       expect(b.umr.resp.canPop()).toBe(false);
       fence.release(h2);
-      expect(await b.umr.resp.popWait()).toEqual({ tag: 102, syndrome: OK });
-      // a hold taken after the invalidation's point does not hold it
-      await b.umr.req.pushWait({ tag: 103, qpn: QPN, pd: PD, fre: true, wqe: localInv(key) });
       expect(await b.umr.resp.popWait()).toEqual({ tag: 103, syndrome: OK });
     });
     const st = b.sim.stats()['tb.hca0.umr_engine'];
