@@ -296,20 +296,17 @@ export class Mr {
     } finally {
       if (this.odp !== null) ctx.odp.mkeyDestroyed(this); // an invalidation waiting for it frees its frames
     }
-    // the mkey is gone, but DMA translated through it may still be on its way (a READ's
-    // response): the pages are let go only once the DMA fence has drained. dereg returns now
-    // (a co-tenant's reg/dereg loop is not held by another tenant's traffic); `released`
-    // resolves when the pages are the process's again (or, unmapped meanwhile, free)
-    const done = ctx.hca.dmaFence.drain();
-    this.released = done.then(() => {
-      this.releasePins();
-      for (const o of odp) ctx.odp.unpinMapped(o);
-    });
+    // the revoke UMR (or DESTROY_MKEY) completed only once every DMA translated through the
+    // mkey had finished (the UMR engine's DMA fence, mlx5r_umr_revoke_mr, umr.c:406-413): the
+    // pages can go now, and dereg returns after
+    this.releasePins();
+    for (const o of odp) ctx.odp.unpinMapped(o);
+    this.released = Promise.resolve();
   }
 
   /**
-   * After dereg: resolves once the DMA fence has drained and the MR's pages are unpinned (every
-   * DMA translated through the MR is over). Null before dereg.
+   * After dereg: resolved (dereg returns once the MR's pages are unpinned, every DMA translated
+   * through the MR over). Null before dereg.
    */
   released: Promise<void> | null = null;
 }

@@ -808,10 +808,10 @@ export class OdpHandler {
       zaps.push(
         this.ctx.tb.spawn(async () => {
           try {
+            // the zap UMR is a DMA fence: it completes once what was translated through the old
+            // entries (a READ response on its way) has landed (src/rtl/umr/umr_engine.ts), so
+            // the pages go back to the process or are freed only then
             await this.ctx.umr.updateTranslations(odp.mr.deviceKey, blo, entries);
-            // the zap is a DMA fence: what was translated through the old entries (a READ
-            // response on its way) lands before the pages go back to the process or are freed
-            await this.ctx.hca.dmaFence.drain();
             for (const f of unpin) this.ctx.hca.mem.unpin(f);
           } finally {
             odp.release();

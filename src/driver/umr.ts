@@ -2,14 +2,24 @@
  * The driver's UMR QP (mlx5_ib's umr.c): the one send queue the driver posts its own memory
  * registration work requests on. The MR cache enables and revokes its mkeys through it, and the
  * ODP fault handler and MMU notifier write translation entries through it (mlx5r_umr_update_xlt).
- * UMRs run one at a time, in posting order, each waited for by its completion.
+ *
+ * Many UMRs are in flight at once, as mlx5r_umr_post_send_wait keeps them (Linux 6.12
+ * drivers/infiniband/hw/mlx5/umr.c:346-404): each caller takes a slot of a semaphore of
+ * MAX_UMR_WR (the config field `umrMaxInFlight`, the UMR QP's send queue size: umr.c:168, :185),
+ * posts its WQE and waits for its own completion, matched by wr id (mlx5: the WR's ib_cqe). The
+ * chunks of one translation update go one after the other, each waited for (umr.c:850-857).
+ * A UMR that fails takes the QP to ERR: its caller gets the error, the WQEs after it complete
+ * WR_FLUSH_ERR and are posted again once the QP is back (umr.c:385-399 and mlx5r_umr_recover,
+ * umr.c:270-330: mlx5 resets the same QP and brings it to RTS; here a new loopback pair takes its
+ * place, which is the same to the device: a QP in RESET, then RTS).
  */
 import type { Context } from './context.ts';
 import type { Pd } from './pd.ts';
 import type { Qp } from './qp.ts';
 import type { Cq } from './cq.ts';
+import type { WorkCompletion } from './types.ts';
 import { VerbsError } from './verbs_error.ts';
-import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttListBytes, UMR_INLINE_THRESHOLD } from './wqe_builder.ts';
+import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttListBytes } from './wqe_builder.ts';
 import { MkeyMaskBit, makeKey } from '../rtl/formats/constants.ts';
 import { IbAccess } from './types.ts';
 
@@ -21,21 +31,38 @@ import { IbAccess } from './types.ts';
  */
 export const MAX_UMR_CHUNK = 2 ** 20 - 64;
 
+/**
+ * The lkey of the UMR PD's local DMA lkey the data segment of a translation list carries
+ * (umr.c:585 `sg->lkey = dev->umrc.pd->local_dma_lkey`): the device's reserved lkey, which the
+ * UMR engine takes as physical addressing (src/rtl/umr/umr_engine.ts).
+ */
+const UMR_LIST_LKEY = 0x100;
+
+type Waiter = { resolve: (wc: WorkCompletion) => void; reject: (e: unknown) => void };
+
 export class DriverUmr {
   private qp: Qp | null = null;
+  private peer: Qp | null = null;
   private cq: Cq | null = null;
   private setup: Promise<void> | null = null;
   private seq = 0;
-  /** The UMR QP is shared (MR cache, ODP fault handler, MMU notifier): one UMR at a time, in order. */
-  private umrTail: Promise<unknown> = Promise.resolve();
+  /** Posted UMRs waiting for their completion, by wr id. */
+  private readonly waiters = new Map<number, Waiter>();
+  private polling = false;
+  /** Free slots of the MAX_UMR_WR semaphore, and the callers waiting for one (FIFO: down()). */
+  private free = -1;
+  private readonly slotQ: (() => void)[] = [];
+  /** The QP is being brought back after an error (MLX5_UMR_STATE_RECOVER): posts wait for it. */
+  private recovering: Promise<void> | null = null;
+  private drained: (() => void) | null = null;
+  /** UMRs at most in flight, and the most seen (`inFlightPeak`, for tests and stats). */
+  readonly maxInFlight: number;
+  inFlightPeak = 0;
+  /** Times the UMR QP was recovered after a failed UMR. */
+  recoveries = 0;
 
-  constructor(private readonly ctx: Context) {}
-
-  /** Runs `fn` (post one UMR and wait for it) when the UMRs before it have completed. */
-  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.umrTail.then(fn, fn);
-    this.umrTail = run.catch(() => undefined);
-    return run;
+  constructor(private readonly ctx: Context) {
+    this.maxInFlight = ctx.hca.cfg.umrMaxInFlight;
   }
 
   /**
@@ -54,26 +81,127 @@ export class DriverUmr {
   }
 
   /**
-   * A translation update as mlx5r_umr_update_xlt posts it: one UMR per chunk of at most
-   * MAX_UMR_CHUNK bytes of entries, each at its own offset (xlt_octowords is 16 bits: one UMR
-   * writes less than 1 MiB). The chunks go in order, each after the one before completed.
+   * A translation update as mlx5r_umr_update_xlt posts it: the list in a DMA-mapped buffer behind
+   * the WQE's data segment, one UMR per chunk of at most MAX_UMR_CHUNK bytes, each at its own
+   * offset (xlt_octowords is 16 bits), each waited for before the next (umr.c:838-857).
    */
   private async updateXlt(key: number, xltOffsetOcto: number, list: Uint8Array): Promise<void> {
-    const qp = await this.umrQp();
     for (let done = 0; done < list.length; done += MAX_UMR_CHUNK) {
       const chunk = list.subarray(done, Math.min(list.length, done + MAX_UMR_CHUNK));
       const offset = xltOffsetOcto + done / 16;
-      await this.exclusive(async () => {
-        const wrId = ++this.seq;
-        const listAddr = chunk.length > UMR_INLINE_THRESHOLD ? qp.descriptorList(chunk) : undefined;
+      await this.postWait('ODP translation update (UMR)', (qp, wrId) => {
+        const listAddr = qp.descriptorList(chunk);
         qp.postBuilt(wrId, 'REG_MR', (view, common) =>
-          buildXltUpdateWqe(view, 0, { ...common, key, xltOffsetOcto: offset, list: chunk, ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}) }),
+          buildXltUpdateWqe(view, 0, { ...common, key, xltOffsetOcto: offset, list: chunk, listAddr, listLkey: UMR_LIST_LKEY }),
         );
-        await this.complete(wrId, 'ODP translation update (UMR)');
       });
     }
   }
 
+  /**
+   * mlx5r_umr_post_send_wait (umr.c:346-404): takes a slot, posts (`post` writes the WQE with the
+   * wr id given), waits for that WQE's completion; a flushed one is posted again once the QP is
+   * back, a failed one recovers the QP and throws.
+   */
+  private async postWait(what: string, post: (qp: Qp, wrId: number) => void): Promise<void> {
+    await this.down();
+    try {
+      for (;;) {
+        while (this.recovering !== null) await this.recovering;
+        const qp = await this.umrQp();
+        if (this.recovering !== null) continue;
+        const wrId = ++this.seq;
+        const wc = await new Promise<WorkCompletion>((resolve, reject) => {
+          this.waiters.set(wrId, { resolve, reject });
+          try {
+            post(qp, wrId);
+          } catch (e) {
+            this.waiters.delete(wrId);
+            reject(e);
+            return;
+          }
+          const n = this.waiters.size;
+          if (n > this.inFlightPeak) this.inFlightPeak = n;
+          this.poll();
+        });
+        if (wc.status === 'SUCCESS') return;
+        if (wc.status === 'WR_FLUSH_ERR') continue; // behind a failed UMR: again, after the recovery
+        this.recover();
+        throw new VerbsError('EINVAL', `${what}: the UMR completed ${wc.status}`);
+      }
+    } finally {
+      this.up();
+    }
+  }
+
+  /** down(&umrc->sem): a slot of MAX_UMR_WR. */
+  private down(): Promise<void> {
+    if (this.free < 0) this.free = this.maxInFlight;
+    if (this.free > 0) {
+      this.free--;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => this.slotQ.push(resolve));
+  }
+
+  /** up(&umrc->sem): the slot goes to the longest waiter, or back. */
+  private up(): void {
+    const next = this.slotQ.shift();
+    if (next !== undefined) next();
+    else this.free++;
+  }
+
+  /** The UMR CQ's handler (mlx5r_umr_done): each completion to the UMR that posted it. */
+  private poll(): void {
+    if (this.polling) return;
+    this.polling = true;
+    const cq = this.cq!;
+    void this.ctx.tb.spawn(async () => {
+      try {
+        while (this.waiters.size > 0) {
+          const wcs = await cq.wait(1);
+          for (const wc of wcs) this.deliver(wc);
+          for (const wc of cq.poll(this.maxInFlight)) this.deliver(wc);
+        }
+      } catch (e) {
+        // the device failed (cq.wait throws): every UMR waiting fails with it
+        const ws = [...this.waiters.values()];
+        this.waiters.clear();
+        for (const w of ws) w.reject(e);
+      } finally {
+        this.polling = false;
+      }
+    });
+  }
+
+  private deliver(wc: WorkCompletion): void {
+    const id = Number(wc.wrId);
+    const w = this.waiters.get(id);
+    if (w === undefined) return; // a completion of the QP a recovery replaced
+    this.waiters.delete(id);
+    w.resolve(wc);
+    if (this.waiters.size === 0 && this.drained !== null) this.drained();
+  }
+
+  /**
+   * mlx5r_umr_recover: no new post until every WQE posted before has completed (the failed one's
+   * followers flush), then the QP back to RTS (here: a new pair in place of the one in ERR).
+   */
+  private recover(): void {
+    if (this.recovering !== null) return;
+    this.recoveries++;
+    this.recovering = (async () => {
+      if (this.waiters.size > 0) await new Promise<void>((resolve) => { this.drained = resolve; });
+      this.drained = null;
+      const old = [this.qp, this.peer];
+      this.setup = null;
+      this.qp = null;
+      this.peer = null;
+      await this.umrQp(true);
+      for (const q of old) if (q !== null) await q.destroy();
+      this.recovering = null;
+    })();
+  }
 
   private pdObj: Pd | null = null;
   /** The driver's own PD (the UMR QP's, and the MR cache's free mkeys'). */
@@ -87,16 +215,22 @@ export class DriverUmr {
     await this.umrQp();
   }
 
-  /** The driver's UMR QP (a loopback pair, made once). */
-  private async umrQp(): Promise<Qp> {
+  /**
+   * The driver's UMR QP (a loopback pair, made once; again by a recovery): a send queue of
+   * MAX_UMR_WR WQEs and a CQ of 128 entries (mlx5r_umr_resource_init, umr.c:160-168), at least
+   * the UMRs in flight.
+   */
+  private async umrQp(again = false): Promise<Qp> {
     if (!this.setup) {
       this.setup = (async () => {
         const pd = await this.pd();
-        this.cq = await this.ctx.createCq(16);
-        const a = await pd.createQp({ sendCq: this.cq, recvCq: this.cq, maxSendWr: 16, maxRecvWr: 1 }, true);
-        const b = await pd.createQp({ sendCq: this.cq, recvCq: this.cq, maxSendWr: 1, maxRecvWr: 1 });
+        if (!again) this.cq = await this.ctx.createCq(Math.max(128, this.maxInFlight));
+        const cq = this.cq!;
+        const a = await pd.createQp({ sendCq: cq, recvCq: cq, maxSendWr: this.maxInFlight, maxRecvWr: 1 }, true);
+        const b = await pd.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 1, maxRecvWr: 1 });
         await a.connect(b);
         this.qp = a;
+        this.peer = b;
       })();
     }
     await this.setup;
@@ -112,8 +246,7 @@ export class DriverUmr {
     zb: { zeroBased: boolean; fbo: number } = { zeroBased: false, fbo: 0 },
     logPageSize = 12,
   ): Promise<number> {
-    const qp = await this.umrQp();
-    return this.exclusive(() => this.enableNow(qp, makeKey(index, this.ctx.nextTag()), pd, access, start, length, mtt, zb, logPageSize));
+    return this.enableKey(makeKey(index, this.ctx.nextTag()), pd, access, start, length, mtt, zb, logPageSize);
   }
 
   /**
@@ -122,17 +255,17 @@ export class DriverUmr {
    */
   async enableKey(
     key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
-    zb: { zeroBased: boolean; fbo: number }, logPageSize: number,
+    zb: { zeroBased: boolean; fbo: number } = { zeroBased: false, fbo: 0 },
+    logPageSize = 12,
   ): Promise<number> {
-    const qp = await this.umrQp();
-    return this.exclusive(() => this.enableNow(qp, key, pd, access, start, length, mtt, zb, logPageSize));
+    await this.postWait('regMr (mkey pool UMR)', (qp, wrId) => this.postEnable(qp, wrId, key, pd, access, start, length, mtt, zb, logPageSize));
+    return key;
   }
 
-  private async enableNow(
-    qp: Qp, key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
+  private postEnable(
+    qp: Qp, wrId: number, key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
     zb: { zeroBased: boolean; fbo: number }, logPageSize: number,
-  ): Promise<number> {
-    const wrId = ++this.seq;
+  ): void {
     const bytes = mtt.length * 8;
     let listAddr: number | undefined;
     if (bytes > 64) listAddr = qp.descriptorList(mttList(mtt));
@@ -141,7 +274,7 @@ export class DriverUmr {
         ...common, key,
         access: { localWrite: (access & 1) !== 0, remoteWrite: (access & 2) !== 0, remoteRead: (access & 4) !== 0, remoteAtomic: (access & 8) !== 0 },
         iova: start, length, translations: { mode: 'MTT', pages: mtt.map((v) => v - (v % 4096)), logPageSize },
-        ...(listAddr !== undefined ? { listAddr, listLkey: 0x100 } : {}),
+        ...(listAddr !== undefined ? { listAddr, listLkey: UMR_LIST_LKEY } : {}),
         // a pooled mkey may come back from a user with atomic: always set (or clear) A
         clearAtomic: true,
       });
@@ -153,8 +286,6 @@ export class DriverUmr {
       view.setUint32(64 + 12, pd.pdn & 0xffffff);
       return ds;
     });
-    await this.complete(wrId, 'regMr (mkey pool UMR)');
-    return key;
   }
 
   /**
@@ -164,14 +295,9 @@ export class DriverUmr {
    * for any key that names nothing (semantics.md "any call on a destroyed object").
    */
   async revoke(key: number): Promise<void> {
-    const qp = await this.umrQp();
-    await this.exclusive(async () => {
-      const wrId = ++this.seq;
-      let newTag = this.ctx.nextTag();
-      if (newTag === (key & 0xff)) newTag = this.ctx.nextTag(); // the counter wrapped onto the old tag
-      qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag }));
-      await this.complete(wrId, 'dereg (mkey pool UMR)');
-    });
+    let newTag = this.ctx.nextTag();
+    if (newTag === (key & 0xff)) newTag = this.ctx.nextTag(); // the counter wrapped onto the old tag
+    await this.postWait('dereg (mkey pool UMR)', (qp, wrId) => qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag })));
   }
 
   /**
@@ -179,19 +305,9 @@ export class DriverUmr {
    * own variant), so the MR cache stores and hands out the whole 32-bit key again.
    */
   async revokeKeepingKey(key: number): Promise<void> {
-    const qp = await this.umrQp();
-    await this.exclusive(async () => {
-      const wrId = ++this.seq;
-      // KEY in the mask with the key's own tag (mlx5 masks PD instead): the device tells a
-      // deregistration from a LOCAL_INV this way, for the destroyInvalidates policy (src/rtl/umr/umr_ops.ts UNBIND)
-      qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag: key & 0xff }));
-      await this.complete(wrId, 'dereg (MR cache revoke UMR)');
-    });
-  }
-
-  private async complete(wrId: number, what: string): Promise<void> {
-    const [wc] = await this.cq!.wait(1);
-    if (wc.wrId !== wrId || wc.status !== 'SUCCESS') throw new VerbsError('EINVAL', `${what}: the UMR completed ${wc.status}`);
+    // KEY in the mask with the key's own tag (mlx5 masks PD instead): the device tells a
+    // deregistration from a LOCAL_INV this way, for the destroyInvalidates policy (src/rtl/umr/umr_ops.ts UNBIND)
+    await this.postWait('dereg (MR cache revoke UMR)', (qp, wrId) => qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag: key & 0xff })));
   }
 }
 

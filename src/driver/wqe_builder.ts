@@ -445,17 +445,23 @@ export interface XltUpdateWqeParams extends WqeCommonParams {
 }
 
 /**
- * Writes a translation-update UMR WQE at `off` (kernel umr.c mlx5r_umr_update_xlt: flags
- * TRANSLATION_OFFSET_EN [| INLINE], mkey_mask 0, an all-zero mkey segment, xlt_offset in
- * octowords) and the entries inline or behind a data segment. Returns its DS. No free-state
- * check: a zap must reach an ODP MR a LOCAL_INV freed too, and a failed UMR would take the
- * driver's UMR QP to ERR (mlx5 then recovers it; this driver has no recovery).
+ * Writes a translation-update UMR WQE at `off` as mlx5r_umr_update_xlt does (Linux 6.12
+ * drivers/infiniband/hw/mlx5/umr.c:793-857): UMR control flags TRANSLATION_OFFSET_EN
+ * (umr.c:628-635 mlx5r_umr_update_offset), xlt_octowords =
+ * ALIGN(bytes, 64) / 16, mkey_mask 0 (a zap or map changes no context field: umr.c:637-668
+ * adds mask bits only for ENABLE/PD/ACCESS/ADDR), an all-zero mkey segment, and the entries
+ * behind a data segment (umr.c:617-624, the list DMA-mapped, lkey the UMR PD's local DMA lkey:
+ * mlx5 never sends them inline, umr.c:856 `with_data` true). Inline only when no `listAddr` is
+ * given and the list fits 64 bytes (this model's tests post such WQEs). Returns its DS.
+ * mlx5 adds MLX5_UMR_CHECK_FREE ("fail if free", umr.c:594-597; `UmrCtrlFlag.CHECK_NOT_FREE`
+ * here): not set, because this model lets a consumer's LOCAL_INV free an ODP MR (the reference
+ * model's rules) and its zaps and prefetch maps must still reach it (README "The driver's UMR QP").
  */
 export function buildXltUpdateWqe(view: DataView, off: number, p: XltUpdateWqeParams): number {
   if (p.list.length % 64 !== 0) throw new Error('a translation update covers whole 64-byte units');
   const bytes = p.list.length;
-  const inline = bytes <= UMR_INLINE_THRESHOLD;
-  if (!inline && (p.listAddr === undefined || p.listLkey === undefined)) throw new Error(`a ${bytes}-byte translation list is not inline: listAddr and listLkey are needed`);
+  const inline = p.listAddr === undefined;
+  if (inline && bytes > UMR_INLINE_THRESHOLD) throw new Error(`a ${bytes}-byte translation list is not inline: listAddr and listLkey are needed`);
   const ds = UMR_HEADER_DS + (inline ? xltOctowords(bytes) : DATA_SEG_SIZE / DS_SIZE);
   encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
     flags: UmrCtrlFlag.TRANSLATION_OFFSET_EN | (inline ? UmrCtrlFlag.INLINE : 0),
@@ -465,12 +471,11 @@ export function buildXltUpdateWqe(view: DataView, off: number, p: XltUpdateWqePa
   });
   encodeMkeyContext(view, off + UMR_MKEY_OFF, zeroMkeyContext());
   if (inline) new Uint8Array(view.buffer, view.byteOffset + off + UMR_XLT_OFF, bytes).set(p.list);
-  else encodeDataSeg(view, off + UMR_XLT_OFF, { byteCount: alignUp(bytes, XLT_ALIGN), inline: false, lkey: p.listLkey as number, addr: p.listAddr as number });
+  else encodeDataSeg(view, off + UMR_XLT_OFF, { byteCount: alignUp(bytes, XLT_ALIGN), inline: false, lkey: p.listLkey ?? 0, addr: p.listAddr as number });
   encodeCtrlSeg(view, off, ctrlOf({ ...p, signaled: true }, WqeOpcode.UMR, ds, p.key));
   return ds;
 }
 
-/** The bytes of KSM entries (reserved, key, va: a KLM's layout with bcount 0), padded to 64 bytes. */
 export function ksmListBytes(entries: readonly { key: number; va: number }[]): Uint8Array {
   const buf = new Uint8Array(Math.ceil((entries.length * 16) / 64) * 64);
   const v = new DataView(buf.buffer);

@@ -122,6 +122,13 @@ export interface HcaConfig {
   maxSglForOptimizedPerformance: number;
   /** Requester's gather/scatter engine: core cycles per local SGE of a message (0: no cost beyond its translation and DMA). */
   requesterSgeCycles: number;
+  /**
+   * The driver's UMR QP: UMR work requests in flight at most, all its users together (the MR
+   * cache, ODP faults, MMU-notifier zaps). mlx5_ib's MAX_UMR_WR = 128 (Linux 6.12
+   * drivers/infiniband/hw/mlx5/umr.c:101): the UMR QP's send queue size (umr.c:168) and the
+   * semaphore each mlx5r_umr_post_send_wait takes a slot of (umr.c:185, :365).
+   */
+  umrMaxInFlight: number;
 }
 
 /** The defaults: spec/timing.md "Suggested defaults", with the anchors they reproduce. */
@@ -204,6 +211,7 @@ export const DEFAULT_HCA_CONFIG: Readonly<HcaConfig> = Object.freeze({
   // No public per-SGE figure: 0 keeps the calibrated anchors; the sge-vs-klm experiment sweeps it
   // (README "Experiments" 6 gives the cost at which the published KLM gain appears).
   requesterSgeCycles: 0,
+  umrMaxInFlight: 128, // mlx5_ib MAX_UMR_WR (umr.c:101)
 } satisfies HcaConfig);
 
 /** Returns a requirement text when `v` breaks the rule, or null when it is fine. */
@@ -291,6 +299,8 @@ const RULES: { readonly [K in keyof HcaConfig]: Rule } = {
   // mlx5_ifc.h: max_sgl_for_optimized_performance is 8 bits
   maxSglForOptimizedPerformance: intIn(0, 255),
   requesterSgeCycles: intIn(0, 1_000_000),
+  // the UMR QP's ring holds this many UMR WQEs of 3 WQEBBs (a data segment): within maxQpWr
+  umrMaxInFlight: intIn(1, 4096),
 };
 
 function show(v: unknown): string {

@@ -51,6 +51,7 @@ export const CONFIG_FIELDS: { readonly [K in keyof HcaConfig]: ConfigFieldDoc } 
   sqWqeSlots: { unit: 'WQEs', meaning: 'send queue engine: WQEs in flight at most, all QPs' },
   eventEqSize: { unit: 'EQEs', meaning: 'the event EQ of a context (async events, page faults, vector 0 completions); a power of two' },
   ioEqSize: { unit: 'EQEs', meaning: 'the EQ of each completion vector 1 and up; a power of two' },
+  umrMaxInFlight: { unit: 'WRs', meaning: "driver: UMRs in flight at most on its UMR QP, all users (mlx5_ib MAX_UMR_WR)" },
   requesterContexts: { unit: 'messages', meaning: 'requester: messages in flight at most, all QPs' },
   responderContexts: { unit: 'messages', meaning: 'responder: messages served at once at most, all QPs' },
   mrCacheLimit: { unit: 'mkeys', meaning: "driver's MR cache: limit of each bucket up to 8 Ki MTT entries (fills to twice it; larger buckets 32/16/8/4, then 0)" },

@@ -206,6 +206,9 @@ export class Hca extends Module {
     const faults = this.pagefault;
     this.dmaFence = new DmaFence(this, 'dma_fence');
     const fence = this.dmaFence;
+    // invalidating UMRs complete behind it (umr/umr_engine.ts)
+    this.umrEngine.fence = fence;
+    this.cmdif.dmaFence = fence;
     this.requester = new Requester(this, 'requester', {
       clock,
       ports: { atu: this.atu.port('requester', 8), dma: this.pcie.port('requester', { reqCapacity: 8, respCapacity: 16 }) },

@@ -1,15 +1,36 @@
 /**
- * The invalidation as a DMA fence (issue 17; issue 18 item 5): an ODP zap resolves munmap or
- * madvise only after the DMA translated through the zapped entries has finished, so a READ
- * response already on its way lands in the MR's old page, never in a buffer allocated after.
+ * The invalidation as a DMA fence (issue 17; issue 18 item 5): the UMR engine completes an ODP
+ * zap or a revoke only after the DMA translated through the old entries has finished, so munmap,
+ * madvise and dereg return only then, and a READ response already on its way lands in the MR's
+ * old page, never in a buffer allocated after.
  */
 import { describe, expect, it } from 'vitest';
-import { Access, Testbed } from '../../src/index.ts';
+import { Access, DmaViolationError, Testbed } from '../../src/index.ts';
 import { rcPair } from '../support/rc_pair.ts';
 
 const MB = 1024 * 1024;
 
 describe('DMA fence', () => {
+  it('without the UMR engine holding the zap, the same READ response lands in a frame madvise freed: the DMA checker stops the run', async () => {
+    const tb = new Testbed({ hcas: 2, trace: { checkDma: true } });
+    tb.hca(0).umrEngine.fence = null; // the zap completes when its writes land, as before issue 18
+    const run = tb.run(async () => {
+      const p = await rcPair(tb);
+      const h0 = tb.host(0);
+      const a = h0.alloc(4096);
+      const b = tb.host(1).alloc(4096);
+      const omr = await p.pd0.regMr(a.addr, 4096, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      const mr1 = await p.pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_READ);
+      await p.pd0.adviseMr('PREFETCH_WRITE', [{ addr: a.addr, length: 4096, lkey: omr.lkey }], { flush: true });
+      p.qp0.postSend({ wrId: 1, opcode: 'RDMA_READ', sgList: [{ addr: a.addr, length: 4096, lkey: omr.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+      for (let i = 0; i < 100 && tb.hca(0).dmaFence.holds === 0; i++) await tb.delay(10_000);
+      await h0.madviseDontNeed(a.addr, 4096);
+      h0.alloc(64 * 4096);
+      await p.cq0.wait(1);
+    });
+    await expect(run).rejects.toBeInstanceOf(DmaViolationError);
+  });
+
   it('a READ response in flight when madviseDontNeed zaps its ODP destination lands before madvise returns', async () => {
     const tb = new Testbed({ hcas: 2, trace: { checkDma: true } });
     await tb.run(async () => {
@@ -45,10 +66,37 @@ describe('DMA fence', () => {
       expect(h0.read(fresh.addr, 64 * 4096).every((v) => v === 0x11)).toBe(true);
       const st = tb.stats()['tb.hca0.dma_fence'];
       expect(st.drains_waited).toBeGreaterThanOrEqual(1);
+      // the zap UMR was the one held (the prefetch's map UMR, entries not present before, was not)
+      expect(tb.stats()['tb.hca0.umr_engine'].fenced).toBe(1);
       expect(returnedAt).toBeGreaterThanOrEqual(landedAt === -1 ? returnedAt : 0);
       expect(returnedAt - zapAt).toBeGreaterThan(1_000_000); // the zap UMR, then the READ's round trip
       // the process refaults zeros: its page is gone, the READ's data went to the old frame
       expect(h0.read(a.addr, 8)).toEqual(new Uint8Array(8));
+    });
+    expect(tb.checkers[0].violationCount).toBe(0);
+  });
+
+  it('no deadlock: a zap waits for no message parked behind a page fault whose map UMR comes after the zap', async () => {
+    const tb = new Testbed({ hcas: 2, trace: { checkDma: true } });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const h0 = tb.host(0);
+      const a = h0.alloc(2 * 4096);
+      const pinned = h0.alloc(4096);
+      const b = tb.host(1).alloc(2 * 4096);
+      const omr = await p.pd0.regMr(a.addr, 2 * 4096, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      const pmr = await p.pd0.regMr(pinned.addr, 4096, Access.LOCAL_WRITE);
+      const mr1 = await p.pd1.regMr(b.addr, 2 * 4096, Access.LOCAL_WRITE | Access.REMOTE_READ | Access.REMOTE_WRITE);
+      await p.pd0.adviseMr('PREFETCH_WRITE', [{ addr: a.addr + 4096, length: 4096, lkey: omr.lkey }], { flush: true });
+      await h0.madviseDontNeed(a.addr, 4096); // page 0 cold (page 1 mapped)
+      // a WRITE from the cold page faults; the READ behind it into a pinned MR is translated
+      p.qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 4096, lkey: omr.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+      p.qp0.postSend({ wrId: 2, opcode: 'RDMA_READ', sgList: [{ addr: pinned.addr, length: 4096, lkey: pmr.lkey }], remoteAddr: b.addr + 4096, rkey: mr1.rkey, signaled: true });
+      for (let i = 0; i < 100 && tb.hca(0).dmaFence.holds === 0; i++) await tb.delay(1_000);
+      // the zap of page 1 goes on the UMR QP before the fault's map: it must not wait for the READ
+      await h0.madviseDontNeed(a.addr + 4096, 4096);
+      const wcs = await p.cq0.wait(2);
+      expect(wcs.map((w) => [w.wrId, w.status])).toEqual([[1, 'SUCCESS'], [2, 'SUCCESS']]);
     });
     expect(tb.checkers[0].violationCount).toBe(0);
   });
@@ -60,18 +108,21 @@ describe('DMA fence', () => {
       const h0 = tb.host(0);
       const a = h0.alloc(MB);
       const b = tb.host(1).alloc(MB);
-      const mr0 = await p.pd0.regMr(a.addr, MB, Access.LOCAL_WRITE); // pooled: dereg is one revoke UMR
+      const mr0 = await p.pd0.regMr(a.addr, MB, Access.LOCAL_WRITE);
       const mr1 = await p.pd1.regMr(b.addr, MB, Access.LOCAL_WRITE | Access.REMOTE_READ);
       const frames = [...mr0.pins!];
       await h0.munmap(a.addr, MB); // the frame is the MR's alone now: its unpin frees it
       p.qp0.postSend({ wrId: 1, opcode: 'RDMA_READ', sgList: [{ addr: a.addr, length: MB, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
       for (let i = 0; i < 100 && tb.hca(0).dmaFence.holds === 0; i++) await tb.delay(10_000);
+      const t0 = tb.now;
       await mr0.dereg(); // the revoke lands while the READ's megabyte is on its way (~85 us)
-      for (const f of frames) expect(tb.hca(0).mem.isAllocated(f)).toBe(true);
+      // the revoke UMR completed only after the READ's data had landed: dereg returned then,
+      // with the frames freed (the DMA checker would have stopped a write into a freed one)
+      expect(tb.now - t0).toBeGreaterThan(20_000_000);
+      for (const f of frames) expect(tb.hca(0).mem.isAllocated(f)).toBe(false);
       const [wc] = await p.cq0.wait(1);
       expect(wc.status).toBe('SUCCESS'); // translated before the revoke: its data was placed
-      await mr0.released;
-      for (const f of frames) expect(tb.hca(0).mem.isAllocated(f)).toBe(false);
+      // (a revoke UMR when the MR came from the cache, else DESTROY_MKEY: both wait in the fence)
       expect(tb.stats()['tb.hca0.dma_fence'].drains_waited).toBeGreaterThanOrEqual(1);
     });
     expect(tb.checkers[0].violationCount).toBe(0); // (the checker would have stopped the run)

@@ -71,14 +71,15 @@ describe('the built-in experiments at --quick size hold their shapes', () => {
       expect(rate('entry', pages) / rate('entry', null)).toBeGreaterThan(0.95);
       expect(fig(r, (p) => p.cotenant === true && p.cotenantPages === pages && p.destroyInvalidates === 'entry', 'mttMissRate')).toBe(0);
     }
-    // 'all': both co-tenants loop on the MR cache's UMRs, as mlx5's do. 1-page MRs (~280 cycles
-    // per simulated ms) flush the caches every ~3.6 us, before the victim's 480 MTT lines
-    // refill: x0.2, past Husky's x0.497; 600-page MRs (the 1,024-entry bucket, ~55 cycles per
-    // ms, pinning most of each) about x0.35, past it too (with firmware, ~21 cycles: x0.7)
+    // 'all': both co-tenants loop on the MR cache's UMRs, as mlx5's do. 1-page MRs flush the
+    // caches every few us, before the victim's 480 MTT lines refill: x0.2-0.3, past Husky's
+    // x0.497; 600-page MRs (the 1,024-entry bucket, pinning most of each cycle) about x0.35-0.45
+    // (with firmware: x0.7). Each dereg waits for the victim's DMA in flight (the revoke UMR is
+    // a DMA fence, issue 18), so the co-tenants cycle less often than when dereg returned at once
     expect(rate('all', 1) / rate('all', null)).toBeLessThan(0.497);
-    expect(rate('all', 600) / rate('all', null)).toBeLessThan(0.497);
-    expect(fig(r, (p) => p.cotenant === true && p.cotenantPages === 600 && p.destroyInvalidates === 'all', 'cotenantCyclesPerMs')).toBeGreaterThan(40);
-    expect(fig(r, (p) => p.cotenant === true && p.cotenantPages === 1 && p.destroyInvalidates === 'all', 'mttMissRate')).toBeGreaterThan(0.9);
+    expect(rate('all', 600) / rate('all', null)).toBeLessThan(0.6);
+    expect(fig(r, (p) => p.cotenant === true && p.cotenantPages === 600 && p.destroyInvalidates === 'all', 'cotenantCyclesPerMs')).toBeGreaterThan(20);
+    expect(fig(r, (p) => p.cotenant === true && p.cotenantPages === 1 && p.destroyInvalidates === 'all', 'mttMissRate')).toBeGreaterThan(0.8);
     expect(readFileSync(join(r.out, 'plot.svg'), 'utf8')).toContain('600-page MRs (cache, 1024-entry bucket, UMR)');
   });
 

@@ -92,7 +92,7 @@ describe('config', () => {
       klmEntriesPerRead: [1, 256], klmMaxIndirection: [1, 64], linkLatencyPs: [0, 1e13], linkGbps: [0.001, 1e6],
       fwCreateMkeyPs: [0, 1e13, 2 ** 53 - 1], fwCommandPs: [0, 1e13, 2 ** 53 - 1], interruptPs: [0, 1e13], pinPagePs: [0, 1e13],
       ackTimeout: [0, 31], retryCount: [0, 7], hostMemBytes: [4 * 2 ** 20, 64 * 2 ** 20, 2 ** 44], icmMkeyEntries: [1, 3, 2 ** 24],
-      sqWqeSlots: [1, 65536], requesterContexts: [1, 256], responderContexts: [1, 256], destroyInvalidates: ['entry', 'all'],
+      sqWqeSlots: [1, 65536], requesterContexts: [1, 256], responderContexts: [1, 256], umrMaxInFlight: [1, 4096], destroyInvalidates: ['entry', 'all'],
     };
     const pick = fc.dictionary(fc.constantFrom(...Object.keys(edges)), fc.nat(), { maxKeys: 4 }).map((d) => {
       const c: Record<string, unknown> = {};

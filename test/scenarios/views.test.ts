@@ -33,7 +33,7 @@ const NUMERIC = new Set([
   // counts of things in flight
   'pcie.outstanding', 'mkey_cache.mshr_busy', 'mtt.mshr_busy', 'atu.busy_ctxs', 'cmdif.queued', 'cmdif.bg_queued',
   'pagefault.outstanding', 'requester.inflight', 'responder.inflight', 'sq.inflight', 'link_req.packets_in_flight',
-  'link_resp.packets_in_flight', 'dma_fence.holds', 'dma_fence.draining', 'sq.fence_waits',
+  'link_resp.packets_in_flight', 'dma_fence.holds', 'dma_fence.draining', 'sq.fence_waits', 'umr_engine.fenced',
   // the kernel example's data
   'source.data', 'consumer.item', 'consumer.sum',
 ]);

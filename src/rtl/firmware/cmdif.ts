@@ -308,6 +308,9 @@ export class Cmdif extends Module {
     return this.qps.get(qpn);
   }
 
+  /** The DMA fence DESTROY_MKEY completes behind (hca.ts sets it; null: none). */
+  dmaFence: { drain(): Promise<void> } | null = null;
+
   /** The firmware: one command at a time, in posting order. */
   private async serve(): Promise<void> {
     while (this.queue.length > 0) {
@@ -328,6 +331,9 @@ export class Cmdif extends Module {
       } catch (e) {
         failed = e;
       }
+      // DESTROY_MKEY returns once the DMA translated through the mkey has finished, as the
+      // invalidating UMR completes (umr/umr_engine.ts): the driver then frees the MR's pages
+      if (failed === null && op === 'DESTROY_MKEY' && this.dmaFence !== null) await this.dmaFence.drain();
       this.sLatency.add(this.sim.now - p.posted);
       const status = statusOf(failed);
       if (this.tap !== null) this.tap.command(op, opcodeOf(op), p.posted, start, status, false);

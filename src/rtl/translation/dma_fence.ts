@@ -9,10 +9,14 @@
  * reaching the old pages. The data-path engines take a hold here for each message from its
  * first translation request until its DMA through those translations is over (the requester:
  * gathered, or placed for a READ or atomic; the responder: the message's context is done), and
- * each hold carries the epoch it began in. `drain()` starts a new epoch and resolves once every
- * hold of an earlier epoch is released: every DMA translated before it has finished. The driver
- * drains after an invalidating UMR completes and before it lets the pages go (unpin, or the
- * MMU notifier's return that frees them), so munmap, madvise and dereg return only then.
+ * each hold carries the epoch it began in. The UMR engine marks a fence point (`mark`) when an
+ * invalidating UMR's writes have landed and holds its completion until the point has `passed`:
+ * every hold of an earlier epoch released, every DMA translated through the old entries over
+ * (src/rtl/umr/umr_engine.ts). So the driver, which lets the pages go only after that
+ * completion, frees no frame the device may still write: munmap, madvise and dereg return only
+ * then, as mlx5 relies on (Linux 6.12 drivers/infiniband/hw/mlx5/umr.c:406-413,
+ * mlx5r_umr_revoke_mr: "Upon return the NIC will not be doing any DMA to the pages under the
+ * MR, and any DMA in progress will be completed"). `drain()` is the same wait as a promise.
  *
  * This drains the whole pipeline (every message translated before, not only those through the
  * changed mkey): the engines do not tell which mkeys a KLM or KSM translation passed through,
@@ -82,6 +86,24 @@ export class DmaFence extends Module {
     this.nHolds--;
     if (this.traced) this.sHolds.setNow(Math.min(this.nHolds, 0xffff));
     if (this.drains.length > 0 && n === 1) this.settle();
+  }
+
+  /** A fence point: a new epoch; `passed(point)` once every hold taken before it is released. */
+  mark(): number {
+    this.cDrains.inc();
+    return ++this.epoch;
+  }
+
+  /** Every hold taken before fence point `point` (from `mark`) is released. */
+  passed(point: number): boolean {
+    return this.oldest() >= point;
+  }
+
+  /** Tells `target` (fire) once fence point `point` has passed; `point` not passed yet. */
+  notify(point: number, target: { fire(): void }): void {
+    this.cWaited.inc();
+    this.drains.push({ epoch: point, resolve: () => target.fire(), since: this.sim.now });
+    this.sDraining.setNow(Math.min(this.drains.length, 0xff));
   }
 
   /**

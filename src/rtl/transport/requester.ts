@@ -160,6 +160,8 @@ interface ReqQp {
   readonly seq: number;
   /** Collected as due by the deadlines pass of this stamp. */
   dueStamp: number;
+  /** Its messages waiting on a page fault's resume (PAGE_FAULT with a fault token). */
+  faulted: number;
 }
 
 /** Sees the requester's translations (the transaction log); null when untraced. */
@@ -463,7 +465,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (q === undefined) {
       const qp = this.table.getQp(qpn);
       if (qp === undefined) return null;
-      q = { qpn, qp, list: [], sendNext: 0, nextPsn: 0, rdOut: 0, resendAt: -1, flushing: false, ackTimeout: ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout), seq: this.qpSeq++, dueStamp: -1 };
+      q = { qpn, qp, list: [], sendNext: 0, nextPsn: 0, rdOut: 0, resendAt: -1, flushing: false, ackTimeout: ackTimeoutPs(qp.timeout === 0 ? 14 : qp.timeout), seq: this.qpSeq++, dueStamp: -1, faulted: 0 };
       this.qps.set(qpn, q);
     }
     return q;
@@ -472,6 +474,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
   /** Every SGE translation answered. */
   private translated(c: Ctx): void {
     if (c.abort) return this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
+    if (c.q!.faulted > 0 && this.behindFault(c)) return this.park(c);
     if (this.tap !== null) this.tapTranslated(c);
     for (const r of c.results) {
       const res = r!.result;
@@ -512,6 +515,16 @@ export class Requester extends Module implements EventTarget, FaultClient {
     c.faultToken = ++this.faultSeq;
     this.faultCtx.set(c.faultToken, c);
     this.state.setNow(PAGE_FAULT);
+    const q = c.q!;
+    q.faulted++;
+    // the QP stops at the faulting WQE and goes on from it after the resume: the later messages
+    // translated meanwhile drop their translations and are translated again then, so none of
+    // them holds the DMA fence while it waits on this fault (an invalidating UMR waiting for it
+    // would wait for the fault's own map UMR behind it on the driver's UMR QP)
+    for (let j = q.list.indexOf(c) + 1; j < q.list.length; j++) {
+      const x = q.list[j];
+      if (x.stage === HOLD || (x.stage === READY && x.rdAtomic)) this.park(x);
+    }
     const w = c.job!.wqe;
     this.faults!.report(
       {
@@ -532,6 +545,8 @@ export class Requester extends Module implements EventTarget, FaultClient {
     const c = this.faultCtx.get(token);
     this.faultCtx.delete(token);
     if (c === undefined || c.stage !== PAGE_FAULT || c.faultToken !== token) return; // flushed meanwhile
+    c.q!.faulted--;
+    c.faultToken = 0;
     if (c.abort) this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
     else if (!ok) this.finish(c, CqeSyndrome.LOCAL_ACCESS_ERR);
     else {
@@ -542,8 +557,38 @@ export class Requester extends Module implements EventTarget, FaultClient {
       c.stage = XLATE;
       this.holdFence(c);
       this.xlateQ.push(c);
+      this.unpark(c.q!);
     }
     this.wake();
+  }
+
+  /** A message behind one of its QP's messages that waits on a page fault. */
+  private behindFault(c: Ctx): boolean {
+    const list = c.q!.list;
+    for (let i = 0; i < list.length && list[i] !== c; i++) if (list[i].stage === PAGE_FAULT && list[i].faultToken !== 0) return true;
+    return false;
+  }
+
+  /** Drops a message's translations (and its fence hold) until the fault before it is resumed. */
+  private park(x: Ctx): void {
+    this.releaseFence(x);
+    x.results.fill(null);
+    x.issued = 0;
+    x.answersDue = 0;
+    x.local = [];
+    x.stage = PAGE_FAULT; // with no fault token: parked, not faulted
+    x.faultToken = 0;
+  }
+
+  /** Translates again the parked messages of the QP up to its first one still waiting on a fault. */
+  private unpark(q: ReqQp): void {
+    for (const x of q.list) {
+      if (x.stage !== PAGE_FAULT) continue;
+      if (x.faultToken !== 0) return;
+      x.stage = XLATE;
+      this.holdFence(x);
+      this.xlateQ.push(x);
+    }
   }
 
   /**
@@ -780,7 +825,11 @@ export class Requester extends Module implements EventTarget, FaultClient {
       c.readBuf = null;
       c.answerData = null;
     }
-    if (c.stage === PAGE_FAULT) this.faultCtx.delete(c.faultToken); // its resume will find nothing
+    if (c.stage === PAGE_FAULT && c.faultToken !== 0) {
+      this.faultCtx.delete(c.faultToken); // its resume will find nothing
+      c.q!.faulted--;
+      c.faultToken = 0;
+    }
     if (c.stage === READY || c.stage === WAIT_RESP || c.stage === HOLD || c.stage === HOLD_SCATTER || c.stage === PAGE_FAULT) this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
     else c.abort = true;
   }

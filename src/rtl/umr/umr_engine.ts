@@ -30,6 +30,20 @@
  *
  * Errors never change ICM: every check runs before the first write.
  *
+ * An invalidating UMR is a DMA fence (issue 18 item 5): a pooled MR's revoke (FREE | KEY), a
+ * window's unbind, or a translation update that rewrites an entry that
+ * translated (an ODP zap: the engine reads the old entries it replaces, FETCH_OLD, and compares)
+ * completes only once every DMA translated before its writes landed has finished: the engine
+ * marks a point of the DMA fence (translation/dma_fence.ts) when the last write has landed and
+ * keeps the completion until the point has passed. mlx5 relies on exactly this (Linux 6.12
+ * drivers/infiniband/hw/mlx5/umr.c:406-413 mlx5r_umr_revoke_mr; mlx5_ib_invalidate_range in
+ * odp.c unmaps the pages once the zap UMR returned). The wait is the whole pipeline's (every
+ * message translated before, not only those through this mkey: README "Where the hardware has
+ * no answer"). The engine does not wait in it: the job is parked (`fenced`, waves) and the next
+ * one starts, so a fault's map UMR posted on another QP is not held; a map (entries that were
+ * not present, or unchanged) fences nothing. A remote invalidation (SEND_WITH_INV) is not
+ * fenced: the message that carries it holds the fence itself.
+ *
  * A second pair of queues, `rinv`, takes the responder's remote invalidations (SEND_WITH_INV):
  * a LOCAL_INV WQE the responder builds, executed as kind REMOTE_INV under the "Remote
  * invalidate" rules (REM_INV_REQ_ERR), so a remote invalidation costs what a LOCAL_INV costs
@@ -65,6 +79,21 @@ import {
 } from './umr_ops.ts';
 import { MKEY_KIND_MR, MKEY_KIND_MW1 } from '../memory/icm_mkey.ts';
 
+/** The DMA fence as the UMR engine uses it (translation/dma_fence.ts). */
+export interface UmrDmaFence {
+  mark(): number;
+  passed(point: number): boolean;
+  notify(point: number, target: { fire(): void }): void;
+}
+
+/** An invalidating UMR done but for its fence: its completion waits for the point to pass. */
+interface Fenced {
+  point: number;
+  remote: boolean;
+  done: UmrDone;
+  started: number;
+}
+
 export { UmrKind, UmrSyndrome } from './umr_ops.ts';
 
 /** The engine's FSM states (trace enum `umr_state`). */
@@ -78,6 +107,8 @@ const TAG_MR = 1;
 const TAG_XLT = 2;
 const TAG_OLD_KLM = 3;
 const TAG_OLD_MR = 4;
+/** The translation entries an update replaces (is it a zap?). */
+const TAG_OLD_XLT = 5;
 
 const CTX_BYTES = MKEY_CONTEXT_SIZE;
 
@@ -137,6 +168,14 @@ export class UmrEngine extends Module implements EventTarget {
   private readonly rSyndrome: Reg;
   private readonly rQpn: Reg;
   private readonly rBusy: Reg;
+  private readonly rFenced: Reg;
+  /** The DMA fence invalidating UMRs complete behind (hca.ts sets it; null: none, no waiting). */
+  fence: UmrDmaFence | null = null;
+  /** Invalidating UMRs whose completion waits for the fence, oldest first. */
+  private readonly fenced: Fenced[] = [];
+  private readonly fenceWake = { fire: (): void => this.wake() };
+  private readonly sFenced: Counter;
+  private readonly sFenceWait: Histogram;
 
   private readonly sJobs: Counter;
   private readonly sByKind: Counter[] = [];
@@ -167,6 +206,7 @@ export class UmrEngine extends Module implements EventTarget {
   private list: Uint8Array | null = null;
   private oldKlm: Klm | null = null;
   private oldMr: MkeyEntry | null = null;
+  private oldXlt: Uint8Array | null = null;
   private reads: DmaReq[] = [];
   private nIssued = 0;
   private nPending = 0;
@@ -189,6 +229,7 @@ export class UmrEngine extends Module implements EventTarget {
     this.rSyndrome = this.probe('syndrome', 8, { enum: UmrSyndrome });
     this.rQpn = this.probe('qpn', 24);
     this.rBusy = this.probe('busy', 1);
+    this.rFenced = this.probe('fenced', 8);
     this.req = new Fifo<UmrJob>(this, 'req', { capacity: cap });
     this.resp = new Fifo<UmrDone>(this, 'resp', { capacity: cap });
     this.req.consumer = this;
@@ -213,6 +254,8 @@ export class UmrEngine extends Module implements EventTarget {
     this.sWrites = this.stats.counter('posted_writes');
     this.sXltEntries = this.stats.counter('xlt_entries_written');
     this.sLatency = this.stats.histogram('latency_ps');
+    this.sFenced = this.stats.counter('fenced');
+    this.sFenceWait = this.stats.histogram('fence_wait_ps');
     this.clockedBy(opts.clock);
   }
 
@@ -220,11 +263,12 @@ export class UmrEngine extends Module implements EventTarget {
     const s = this.rState.q;
     switch (s) {
       case UMR.IDLE: {
+        if (this.fenced.length > 0) this.releaseFenced();
         const local = this.req.canPop();
         const remote = this.rinv.req.canPop();
         if (!local && !remote) {
           this.rBusy.set(0);
-          return this.sleep();
+          return this.sleep(); // woken by a job, or by the fence passing
         }
         const takeRemote = remote && (!local || this.remoteTurn);
         this.remoteTurn = !takeRemote;
@@ -273,6 +317,7 @@ export class UmrEngine extends Module implements EventTarget {
         if (this.nLanded < this.writes.length) return this.sleep(); // woken by the last landing
         return this.rState.set(UMR.DONE);
       case UMR.DONE:
+        if (this.fenced.length > 0) this.releaseFenced();
         if (!(this.remote ? this.rinv.resp : this.resp).canPush()) return this.sleep(); // woken when the consumer pops
         return this.finish();
     }
@@ -296,6 +341,7 @@ export class UmrEngine extends Module implements EventTarget {
     this.list = w.inlineXlt;
     this.oldKlm = null;
     this.oldMr = null;
+    this.oldXlt = null;
     this.fetched = new Map();
     this.writes = [];
     this.nWritten = 0;
@@ -359,6 +405,9 @@ export class UmrEngine extends Module implements EventTarget {
           this.oldKlm = null; // not a KLM a bind wrote: nothing to release
         }
         return;
+      case TAG_OLD_XLT:
+        this.oldXlt = d;
+        return;
       case TAG_OLD_MR:
         // read after the others: the newest copy of its index, should it be the bind's MR too
         this.oldMr = decodeIcmMkey(view, 0, mkeyIndex(this.oldKlm!.key));
@@ -391,14 +440,71 @@ export class UmrEngine extends Module implements EventTarget {
       // the window's one KLM names the MR it counts on
       reads.push({ kind: 'read', addr: t.xltAddr, length: 16, tag: TAG_OLD_KLM });
     }
+    if (reads.length === 0) return this.afterXlt(); // an inline list: on to what it replaces
     this.beginReads(reads, UMR.FETCH_XLT);
   }
 
-  /** After the list / KLM: read the released MR's context. */
+  /** After the list / KLM: read the released MR's context, or the entries an update replaces. */
   private afterXlt(): void {
     const reads: DmaReq[] = [];
     if (this.oldKlm !== null) this.readCtx(reads, mkeyIndex(this.oldKlm.key), TAG_OLD_MR);
+    const old = this.oldXltRange();
+    if (old > 0) reads.push({ kind: 'read', addr: this.target!.xltAddr + this.w!.xltOffsetOcto * 16, length: old, tag: TAG_OLD_XLT });
     this.beginReads(reads, UMR.FETCH_REF);
+  }
+
+  /**
+   * Bytes of old entries a translation update replaces, read to tell a zap (an entry that
+   * translated, rewritten) from a map (only when there is a fence to wait for), else 0.
+   */
+  private oldXltRange(): number {
+    const w = this.w!;
+    const t = this.target!;
+    if (this.fence === null || w.kind !== UMR_KIND.XLT_UPDATE || this.list === null || t.xltAddr === 0) return 0;
+    const at = w.xltOffsetOcto * 16;
+    return Math.max(0, Math.min(this.list.length, this.icm.xltSize(t.xltAddr) - at));
+  }
+
+  /** Whether the job's writes take away a translation DMA may have used (it completes behind the fence). */
+  private invalidates(w: UmrWqe, t: MkeyEntry): boolean {
+    switch (w.kind) {
+      // a consumer's LOCAL_INV or (re)bind frees no page (they stay pinned, or mapped, until
+      // dereg or the MMU notifier, whose UMRs are held): not held, so FRWR I/Os still pipeline
+      case UMR_KIND.UNBIND:
+        return true; // the MR cache's revoke (FREE | KEY), a window's unbind
+      case UMR_KIND.XLT_UPDATE: {
+        const old = this.oldXlt;
+        const list = this.list;
+        if (old === null || list === null) return false;
+        const eb = entryBytes(t.accessMode);
+        for (let e = 0; e + eb <= old.length; e += eb) {
+          let was = false;
+          let same = true;
+          for (let i = e; i < e + eb; i++) {
+            if (old[i] !== 0) was = true;
+            if (old[i] !== list[i]) same = false;
+          }
+          if (was && !same) return true;
+        }
+        return false;
+      }
+      default:
+        return false;
+    }
+  }
+
+  /** Completions whose fence point has passed go out, oldest first, while their queue has room. */
+  private releaseFenced(): void {
+    const f = this.fenced;
+    while (f.length > 0 && this.fence!.passed(f[0].point)) {
+      const j = f[0];
+      const out = j.remote ? this.rinv.resp : this.resp;
+      if (!out.canPush()) return; // woken when the consumer pops
+      f.shift();
+      out.push(j.done);
+      this.sFenceWait.add(this.sim.now - j.started);
+      this.rFenced.set(f.length);
+    }
   }
 
   /** CHECK: the translation rules, then the plan of writes (none on error). */
@@ -492,11 +598,22 @@ export class UmrEngine extends Module implements EventTarget {
     if (this.nLanded === this.writes.length) this.wake();
   }
 
-  /** DONE: the completion, the statistics, and back to IDLE. */
+  /** DONE: the completion (or, for an invalidation, its place behind the fence), the statistics, and back to IDLE. */
   private finish(): void {
     const w = this.w!;
     const syn = this.syn;
-    (this.remote ? this.rinv.resp : this.resp).push({ tag: this.job!.tag, syndrome: syn });
+    const done = { tag: this.job!.tag, syndrome: syn };
+    const fence = this.fence;
+    if (fence !== null && syn === 0 && !this.remote && this.writes.length > 0 && this.invalidates(w, this.target!)) {
+      const point = fence.mark();
+      if (!fence.passed(point) || this.fenced.length > 0) {
+        // held: later jobs go on meanwhile (IDLE); the fence wakes the engine when it passes
+        this.fenced.push({ point, remote: false, done, started: this.sim.now });
+        this.rFenced.set(this.fenced.length);
+        this.sFenced.inc();
+        if (!fence.passed(point)) fence.notify(point, this.fenceWake);
+      } else this.resp.push(done);
+    } else (this.remote ? this.rinv.resp : this.resp).push(done);
     this.sJobs.inc();
     this.sByKind[w.kind]?.inc();
     if (syn !== 0) {
@@ -515,6 +632,7 @@ export class UmrEngine extends Module implements EventTarget {
     this.list = null;
     this.oldKlm = null;
     this.oldMr = null;
+    this.oldXlt = null;
     this.reads = [];
     this.writes = [];
     this.fetched = new Map();

@@ -615,3 +615,69 @@ describe('UmrEngine: translation update, queueing, trace names', () => {
     expect(values('syndrome')).toEqual([0, QP_OP]); // held until the next job starts
   });
 });
+
+/** A translation update of 8 MTTs (one 64-byte unit) at entry `first`, inline, with `flags` (+ INLINE, TRANSLATION_OFFSET_EN). */
+function xltUpdate(key: number, first: number, pages: readonly number[], flags: number): Uint8Array {
+  const w = new Uint8Array(12 * 16);
+  const v = new DataView(w.buffer);
+  encodeCtrlSeg(v, 0, { opmod: 0, wqeIndex: 0, opcode: WqeOpcode.UMR, qpn: QPN, ds: 12, signature: 0, fence: 0, ce: 0, se: false, imm: key });
+  encodeUmrCtrlSeg(v, 16, { flags: UmrCtrlFlag.INLINE | UmrCtrlFlag.TRANSLATION_OFFSET_EN | flags, xltOctowords: 4, xltOffset: first / 2, mkeyMask: 0 });
+  encodeMkeyContext(v, 64, zeroMkeyContext());
+  for (let i = 0; i < 8; i++) encodeMtt(v, 128 + i * 8, { addr: pages[i] === 0 ? 0 : pages[i], read: pages[i] !== 0, write: pages[i] !== 0 });
+  return w;
+}
+
+describe('UmrEngine: CHECK_FREE / CHECK_NOT_FREE and the DMA fence (issue 18)', () => {
+  it('a translation update with CHECK_NOT_FREE (mlx5 "fail if free") fails on a FREE MR, and one with CHECK_FREE on a VALID MR: LOC_QP_OP_ERR, nothing written', async () => {
+    const b = bench();
+    frmr(b, 5, 8);
+    userMr(b, 6, 1, 0, 8);
+    const zeros = new Array<number>(8).fill(0);
+    await b.sim.run(async () => {
+      await expectUmr(b, xltUpdate(makeKey(5, 0), 0, zeros, UmrCtrlFlag.CHECK_NOT_FREE), QP_OP, [5]);
+      await expectUmr(b, xltUpdate(makeKey(6, 1), 0, zeros, UmrCtrlFlag.CHECK_FREE), QP_OP, [6]);
+      await expectUmr(b, xltUpdate(makeKey(6, 1), 0, zeros, UmrCtrlFlag.CHECK_NOT_FREE), OK, [6]);
+    });
+    expect(b.sim.stats()['tb.hca0.umr_engine'].errors_loc_qp_op_err).toBe(2);
+  });
+
+  it('holds a zap and a revoke until the DMA translated before them is over; a map and a consumer LOCAL_INV are not held, and jobs behind a held one go on', async () => {
+    const b = bench();
+    const key = makeKey(6, 1);
+    userMr(b, 6, 1, 0, 16, { pgAccess: true, mtt: [...Array.from({ length: 8 }, (_, i) => mrPage(6, i) + 3), ...new Array<number>(8).fill(0)] });
+    frmr(b, 7, 4);
+    const fence = b.hca.dmaFence;
+    await b.sim.run(async () => {
+      const hold = fence.hold(); // a message translated through the MR, its DMA not over
+      // a map over entries that were not present: done at once
+      const map = await b.post(xltUpdate(key, 8, Array.from({ length: 8 }, (_, i) => page(500 + i)), UmrCtrlFlag.CHECK_NOT_FREE));
+      expect(map.syndrome).toBe(OK);
+      // the same entries again (unchanged): no invalidation either
+      expect((await b.post(xltUpdate(key, 8, Array.from({ length: 8 }, (_, i) => page(500 + i)), UmrCtrlFlag.CHECK_NOT_FREE))).syndrome).toBe(OK);
+      // a zap of entries 0..7: its writes land, but its completion waits for the hold
+      await b.umr.req.pushWait({ tag: 100, qpn: QPN, pd: PD, fre: true, wqe: xltUpdate(key, 0, new Array<number>(8).fill(0), UmrCtrlFlag.CHECK_NOT_FREE) });
+      // a job behind it (a REG_MR of another MR) runs and completes first
+      await b.umr.req.pushWait({ tag: 101, qpn: QPN, pd: PD, fre: true, wqe: regMr(makeKey(7, 1), 0, 4096, mtts(1, 1)) });
+      expect(await b.umr.resp.popWait()).toEqual({ tag: 101, syndrome: OK });
+      expect((await b.xlate(key, 0, 8)).kind).toBe('fault'); // the zap took effect
+      await b.sim.delay(50_000_000);
+      expect(b.umr.resp.canPop()).toBe(false);
+      const t = b.sim.now;
+      fence.release(hold);
+      expect(await b.umr.resp.popWait()).toEqual({ tag: 100, syndrome: OK });
+      expect(b.sim.now - t).toBeLessThan(100_000);
+      // a consumer's LOCAL_INV frees no page: not held
+      const h2 = fence.hold();
+      await b.umr.req.pushWait({ tag: 102, qpn: QPN, pd: PD, fre: true, wqe: localInv(makeKey(7, 1)) });
+      expect(await b.umr.resp.popWait()).toEqual({ tag: 102, syndrome: OK });
+      // the MR cache's revoke (FREE | KEY, a new tag) is held
+      await b.umr.req.pushWait({ tag: 103, qpn: QPN, pd: PD, fre: true, wqe: wqe((v) => buildLocalInvWqe(v, 0, { wqeIndex: 1, qpn: QPN, key, newTag: 9 })) });
+      await b.sim.delay(20_000_000);
+      expect(b.umr.resp.canPop()).toBe(false);
+      fence.release(h2);
+      expect(await b.umr.resp.popWait()).toEqual({ tag: 103, syndrome: OK });
+    });
+    const st = b.sim.stats()['tb.hca0.umr_engine'];
+    expect(st.fenced).toBe(2);
+  });
+});
