@@ -487,8 +487,8 @@ export class OdpHandler {
       await this.writeKsm(imp, ci);
       child.mr.destroyed = true;
       await this.releaseChildMkey(child, 'implicit ODP child (freed empty)');
-      // DMA translated through the child before its KSM entry went has landed before its pages go
-      await this.ctx.hca.dmaFence.drain();
+      // the KSM rewrite and the revoke (or DESTROY_MKEY) completed only once the DMA translated
+      // through the child had landed (the UMR engine's and firmware's DMA fence): its pages may go
       this.unpinMapped(child);
       imp.freeing.delete(done);
     });
