@@ -21,11 +21,12 @@ const NAME_OF: ReadonlyMap<number, CmdName> = new Map(
 );
 
 function toJson(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) => (x instanceof Uint8Array ? { $u8: Array.from(x) } : x));
+  return JSON.stringify(v, (_k, x: unknown) => (x instanceof Uint8Array ? { $u8: Array.from(x) } : x instanceof Set ? { $set: [...(x as Set<unknown>)] } : x));
 }
 
 function fromJson(t: string): unknown {
-  return JSON.parse(t, (_k, x: unknown) => (x !== null && typeof x === 'object' && '$u8' in x ? Uint8Array.from((x as { $u8: number[] }).$u8) : x));
+  return JSON.parse(t, (_k, x: unknown) =>
+    x !== null && typeof x === 'object' && '$u8' in x ? Uint8Array.from((x as { $u8: number[] }).$u8) : x !== null && typeof x === 'object' && '$set' in x ? new Set((x as { $set: unknown[] }).$set) : x);
 }
 
 function withHeader(hdr: (v: DataView) => void, body: string): Uint8Array {
