@@ -23,7 +23,7 @@ import { CqWriter, decodeCqArmDoorbell } from './completion/cq_writer.ts';
 import { EqWriter } from './completion/eq_writer.ts';
 import { EQE_DATA_SIZE } from './formats/eqe.ts';
 import { EventType } from './formats/constants.ts';
-import { CMD_IF_REV, IsegOff } from './formats/cmd_layout.ts';
+import { CMD_IF_REV, IsegOff, TRACER_PAGES } from './formats/cmd_layout.ts';
 import { Sq } from './transport/sq.ts';
 import { Requester } from './transport/requester.ts';
 import { Responder } from './transport/responder.ts';
@@ -283,8 +283,7 @@ export class Hca extends Module {
         // posted MMIO: the doorbell reaches the firmware doorbellPs later, after the address writes
         if (offset === IsegOff.CMDQ_ADDR_H) cmdq.setQueueAddr('h', value);
         else if (offset === IsegOff.CMDQ_ADDR_L_SZ) cmdq.setQueueAddr('l', value);
-        else if (offset === IsegOff.TRACER_ADDR_L) cmdq.setTracerAddr('l', value);
-        else if (offset === IsegOff.TRACER_ADDR_H) cmdq.setTracerAddr('h', value);
+        else if (offset >= IsegOff.TRACER_PAGE && offset < IsegOff.TRACER_PAGE + 8 * TRACER_PAGES) cmdq.setTracerWord((offset - IsegOff.TRACER_PAGE) >>> 2, value);
         else if (offset === IsegOff.CMD_DBELL) {
           const v = value >>> 0;
           sim.after(cfg.doorbellPs, { fire: () => cmdq.doorbell(v) });

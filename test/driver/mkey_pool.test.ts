@@ -35,9 +35,13 @@ describe('mkey pool', () => {
     // PD, and its CQ and UMR QP (its one-time setup, in the firmware's foreground after the
     // first's command); after that a registration is pooled (a UMR) or, when the pool is empty,
     // exactly one CREATE_MKEY: never queued behind a refill
-    expect(times[0]).toBeCloseTo(fw, 0);
-    for (let i = 3; i < times.length; i++) {
-      expect(times[i] < 20 || Math.abs(times[i] - fw) < 1, `regMr #${i} took ${times[i]} us`).toBe(true);
+    // (a command also costs the queue's doorbell, DMA, EQE and interrupt: under 10 us)
+    const fwCmd = (t: number): boolean => t >= fw && t < fw + 10;
+    expect(fwCmd(times[0]), `regMr #0 took ${times[0]} us`).toBe(true);
+    // (with the queue's per-command cost the pool's first round lands just after the fourth
+    // regMr, which finds it empty and waits for the rest of the one-time setup too)
+    for (let i = 4; i < times.length; i++) {
+      expect(times[i] < 20 || fwCmd(times[i]), `regMr #${i} took ${times[i]} us`).toBe(true);
     }
     expect(times.slice(2).filter((t) => t < 20).length).toBeGreaterThan(100); // mostly pooled
     expect(created).toBeGreaterThanOrEqual(2 * POOL_LIMIT);

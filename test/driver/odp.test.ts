@@ -75,6 +75,7 @@ describe('on-demand paging: responder faults, invalidation, munmap', () => {
       const t = await s.write(2);
       expect(t).toBeGreaterThan(200 * US); // faulted again
       expect(tb.host(1).read(s.b.addr, 4096)).toEqual(new Uint8Array(4096)); // the new page is zero
+      await tb.quiesce(); // the handler counts a fault once its PAGE_FAULT_RESUME's completion EQE is in
       expect(s.omr.odpStats()).toMatchObject({ pageFaults: 2, pageFaultsHandled: 2 });
     });
   });
@@ -183,6 +184,7 @@ describe('on-demand paging: implicit ODP', () => {
       await write(8192); // the same GiB: only the page is mapped
       expect([...tb.host(1).read(b.addr, 3)]).toEqual([7, 8, 9]);
       await write(8192); // warm
+      await tb.quiesce(); // the last resume's completion EQE
       expect(imr.odpStats()).toMatchObject({ pageFaults: 2, pageFaultsHandled: 2 });
       // the peer reads through the implicit rkey: a responder fault, then the RNR retry
       const c = tb.host(0).alloc(4096);

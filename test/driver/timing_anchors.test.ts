@@ -33,10 +33,12 @@ describe('registration timing (spec/timing.md anchors)', () => {
     // "user MR registration from the mkey cache (UMR), 64 pages: ~14 us per MR"
     expect(times.pooled / US).toBeGreaterThan(14 * 0.85);
     expect(times.pooled / US).toBeLessThan(14 * 1.15);
-    // firmware CREATE_MKEY (230 us) plus 1024 pages of pinning, and nothing else to wait for
+    // firmware CREATE_MKEY (230 us) plus 1024 pages of pinning, and the command queue's own
+    // work: the doorbell, the entry and the input's mailbox chain read one block after the other
+    // (the 1024 MTTs: 8 KiB and more), the status write, the EQE and the interrupt (~7 us + ~0.6 us a block)
     const expected = DEFAULT_HCA_CONFIG.fwCreateMkeyPs + 1024 * DEFAULT_HCA_CONFIG.pinPagePs;
     expect(times.big).toBeGreaterThanOrEqual(expected);
-    expect(times.big).toBeLessThan(expected + 5 * US);
+    expect(times.big).toBeLessThan(expected + 25 * US);
   });
 
   it('a small warm RDMA READ between two hosts completes in ~1.6-2 us (perftest ib_read_lat)', async () => {

@@ -38,6 +38,8 @@ import {
   IsegOff,
   MLX5_MAX_COMMANDS,
   MLX5_PCI_CMD_XPORT,
+  TRACER_PAGES,
+  TRACER_RECORDS_PER_PAGE,
   TRACER_RECORD_BYTES,
   TRACER_TEXT_OFF,
   cmdBlockSigOk,
@@ -120,11 +122,18 @@ export class CmdQueue {
   /** Commands posted through the queue, and mailbox blocks the pool holds (for tests and stats). */
   posted = 0;
   poolBlocks = 0;
+  /** Commands in post() now. */
+  pending = 0;
 
   private constructor(
     private readonly hca: Hca,
     private readonly sim: Sim,
   ) {}
+
+  /** Commands posted on adapter `hca`'s queue and not yet returned (tb.quiesce waits for them). */
+  static pendingOn(hca: Hca): number {
+    return QUEUES.get(hca)?.pending ?? 0;
+  }
 
   /** The command queue of adapter `hca` (one per adapter, made on first use). */
   static of(hca: Hca, sim: Sim): CmdQueue {
@@ -166,13 +175,16 @@ export class CmdQueue {
       const pa = host.dmaAddress(q.addr);
       iseg.write32(IsegOff.CMDQ_ADDR_H, Math.floor(pa / 2 ** 32));
       iseg.write32(IsegOff.CMDQ_ADDR_L_SZ, pa >>> 0);
-      const t = driverAlloc(host, 'firmware tracer', MLX5_MAX_COMMANDS * TRACER_RECORD_BYTES, { align: 4096 });
+      // the firmware tracer's pages (scattered: one address register pair per page)
+      const t = driverAlloc(host, 'firmware tracer', TRACER_PAGES * 4096, { align: 4096 });
       host.faultIn(t.addr, t.length);
       host.pin(t.addr, t.length);
       this.tracerVa = t.addr;
-      const tpa = host.dmaAddress(t.addr);
-      iseg.write32(IsegOff.TRACER_ADDR_H, Math.floor(tpa / 2 ** 32));
-      iseg.write32(IsegOff.TRACER_ADDR_L, tpa >>> 0);
+      for (let p = 0; p < TRACER_PAGES; p++) {
+        const tpa = host.dmaAddress(t.addr + p * 4096);
+        iseg.write32(IsegOff.TRACER_PAGE + 8 * p, Math.floor(tpa / 2 ** 32));
+        iseg.write32(IsegOff.TRACER_PAGE + 8 * p + 4, tpa >>> 0);
+      }
       // eq.c create_async_eqs: the command EQ first, created in polling mode
       const dev = { hca: this.hca, tb: { sim: this.sim }, cmdq: { exec: <K extends CmdName>(c: CmdOf<K>) => this.post(c, false) }, cmd: <T>(p: Promise<T>) => p };
       await DriverEq.create(dev, CMD_EQ_SIZE, 1 << EventType.CMD, (e) => this.onEqe(e));
@@ -191,6 +203,7 @@ export class CmdQueue {
       this.done.delete(i);
       d?.();
     }
+    this.sim.noteResume(); // the waiting commands go on before the next event
   }
 
   /** A mailbox block from the pool (1 KiB-aligned blocks carved from pinned pages). */
@@ -232,6 +245,15 @@ export class CmdQueue {
   /** Posts `cmd` in an entry of its lane, rings, waits, and decodes the output. */
   private async post<K extends CmdName>(cmd: CmdOf<K>, background: boolean): Promise<CmdOutputs[K]> {
     this.sim.checkInProcess(`cmd.exec(${String(cmd.op)})`);
+    this.pending++;
+    try {
+      return await this.send(cmd, background);
+    } finally {
+      this.pending--;
+    }
+  }
+
+  private async send<K extends CmdName>(cmd: CmdOf<K>, background: boolean): Promise<CmdOutputs[K]> {
     const host = this.hca.host;
     const input = encodeCmdInput(cmd as unknown as Cmd);
     const outlen = cmdOutputLength(cmd as unknown as Cmd);
@@ -295,7 +317,7 @@ export class CmdQueue {
 
   /** The CmdError a failed output stands for, its rule read from the firmware tracer record of the entry. */
   private failure(cmd: { readonly op: string }, idx: number, status: number, syndrome: number): CmdError {
-    const rec = this.hca.host.read(this.tracerVa + idx * TRACER_RECORD_BYTES, TRACER_RECORD_BYTES);
+    const rec = this.hca.host.read(this.tracerVa + Math.floor(idx / TRACER_RECORDS_PER_PAGE) * 4096 + (idx % TRACER_RECORDS_PER_PAGE) * TRACER_RECORD_BYTES, TRACER_RECORD_BYTES);
     const v = new DataView(rec.buffer, rec.byteOffset, rec.byteLength);
     const statusName = STATUS_NAME[status] ?? 'INTERNAL_ERR';
     const opMod = 'opMod' in cmd && typeof cmd.opMod === 'number' ? cmd.opMod : 0;

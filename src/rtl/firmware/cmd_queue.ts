@@ -43,6 +43,8 @@ import {
   CMDQ_LOG_SZ,
   EQE_CMD_VECTOR_OFF,
   MLX5_PCI_CMD_XPORT,
+  TRACER_PAGES,
+  TRACER_RECORDS_PER_PAGE,
   TRACER_RECORD_BYTES,
   TRACER_TEXT_OFF,
   cmdBlockSigOk,
@@ -93,7 +95,10 @@ export class FwDma {
   async write(addr: number, data: Uint8Array, waitLanded = false): Promise<void> {
     let landed: EventTarget | undefined;
     let done: Promise<void> | null = null;
-    if (waitLanded) done = new Promise<void>((resolve) => (landed = { fire: () => resolve() }));
+    // the landing is an event: the writer resumes before anything else looks (as sim.delay's resume)
+    if (waitLanded) {
+      done = new Promise<void>((resolve) => (landed = { fire: () => { resolve(); this.sim.noteResume(); } }));
+    }
     const req: DmaReq = { kind: 'write', addr, length: data.length, tag: 0, data, owned: true, landed };
     await this.port.req.pushWait(req);
     if (done !== null) await done;
@@ -139,8 +144,8 @@ export interface CmdQueueHost {
 export class CmdQueueEngine {
   private addrH = 0;
   private addrL = 0;
-  private tracerL = 0;
-  private tracerH = 0;
+  /** The tracer's page addresses (0: none given). */
+  private readonly tracer = new Float64Array(TRACER_PAGES * 2);
   /** Entries the firmware holds (doorbell seen, status not yet written back). */
   private held = 0;
   /** Entries whose completion raises an EQE (the command EQ existed at their doorbell). */
@@ -174,9 +179,12 @@ export class CmdQueueEngine {
     return this.addrH * 2 ** 32 + ((this.addrL & 0xfffff000) >>> 0);
   }
 
-  /** The tracer buffer's physical address (0: none). */
-  get tracerAddr(): number {
-    return this.tracerH * 2 ** 32 + this.tracerL;
+  /** The physical address of entry `i`'s tracer record (0: the driver gave no page for it). */
+  tracerRecord(i: number): number {
+    const p = Math.floor(i / TRACER_RECORDS_PER_PAGE);
+    if (p >= TRACER_PAGES) return 0;
+    const page = this.tracer[2 * p] * 2 ** 32 + this.tracer[2 * p + 1];
+    return page === 0 ? 0 : page + (i % TRACER_RECORDS_PER_PAGE) * TRACER_RECORD_BYTES;
   }
 
   /** Register writes of the initialization segment (offsets of IsegOff). */
@@ -185,9 +193,9 @@ export class CmdQueueEngine {
     else this.addrL = (v & 0xfffff000) >>> 0;
   }
 
-  setTracerAddr(which: 'h' | 'l', v: number): void {
-    if (which === 'h') this.tracerH = v >>> 0;
-    else this.tracerL = v >>> 0;
+  /** A write of the tracer page registers (word `w`: page w >> 1, high word first). */
+  setTracerWord(w: number, v: number): void {
+    if (w >= 0 && w < this.tracer.length) this.tracer[w] = v >>> 0;
   }
 
   /** cmdq_addr_l_sz as read: the address bits and the queue's log size and stride. */
@@ -338,7 +346,8 @@ export class CmdQueueEngine {
 
   /** Writes the firmware tracer record of entry `i` (when the driver gave a buffer). */
   private async trace(i: number, token: number, err: CmdError): Promise<void> {
-    if (this.tracerAddr === 0) return;
+    const at = this.tracerRecord(i);
+    if (at === 0) return;
     const rec = new Uint8Array(TRACER_RECORD_BYTES);
     const v = new DataView(rec.buffer);
     v.setUint32(0, err.syndrome);
@@ -347,7 +356,7 @@ export class CmdQueueEngine {
     const text = new TextEncoder().encode(`${err.op}\t${err.opcode}\t${err.opMod}\t${err.rule}\t${err.detail}`).subarray(0, TRACER_RECORD_BYTES - TRACER_TEXT_OFF);
     v.setUint16(6, text.length);
     rec.set(text, TRACER_TEXT_OFF);
-    await this.h.dma.write(this.tracerAddr + i * TRACER_RECORD_BYTES, rec);
+    await this.h.dma.write(at, rec);
   }
 
   private async deliveryFailed(i: number, base: number, b: Uint8Array | null, d: Delivery): Promise<void> {

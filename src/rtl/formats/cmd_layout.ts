@@ -213,13 +213,15 @@ export const IsegOff = {
   /** initializing: bit 31 set while the firmware is not ready (reads 0 here). */
   INITIALIZING: 0x1fc,
   /**
-   * Model-private (a reserved word of rsvd2): the host address of the firmware tracer buffer,
-   * low and high words. mlx5's fw_tracer learns its buffer through MTRC_* access registers and an
-   * mkey; one register pair here (firmware/cmdif.ts "Firmware tracer").
+   * Model-private (reserved words of rsvd2): the host addresses of the firmware tracer's pages,
+   * page p's high word at TRACER_PAGE + 8p and low word 4 bytes on. mlx5's fw_tracer learns its
+   * buffer through MTRC_* access registers and an mkey; plain registers here (firmware/cmd_queue.ts).
    */
-  TRACER_ADDR_L: 0x400,
-  TRACER_ADDR_H: 0x404,
+  TRACER_PAGE: 0x400,
 } as const;
+/** Pages of the tracer buffer, and records per page (one record per command entry). */
+export const TRACER_PAGES = 4;
+export const TRACER_RECORDS_PER_PAGE = 8;
 /** Command interface revision the firmware reports (cmd.c CMD_IF_REV). */
 export const CMD_IF_REV = 5;
 /** log2 of the queue's entries (32: MLX5_MAX_COMMANDS) and of their stride (64 bytes). */
