@@ -52,6 +52,8 @@ import {
 import { CmdOpcode, EventType } from '../../rtl/formats/constants.ts';
 import { hex } from '../../rtl/formats/field.ts';
 import { driverAlloc } from './dma_pool.ts';
+import { HostError } from '../../rtl/memory/host_space.ts';
+import { VerbsError } from '../verbs_error.ts';
 import { DriverEq } from './eq.ts';
 import type { Eqe } from '../../rtl/formats/eqe.ts';
 
@@ -206,13 +208,19 @@ export class CmdQueue {
     this.sim.noteResume(); // the waiting commands go on before the next event
   }
 
-  /** A mailbox block from the pool (1 KiB-aligned blocks carved from pinned pages). */
-  private block(): Block {
+  /** A mailbox block from the pool (1 KiB-aligned blocks carved from pinned pages); host ENOMEM is VerbsError ENOMEM naming `op`. */
+  private block(op: string): Block {
     const b = this.blocks.pop();
     if (b !== undefined) return b;
     const host = this.hca.host;
-    const page = driverAlloc(host, 'command mailbox', 4096, { align: 4096 });
-    host.faultIn(page.addr, 4096);
+    const what = `${op}: command mailbox`;
+    const page = driverAlloc(host, what, 4096, { align: 4096 });
+    try {
+      host.faultIn(page.addr, 4096);
+    } catch (e) {
+      if (e instanceof HostError && e.errno === 'ENOMEM') throw new VerbsError('ENOMEM', `${what}: no memory for a mailbox page (${e.message})`);
+      throw e;
+    }
     host.pin(page.addr, 4096);
     for (let off = 4096 - CMD_BLOCK_ALIGN; off >= 0; off -= CMD_BLOCK_ALIGN) {
       this.blocks.push({ va: page.addr + off, pa: host.dmaAddress(page.addr + off) });
@@ -222,9 +230,14 @@ export class CmdQueue {
   }
 
   /** A chain of `n` blocks carrying `data` (from byte 16 on), numbered and signed (mlx5_alloc_cmd_msg, calc_chain_sig). */
-  private chain(n: number, data: Uint8Array | null, token: number): Block[] {
+  private chain(op: string, n: number, data: Uint8Array | null, token: number): Block[] {
     const list: Block[] = [];
-    for (let k = 0; k < n; k++) list.push(this.block());
+    try {
+      for (let k = 0; k < n; k++) list.push(this.block(op));
+    } catch (e) {
+      for (const b of list) this.blocks.push(b);
+      throw e;
+    }
     const buf = new Uint8Array(CMD_BLOCK_BYTES);
     for (let k = n - 1; k >= 0; k--) {
       buf.fill(0);
@@ -261,8 +274,20 @@ export class CmdQueue {
     const taken = lane.take();
     const idx = typeof taken === 'number' ? taken : await taken;
     const token = this.nextToken();
-    const ins = this.chain(cmdBlocksFor(input.length), input, token);
-    const outs = this.chain(cmdBlocksFor(outlen), null, token);
+    let ins: Block[];
+    let outs: Block[];
+    try {
+      ins = this.chain(String(cmd.op), cmdBlocksFor(input.length), input, token);
+      try {
+        outs = this.chain(String(cmd.op), cmdBlocksFor(outlen), null, token);
+      } catch (e) {
+        for (const b of ins) this.blocks.push(b);
+        throw e;
+      }
+    } catch (e) {
+      lane.give(idx);
+      throw e;
+    }
     const entryVa = this.queueVa + idx * 2 ** this.logStride;
     const e = new Uint8Array(CMD_ENTRY_BYTES);
     encodeCmdEntry(e, 0, {

@@ -21,7 +21,11 @@ const NAME_OF: ReadonlyMap<number, CmdName> = new Map(
 );
 
 function toJson(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) => (x instanceof Uint8Array ? { $u8: Array.from(x) } : x instanceof Set ? { $set: [...(x as Set<unknown>)] } : x));
+  // the holder's own value: a library may give Set a toJSON that runs before the replacer
+  return JSON.stringify(v, function (this: Record<string, unknown>, k: string, x: unknown) {
+    const raw = this[k];
+    return raw instanceof Set ? { $set: [...(raw as Set<unknown>)] } : x instanceof Uint8Array ? { $u8: Array.from(x) } : x;
+  });
 }
 
 function fromJson(t: string): unknown {
