@@ -12,7 +12,7 @@
  */
 import fc from 'fast-check';
 import { fuzzCase, openSession, runFuzzCase, type FuzzSession } from '../test/support/wqe_fuzz.ts';
-import { command, runCmdCase } from '../test/support/cmd_fuzz.ts';
+import { post, runCmdCase } from '../test/support/cmd_fuzz.ts';
 
 const PER_SESSION = 100;
 const CHUNK = 1000;
@@ -64,7 +64,7 @@ async function benchCmdFuzz(seed: number): Promise<void> {
   const r = { bench: 'fuzz', case: 'cmd', cases: 0, commands: 0, crashes: 0, unclearStatus: 0, brokenAfter: 0, seconds: 0 };
   let reported = 0;
   for (let done = 0; done < total; done += CHUNK) {
-    for (const cmds of fc.sample(fc.array(command, { minLength: 1, maxLength: 12 }), { numRuns: Math.min(CHUNK, total - done), seed: seed + done })) {
+    for (const cmds of fc.sample(fc.array(post, { minLength: 1, maxLength: 8 }), { numRuns: Math.min(CHUNK, total - done), seed: seed + done })) {
       const bad = await runCmdCase(cmds);
       r.cases++;
       r.commands += cmds.length;

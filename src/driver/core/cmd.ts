@@ -132,6 +132,11 @@ export class CmdQueue {
     private readonly sim: Sim,
   ) {}
 
+  /** @internal The queue page's virtual address (0 before start-up): the raw-bytes fuzzer posts beside the driver. */
+  get queueAddress(): number {
+    return this.queueVa;
+  }
+
   /** Commands posted on adapter `hca`'s queue and not yet returned (tb.quiesce waits for them). */
   static pendingOn(hca: Hca): number {
     return QUEUES.get(hca)?.pending ?? 0;

@@ -409,7 +409,8 @@ export class Cmdif extends Module {
       this.bgQueued.setNow(Math.min(this.bgQueue.length, QUEUED_MAX));
       this.bgBusy.setNow(1);
       for (const p of posted) if (p.fetched !== null) p.cmd = await p.fetched;
-      const round = posted.filter((p) => p.cmd !== null);
+      // a fetched entry that failed delivery has nothing to execute
+      const round = posted.filter((p) => p.fetched === null || p.cmd !== null);
       this.bgRunning = round.length;
       let latency = 0;
       for (const p of round) latency = Math.max(latency, this.latencyOf(opName(p.cmd)));
