@@ -5,9 +5,11 @@
  *   {"bench":"fuzz","case":"wqe","cases","crashes","strayWrites","hangs","seconds", ...} with the
  *   cases whose completions did not account for their WQEs, the cases the reference model
  *   checked and those it disagreed on;
- * - case "cmd": 5,000 sequences (CMD_FUZZ_CASES) of up to 12 firmware commands
- *   (test/support/cmd_fuzz.ts), each on its own testbed: commands run, those that failed without
- *   a clear command status, crashes, and sequences after which the adapter no longer worked.
+ * - case "cmd": 5,000 sequences (CMD_FUZZ_CASES) of up to 8 raw command-queue postings
+ *   (test/support/cmd_fuzz.ts: random commands as bytes, with broken lengths, mailbox chains,
+ *   tokens, signatures, types, reserved bytes, ownership, doubled doorbells), each on its own
+ *   testbed: postings made, those that did not end with the status mlx5 gives (unclearStatus),
+ *   crashes, and sequences after which the adapter no longer worked.
  * The first failures go to stderr with their case, to replay.
  */
 import fc from 'fast-check';
