@@ -33,7 +33,7 @@ const NUMERIC = new Set([
   // the PCIe port a read came from: an index into the ports wired in hca.ts
   'pcie.rd_port',
   // counts of things in flight
-  'pcie.outstanding', 'mkey_cache.mshr_busy', 'mtt.mshr_busy', 'atu.busy_ctxs', 'cmdif.queued', 'cmdif.bg_queued', 'cmdif.fetching',
+  'pcie.outstanding', 'mkey_cache.mshr_busy', 'mtt.mshr_busy', 'atu.busy_ctxs', 'cmdif.queued', 'cmdif.bg_queued',
   'pagefault.outstanding', 'requester.inflight', 'responder.inflight', 'sq.inflight', 'link_req.packets_in_flight',
   'link_resp.packets_in_flight', 'dma_fence.holds', 'dma_fence.draining',
   // the kernel example's data

@@ -26,6 +26,8 @@ export interface ParsedVcd {
 }
 
 let wasm: Promise<unknown> | null = null;
+/** Bytes handed to the parser at a time. */
+const VCD_CHUNK = 16 * 1024;
 
 // vcd-stream command codes for value changes (from its parser): 14 '0', 15 '1', 16 'x', 17 'z', 30 'b'.
 const CMD_0 = 14;
@@ -40,7 +42,11 @@ export async function readVcd(text: string): Promise<ParsedVcd> {
   await new Promise<void>((resolve, reject) => {
     p.on('error', reject);
     p.on('finish', () => resolve());
-    p.end(Buffer.from(text));
+    // in pieces: the parser's binding copies each chunk onto the wasm stack (ccall 'array'),
+    // which a VCD of more than ~128 KiB overflows, corrupting the values it reports
+    const buf = Buffer.from(text);
+    for (let at = 0; at < buf.length; at += VCD_CHUNK) p.write(buf.subarray(at, Math.min(buf.length, at + VCD_CHUNK)));
+    p.end();
   });
   const decls: VcdDecl[] = [];
   const scopes: string[] = [];

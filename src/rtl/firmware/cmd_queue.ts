@@ -136,7 +136,6 @@ export interface CmdQueueHost {
   /** Traced: the entry index of the latest doorbell bit taken, and the last delivery status. */
   readonly entrySig: Signal;
   readonly delivSig: Signal;
-  readonly fetchingSig: Signal;
   readonly stats: { counter(name: string): Counter };
 }
 
@@ -254,11 +253,11 @@ export class CmdQueueEngine {
   }
 
   private fetchStarted(): void {
-    this.h.fetchingSig.setNow(++this.fetching);
+    this.fetching++;
   }
 
   private fetchEnded(): void {
-    this.h.fetchingSig.setNow(--this.fetching);
+    this.fetching--;
   }
 
   /** Checks the entry and reads its input (inline and the chain); the input bytes, or a delivery failure. */

@@ -181,8 +181,6 @@ export class Cmdif extends Module {
   readonly entry: Signal;
   /** Traced: the delivery status of the last entry given back (cmd_deliv_status). */
   readonly delivStatus: Signal;
-  /** Traced: entries whose input is being read. */
-  readonly fetching: Signal;
   /** The command queue in host memory (cmd_queue.ts): doorbells, entries, mailboxes, EQEs. */
   readonly cmdq: CmdQueueEngine;
   /** Raises a command-completion EQE (hca.ts routes it to the EQ writer). */
@@ -233,7 +231,6 @@ export class Cmdif extends Module {
     this.bgQueued = this.signal('bg_queued', 8);
     this.entry = this.signal('entry', Math.log2(MLX5_MAX_COMMANDS));
     this.delivStatus = this.signal('deliv_status', CmdDeliveryStatusEnum.width, { enum: CmdDeliveryStatusEnum });
-    this.fetching = this.signal('fetching', 6);
     this.cmdq = new CmdQueueEngine({
       sim: this.sim,
       dma: new FwDma(this.sim, opts.ports.dma),
@@ -242,7 +239,6 @@ export class Cmdif extends Module {
       raiseCmdEqe: (data) => this.onCmdEqe?.(data),
       entrySig: this.entry,
       delivSig: this.delivStatus,
-      fetchingSig: this.fetching,
       stats: this.stats,
     });
     const g = this.caps.general.max;
