@@ -43,9 +43,19 @@ export async function readVcd(text: string): Promise<ParsedVcd> {
     p.on('error', reject);
     p.on('finish', () => resolve());
     // in pieces: the parser's binding copies each chunk onto the wasm stack (ccall 'array'),
-    // which a VCD of more than ~128 KiB overflows, corrupting the values it reports
+    // which a VCD of more than ~128 KiB overflows, corrupting the values it reports. The header
+    // goes whole (a declaration split between chunks comes out twice), the changes in pieces
+    // ending at a line's end
     const buf = Buffer.from(text);
-    for (let at = 0; at < buf.length; at += VCD_CHUNK) p.write(buf.subarray(at, Math.min(buf.length, at + VCD_CHUNK)));
+    const endDefs = buf.indexOf('$enddefinitions');
+    let at = endDefs < 0 ? buf.length : buf.indexOf('\n', endDefs) + 1 || buf.length;
+    p.write(buf.subarray(0, at));
+    while (at < buf.length) {
+      let end = Math.min(buf.length, at + VCD_CHUNK);
+      if (end < buf.length) end = buf.indexOf('\n', end) + 1 || buf.length;
+      p.write(buf.subarray(at, end));
+      at = end;
+    }
     p.end();
   });
   const decls: VcdDecl[] = [];
