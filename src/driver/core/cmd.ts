@@ -314,7 +314,14 @@ export class CmdQueue {
     const completed = this.events ? new Promise<void>((resolve) => this.done.set(idx, resolve)) : null;
     this.hca.iseg.write32(IsegOff.CMD_DBELL, (1 << idx) >>> 0);
     if (completed !== null) await completed;
-    else while ((host.read(entryVa + CmdEntryOff.STATUS_OWN, 1)[0] & CMD_OWNER_HW) !== 0) await this.sim.delay(CMD_POLL_PS);
+    else {
+      // polled every 100 ns, or every 1/1024 of the time waited so far: a command of seconds
+      // (a configuration with slow firmware or PCIe) costs thousands of reads, not millions
+      const t0 = this.sim.now;
+      while ((host.read(entryVa + CmdEntryOff.STATUS_OWN, 1)[0] & CMD_OWNER_HW) !== 0) {
+        await this.sim.delay(Math.max(CMD_POLL_PS, Math.floor((this.sim.now - t0) / 1024)));
+      }
+    }
     try {
       return this.result(cmd, entryVa, idx, outlen, outs);
     } finally {
