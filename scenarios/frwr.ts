@@ -37,7 +37,10 @@ const scenario: Scenario = {
       const src = h1.alloc(4 * PAGE, { align: PAGE });
       const pattern = Uint8Array.from({ length: 2 * PAGE }, (_, i) => (i * 7 + 3) & 0xff);
       h1.write(src.addr, pattern);
-      const smr = await pd1.regMr(src.addr, 4 * PAGE, Access.LOCAL_WRITE);
+      // the source MR: the pool is empty, so a CREATE_MKEY through the command queue (its view:
+      // the doorbell, the entry and mailbox DMA on PCIe, the firmware's time, the status write
+      // and the command-completion EQE)
+      const smr = await tb.phase('create_mkey', ['hca1.cmdif', 'hca1.pcie', 'hca1.eq_writer'], () => pd1.regMr(src.addr, 4 * PAGE, Access.LOCAL_WRITE));
 
       // each phase is one work request and its completion, the checks' firmware commands between
       const [reg] = await tb.phase('reg_mr', through.umr(0), async () => {

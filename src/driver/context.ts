@@ -92,7 +92,7 @@ export class Context {
     this.umr = new DriverUmr(this);
     this.pool = new MkeyPool(this);
     this.dma = new DmaPool(hca.host);
-    this.cmdq = new CmdQueue(hca);
+    this.cmdq = CmdQueue.of(hca, tb.sim);
     this.asyncEvents = new EventFifo<AsyncEvent>(tb.sim, () => this.fatal);
     // mlx5_core's health poll finds the fatal syndrome and enters the error state
     // (mlx5_enter_error_state); mlx5_ib tells every context IB_EVENT_DEVICE_FATAL. Here the

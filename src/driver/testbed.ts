@@ -2,6 +2,7 @@
  * The testbed (API.md "Testbed and time"): one or more HCAs, each with its own host, on one
  * simulated timeline, optionally traced to a VCD. All verbs calls happen inside `run()`.
  */
+import { CmdQueue } from './core/cmd.ts';
 import { PHASE_NAME } from '../sim/trace/tracer.ts';
 import { globToRegExp } from '../sim/trace/glob.ts';
 import { Sim, Tracer, type Ps, type StatsJson, type TraceOptions } from '../sim/index.ts';
@@ -205,6 +206,8 @@ export class Testbed {
     const out: string[] = [];
     for (const c of this.sim.clocks) if (c.awakeCount > 0) out.push(c.clkSignal.path);
     for (const m of this.sim.top.walk()) if (m.hasWork()) out.push(m.path);
+    // commands the driver posted and has not had back (waiting for an entry, or for the EQE)
+    for (const h of this.hcas) if (CmdQueue.pendingOn(h) > 0) out.push(`${h.path} command queue (driver)`);
     return out;
   }
 

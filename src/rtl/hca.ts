@@ -23,6 +23,7 @@ import { CqWriter, decodeCqArmDoorbell } from './completion/cq_writer.ts';
 import { EqWriter } from './completion/eq_writer.ts';
 import { EQE_DATA_SIZE } from './formats/eqe.ts';
 import { EventType } from './formats/constants.ts';
+import { CMD_IF_REV, IsegOff, TRACER_PAGES } from './formats/cmd_layout.ts';
 import { Sq } from './transport/sq.ts';
 import { Requester } from './transport/requester.ts';
 import { Responder } from './transport/responder.ts';
@@ -49,6 +50,12 @@ export interface Uar {
    * offset), written before the doorbell (src/rtl/umr/umr_sideband.ts).
    */
   umrExtras(qpn: number, wqeIndex: number, x: UmrRegExtras): void;
+}
+
+/** The initialization segment's registers (32-bit MMIO, big-endian values; offsets of formats/cmd_layout.ts IsegOff). */
+export interface InitSeg {
+  read32(offset: number): number;
+  write32(offset: number, value: number): void;
 }
 
 /** The interrupt controller as the driver sees it: one MSI-X vector per EQ. */
@@ -96,6 +103,11 @@ export class Hca extends Module {
   readonly responder: Responder;
   readonly cqWriter: CqWriter;
   readonly eqWriter: EqWriter;
+  /**
+   * The initialization segment (mlx5_init_seg, BAR 0 offset 0): the command queue's address and
+   * size, the command doorbell, and (model-private) the firmware tracer's buffer.
+   */
+  readonly iseg: InitSeg;
   /** Interrupts: the EQs' MSI-X vectors. */
   readonly msix: Msix;
   readonly umrEngine: UmrEngine;
@@ -158,7 +170,8 @@ export class Hca extends Module {
       destroyInvalidates: cfg.destroyInvalidates,
     });
     this.cmdif = new Cmdif(this, 'cmdif', {
-      ports: {},
+      // the command queue's entries and mailboxes in host memory (cmd_queue.ts)
+      ports: { dma: this.pcie.port('cmd', { reqCapacity: 4, respCapacity: 4 }) },
       deps: { writer: this.icmWriter, icm: this.icm },
       cfg,
       caps: opts.caps,
@@ -168,6 +181,7 @@ export class Hca extends Module {
       },
     });
     this.eqWriter = new EqWriter(this, 'eq_writer', { clock, ports: { dma: this.pcie.port('eq') }, deps: { eqs: this.cmdif } });
+    this.cmdif.onCmdEqe = (data) => this.eqWriter.post({ eqn: -1, type: EventType.CMD, subType: 0, data });
     this.cqWriter = new CqWriter(this, 'cq_writer', {
       clock,
       ports: { dma: this.pcie.port('cq'), eq: this.eqWriter.req },
@@ -254,6 +268,31 @@ export class Hca extends Module {
         this.pcie.ringDoorbell(this.eqWriter.doorbell, { eqn: value >>> 24, ci: value & 0xffffff, arm: offset === UAR_EQ_ARM });
       },
       umrExtras: (qpn, wqeIndex, x) => this.umrEngine.sideband.set(qpn, wqeIndex, x),
+    };
+    const cmdq = this.cmdif.cmdq;
+    this.iseg = {
+      read32: (offset) => {
+        switch (offset) {
+          case IsegOff.CMDIF_REV_FW_SUB:
+            return (CMD_IF_REV << 16) >>> 0;
+          case IsegOff.CMDQ_ADDR_H:
+            return Math.floor(cmdq.queueAddr / 2 ** 32);
+          case IsegOff.CMDQ_ADDR_L_SZ:
+            return cmdq.readAddrLSz();
+          default:
+            return 0; // fw_rev, initializing (ready) and the rest read as zero here
+        }
+      },
+      write32: (offset, value) => {
+        // posted MMIO: the doorbell reaches the firmware doorbellPs later, after the address writes
+        if (offset === IsegOff.CMDQ_ADDR_H) cmdq.setQueueAddr('h', value);
+        else if (offset === IsegOff.CMDQ_ADDR_L_SZ) cmdq.setQueueAddr('l', value);
+        else if (offset >= IsegOff.TRACER_PAGE && offset < IsegOff.TRACER_PAGE + 8 * TRACER_PAGES) cmdq.setTracerWord((offset - IsegOff.TRACER_PAGE) >>> 2, value);
+        else if (offset === IsegOff.CMD_DBELL) {
+          const v = value >>> 0;
+          sim.after(cfg.doorbellPs, { fire: () => cmdq.doorbell(v) });
+        }
+      },
     };
     // DESTROY_QP / DESTROY_CQ: the engines forget the object's queue state at once
     this.cmdif.destroyListeners.push((what, num) => {

@@ -23,7 +23,7 @@ describe('waves folders', () => {
     cli(cwd, 'run', 'sg-gaps');
     expect(readdirSync(join(cwd, 'waves')).sort()).toEqual(['filters', 'frwr', 'sg-gaps']);
     // the run's view and one per phase of frwr (tb.phase), beside the VCD
-    expect(readdirSync(join(cwd, 'waves/frwr')).sort()).toEqual(['frwr.gtkw', 'frwr.local_inv.gtkw', 'frwr.refused.gtkw', 'frwr.reg_mr.gtkw', 'frwr.vcd', 'frwr.write.gtkw']);
+    expect(readdirSync(join(cwd, 'waves/frwr')).sort()).toEqual(['frwr.create_mkey.gtkw', 'frwr.gtkw', 'frwr.local_inv.gtkw', 'frwr.refused.gtkw', 'frwr.reg_mr.gtkw', 'frwr.vcd', 'frwr.write.gtkw']);
     const frwr = gtkwReferences(join(cwd, 'waves/frwr/frwr.gtkw'));
     const sg = gtkwReferences(join(cwd, 'waves/sg-gaps/sg-gaps.gtkw'));
     const phase = gtkwReferences(join(cwd, 'waves/frwr/frwr.write.gtkw'));

@@ -34,12 +34,14 @@ describe('registration timing (spec/timing.md anchors)', () => {
     expect(pooled.t / US).toBeGreaterThan(14 * 0.85);
     expect(pooled.t / US).toBeLessThan(14 * 1.15);
     // a cache without limits (a profile without MLX5_PROF_MASK_MR_CACHE) is never filled: every
-    // registration misses, and a miss is create_cache_mkey (CREATE_MKEY) then the enabling UMR
+    // registration misses, and a miss is create_cache_mkey (CREATE_MKEY) then the enabling UMR;
+    // the command also costs the queue's own work (doorbell, entry and mailbox reads, status
+    // write, EQE and interrupt: ~7 us and more)
     const miss = await regTime({ mrCacheLimit: 0 }, 1024);
     expect(miss.bucket).toBe(1024);
     const expected = DEFAULT_HCA_CONFIG.fwCreateMkeyPs + 1024 * DEFAULT_HCA_CONFIG.pinPagePs;
     expect(miss.t).toBeGreaterThanOrEqual(expected);
-    expect(miss.t).toBeLessThan(expected + 20 * US);
+    expect(miss.t).toBeLessThan(expected + 30 * US);
   });
 
   it('a small warm RDMA READ between two hosts completes in ~1.6-2 us (perftest ib_read_lat)', async () => {

@@ -26,6 +26,8 @@ export interface ParsedVcd {
 }
 
 let wasm: Promise<unknown> | null = null;
+/** Bytes handed to the parser at a time. */
+const VCD_CHUNK = 16 * 1024;
 
 // vcd-stream command codes for value changes (from its parser): 14 '0', 15 '1', 16 'x', 17 'z', 30 'b'.
 const CMD_0 = 14;
@@ -40,7 +42,21 @@ export async function readVcd(text: string): Promise<ParsedVcd> {
   await new Promise<void>((resolve, reject) => {
     p.on('error', reject);
     p.on('finish', () => resolve());
-    p.end(Buffer.from(text));
+    // in pieces: the parser's binding copies each chunk onto the wasm stack (ccall 'array'),
+    // which a VCD of more than ~128 KiB overflows, corrupting the values it reports. The header
+    // goes whole (a declaration split between chunks comes out twice), the changes in pieces
+    // ending at a line's end
+    const buf = Buffer.from(text);
+    const endDefs = buf.indexOf('$enddefinitions');
+    let at = endDefs < 0 ? buf.length : buf.indexOf('\n', endDefs) + 1 || buf.length;
+    p.write(buf.subarray(0, at));
+    while (at < buf.length) {
+      let end = Math.min(buf.length, at + VCD_CHUNK);
+      if (end < buf.length) end = buf.indexOf('\n', end) + 1 || buf.length;
+      p.write(buf.subarray(at, end));
+      at = end;
+    }
+    p.end();
   });
   const decls: VcdDecl[] = [];
   const scopes: string[] = [];

@@ -8,7 +8,9 @@
  * updates and re-arms the EQ. The handler itself takes no simulated time (hard-IRQ context);
  * work that does (the ODP fault handler) runs as a process of its own, as mlx5's workqueue.
  */
-import type { Context } from '../context.ts';
+import type { Hca } from '../../rtl/hca.ts';
+import type { Sim } from '../../sim/index.ts';
+import type { CmdName, CmdOf, CmdOutputs } from '../../rtl/firmware/cmd_types.ts';
 import { decodeEqe, eqeOwnedBySw, EQE_OWNER_INIT, type Eqe } from '../../rtl/formats/eqe.ts';
 import { EQE_SIZE, EventType } from '../../rtl/formats/constants.ts';
 import { UAR_EQ_ARM } from '../../rtl/hca.ts';
@@ -25,6 +27,14 @@ export const ALL_EVENTS_MASK = [
   EventType.WQ_INVAL_REQ_ERROR, EventType.WQ_ACCESS_ERROR,
 ].reduce<number>((m, t) => (m | (1 << t)) >>> 0, 0);
 
+/** What an EQ needs of its driver: the adapter, the clock, and a way to send commands (a context, or the command queue's own start-up). */
+export interface EqDevice {
+  readonly hca: Hca;
+  readonly tb: { readonly sim: Sim };
+  readonly cmdq: { exec<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> };
+  cmd<T>(p: Promise<T>, what: string): Promise<T>;
+}
+
 export class DriverEq {
   /** Consumer counter (not wrapped). */
   private ci = 0;
@@ -34,7 +44,7 @@ export class DriverEq {
   private readonly view = new DataView(this.eqe.buffer);
 
   private constructor(
-    private readonly ctx: Context,
+    private readonly ctx: EqDevice,
     readonly eqn: number,
     readonly size: number,
     private readonly bufVa: number,
@@ -47,7 +57,7 @@ export class DriverEq {
    * CREATE_EQ over a new ring (every owner byte 1: nothing is software's yet), request_irq on its
    * vector, and the first arm.
    */
-  static async create(ctx: Context, size: number, eventMask: number, dispatch: (e: Eqe) => void): Promise<DriverEq> {
+  static async create(ctx: EqDevice, size: number, eventMask: number, dispatch: (e: Eqe) => void): Promise<DriverEq> {
     const host = ctx.hca.host;
     const buf = driverAlloc(host, 'create EQ', Math.max(4096, size * EQE_SIZE), { hugePages: size * EQE_SIZE > 4096 });
     for (let i = 0; i < size; i++) host.write(buf.addr + i * EQE_SIZE + 63, OWNER_INIT);

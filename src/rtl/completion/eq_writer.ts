@@ -103,6 +103,7 @@ export class EqWriter extends Module implements EventTarget {
   private readonly rOverrun: Reg;
   private readonly sEqes;
   private readonly sInterrupts;
+  private readonly sCmdInterrupts;
   private readonly sOverruns;
   private readonly sUnrouted;
   private irqPulse = false;
@@ -129,6 +130,9 @@ export class EqWriter extends Module implements EventTarget {
     this.port.req.producer = this;
     this.sEqes = this.stats.counter('eqes');
     this.sInterrupts = this.stats.counter('interrupts');
+    // of them, the command EQ's (an EQ of command completions only): the firmware's own chatter,
+    // which a user counting the data path's events leaves out
+    this.sCmdInterrupts = this.stats.counter('cmd_interrupts');
     this.sOverruns = this.stats.counter('overruns');
     this.sUnrouted = this.stats.counter('unrouted');
     this.clockedBy(opts.clock);
@@ -226,6 +230,7 @@ export class EqWriter extends Module implements EventTarget {
   private interrupt(eqn: number, s: EqState): void {
     s.armed = false;
     this.sInterrupts.inc();
+    if (this.eqs.eqList().some((e) => e.eqn === eqn && e.eventMask === 2 ** EventType.CMD)) this.sCmdInterrupts.inc();
     this.rIrq.setNow(1);
     this.rIrqEqn.setNow(eqn);
     this.irqPulse = true;

@@ -24,7 +24,12 @@
  */
 import { MLX5_INVALID_LKEY, NULL_MKEY } from '../formats/constants.ts';
 import type { QpErrorEvent } from '../formats/constants.ts';
-import { enumType, Module, type Counter, type Histogram, type Nothing, type Signal, type UnclockedWireOptions } from '../../sim/index.ts';
+import { enumType, Module, type Counter, type Histogram, type Signal, type UnclockedWireOptions } from '../../sim/index.ts';
+import type { DmaPort } from '../memory/pcie.ts';
+import { CmdQueueEngine, FwDma } from './cmd_queue.ts';
+import { CmdDeliveryStatus, MLX5_MAX_COMMANDS } from '../formats/cmd_layout.ts';
+import { EventType } from '../formats/constants.ts';
+import { EnumType } from '../../sim/enum_type.ts';
 import type { HcaConfig } from '../config.ts';
 import { IcmNoMemory, type Icm } from '../memory/icm.ts';
 import type { IcmWriter } from './icm_writer.ts';
@@ -55,8 +60,11 @@ import { rqStride } from '../formats/rq_wqe.ts';
 
 export * from './cmd_types.ts';
 
+/** Delivery statuses traced as `cmd_deliv_status` (MLX5_CMD_DELIVERY_STAT_*). */
+export const CmdDeliveryStatusEnum = new EnumType('cmd_deliv_status', Object.fromEntries(Object.entries(CmdDeliveryStatus).map(([k, v]) => [v, k])));
+
 /** The states of the command interface. */
-export const [CmdifState, CMDIF] = enumType('cmdif_state', ['IDLE', 'EXEC']);
+export const [CmdifState, CMDIF] = enumType('cmdif_state', ['IDLE', 'EXEC', 'FETCH']);
 
 /** Options of the command interface. */
 export interface CmdifOptions {
@@ -73,7 +81,7 @@ export interface CmdifDeps {
 }
 
 /** Wiring of the command interface (no clock: firmware runs as a process), its configuration and options. */
-export interface CmdifWiring extends UnclockedWireOptions<Nothing, CmdifDeps>, CmdifOptions {
+export interface CmdifWiring extends UnclockedWireOptions<{ readonly dma: DmaPort }, CmdifDeps>, CmdifOptions {
   /** The adapter's configuration: command latencies, QP defaults, what the capabilities derive from. */
   readonly cfg: HcaConfig;
 }
@@ -111,11 +119,16 @@ export const BACKGROUND_SLOTS = 8;
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
+/**
+ * A command in a lane: posted by `exec` (an object, known at once) or read from a queue entry
+ * (`fetched` resolves when its input has been read: the command, the CmdError a malformed input
+ * decodes to, or null after a delivery error, which the lane skips).
+ */
 interface Posted {
-  cmd: Cmd;
+  cmd: Cmd | CmdError | null;
+  fetched: Promise<Cmd | CmdError | null> | null;
   posted: number;
-  resolve: (v: unknown) => void;
-  reject: (e: unknown) => void;
+  settle: (cmd: Cmd | CmdError, out: unknown, failed: unknown) => void;
 }
 
 /** The command's name, whatever software posted (a mailbox may hold anything). */
@@ -164,6 +177,15 @@ export class Cmdif extends Module {
   /** Traced: background commands waiting for a round (saturates at 255). */
   readonly bgQueued: Signal;
 
+  /** Traced: the entry of the latest doorbell bit the queue engine took. */
+  readonly entry: Signal;
+  /** Traced: the delivery status of the last entry given back (cmd_deliv_status). */
+  readonly delivStatus: Signal;
+  /** The command queue in host memory (cmd_queue.ts): doorbells, entries, mailboxes, EQEs. */
+  readonly cmdq: CmdQueueEngine;
+  /** Raises a command-completion EQE (hca.ts routes it to the EQ writer). */
+  onCmdEqe: ((data: Uint8Array) => void) | null = null;
+
   private readonly queue: Posted[] = [];
   private serving = false;
   private readonly bgQueue: Posted[] = [];
@@ -207,6 +229,18 @@ export class Cmdif extends Module {
     this.status = this.signal('status', CmdStatusEnum.width, { enum: CmdStatusEnum });
     this.bgBusy = this.signal('bg_busy', 1);
     this.bgQueued = this.signal('bg_queued', 8);
+    this.entry = this.signal('entry', Math.log2(MLX5_MAX_COMMANDS));
+    this.delivStatus = this.signal('deliv_status', CmdDeliveryStatusEnum.width, { enum: CmdDeliveryStatusEnum });
+    this.cmdq = new CmdQueueEngine({
+      sim: this.sim,
+      dma: new FwDma(this.sim, opts.ports.dma),
+      post: (bg, fetched, settle) => this.postEntry(bg, fetched, settle),
+      cmdEqExists: () => [...this.eqs.values()].some((eq) => ((eq.eventMask >>> EventType.CMD) & 1) !== 0),
+      raiseCmdEqe: (data) => this.onCmdEqe?.(data),
+      entrySig: this.entry,
+      delivSig: this.delivStatus,
+      stats: this.stats,
+    });
     const g = this.caps.general.max;
     this.pds = new IndexAllocator(FIRST_PD, FIRST_PD + g.maxPd);
     // every index of the ICM table past the reserved ones (maxMr advertises exactly this many)
@@ -227,7 +261,7 @@ export class Cmdif extends Module {
 
   /** Commands posted and not completed (waiting or executing), background ones included. */
   get outstanding(): number {
-    return this.queue.length + (this.busy.q === 1 ? 1 : 0) + this.bgQueue.length + this.bgRunning;
+    return this.queue.length + (this.busy.q === 1 ? 1 : 0) + this.bgQueue.length + this.bgRunning + this.cmdq.inFlight;
   }
 
   /**
@@ -263,9 +297,24 @@ export class Cmdif extends Module {
   /** Queues `cmd` on a lane (its queue and the signal tracing its depth); settled when it executes. */
   private post<K extends CmdName>(queue: Posted[], queued: Signal, cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
     return new Promise<CmdOutputs[K]>((resolve, reject) => {
-      queue.push({ cmd: cmd as unknown as Cmd, posted: this.sim.now, resolve: resolve as (v: unknown) => void, reject });
+      const settle = (_c: Cmd | CmdError, out: unknown, failed: unknown): void => (failed === null ? resolve(out as CmdOutputs[K]) : reject(failed));
+      queue.push({ cmd: cmd as unknown as Cmd, fetched: null, posted: this.sim.now, settle });
       queued.setNow(Math.min(queue.length, QUEUED_MAX));
     });
+  }
+
+  /** The command queue engine hands over a queue entry as it starts reading it (doorbell order). */
+  private postEntry(background: boolean, fetched: Promise<Cmd | CmdError | null>, settle: Posted['settle']): void {
+    const queue = background ? this.bgQueue : this.queue;
+    queue.push({ cmd: null, fetched, posted: this.sim.now, settle });
+    (background ? this.bgQueued : this.queued).setNow(Math.min(queue.length, QUEUED_MAX));
+    if (background && !this.bgServing) {
+      this.bgServing = true;
+      void this.sim.spawn(() => this.serveBackground());
+    } else if (!background && !this.serving) {
+      this.serving = true;
+      void this.sim.spawn(() => this.serve());
+    }
   }
 
   /** The firmware latency of a command (spec/timing.md "firmware command"). */
@@ -316,7 +365,14 @@ export class Cmdif extends Module {
     while (this.queue.length > 0) {
       const p = this.queue.shift() as Posted;
       this.queued.setNow(Math.min(this.queue.length, QUEUED_MAX));
-      const op = opName(p.cmd);
+      if (p.fetched !== null) {
+        this.busy.setNow(1);
+        this.state.setNow(CMDIF.FETCH);
+        p.cmd = await p.fetched;
+        if (p.cmd === null) continue; // a delivery error: nothing to execute
+      }
+      const cmd = p.cmd as Cmd | CmdError;
+      const op = opName(cmd);
       this.state.setNow(CMDIF.EXEC);
       this.opcode.setNow(opcodeOf(op));
       this.busy.setNow(1);
@@ -327,7 +383,7 @@ export class Cmdif extends Module {
       let out: unknown;
       let failed: unknown = null;
       try {
-        out = this.execute(p.cmd);
+        out = this.execute(cmd);
       } catch (e) {
         failed = e;
       }
@@ -338,11 +394,8 @@ export class Cmdif extends Module {
       const status = statusOf(failed);
       if (this.tap !== null) this.tap.command(op, opcodeOf(op), p.posted, start, status, false);
       this.status.setNow(status);
-      if (failed === null) p.resolve(out);
-      else {
-        this.sErrors.inc();
-        p.reject(failed);
-      }
+      if (failed !== null) this.sErrors.inc();
+      p.settle(cmd, out, failed);
     }
     this.serving = false;
     this.state.setNow(CMDIF.IDLE);
@@ -353,33 +406,35 @@ export class Cmdif extends Module {
   /** The background lane: rounds of up to BACKGROUND_SLOTS commands, in posting order. */
   private async serveBackground(): Promise<void> {
     while (this.bgQueue.length > 0) {
-      const round = this.bgQueue.splice(0, BACKGROUND_SLOTS);
-      this.bgRunning = round.length;
+      const posted = this.bgQueue.splice(0, BACKGROUND_SLOTS);
+      this.bgRunning = posted.length;
       this.bgQueued.setNow(Math.min(this.bgQueue.length, QUEUED_MAX));
       this.bgBusy.setNow(1);
+      for (const p of posted) if (p.fetched !== null) p.cmd = await p.fetched;
+      // a fetched entry that failed delivery has nothing to execute
+      const round = posted.filter((p) => p.fetched === null || p.cmd !== null);
+      this.bgRunning = round.length;
       let latency = 0;
       for (const p of round) latency = Math.max(latency, this.latencyOf(opName(p.cmd)));
       const start = this.sim.now;
       await this.sim.delay(latency);
       for (const p of round) {
-        this.perOp.get(opName(p.cmd))?.inc();
+        const cmd = p.cmd as Cmd | CmdError;
+        this.perOp.get(opName(cmd))?.inc();
         let out: unknown;
         let failed: unknown = null;
         try {
-          out = this.execute(p.cmd);
+          out = this.execute(cmd);
         } catch (e) {
           failed = e;
         }
         this.bgRunning--;
         if (this.tap !== null) {
-          const op = opName(p.cmd);
+          const op = opName(cmd);
           this.tap.command(op, opcodeOf(op), p.posted, start, statusOf(failed), true);
         }
-        if (failed === null) p.resolve(out);
-        else {
-          this.sErrors.inc();
-          p.reject(failed);
-        }
+        if (failed !== null) this.sErrors.inc();
+        p.settle(cmd, out, failed);
       }
     }
     this.bgServing = false;
@@ -387,7 +442,9 @@ export class Cmdif extends Module {
   }
 
   /** A command's effect, at the end of its latency. */
-  private execute(cmd: Cmd): unknown {
+  private execute(cmd: Cmd | CmdError): unknown {
+    // an input that did not decode: the status its decoder gave, after the firmware's time
+    if (cmd instanceof CmdError) throw cmd;
     this.curOp = opName(cmd);
     this.curOpMod = 0;
     // a mailbox that holds no command (software posted garbage): the firmware reads no opcode

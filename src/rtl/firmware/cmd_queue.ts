@@ -1,0 +1,382 @@
+/**
+ * The firmware side of the command queue (mlx5_core cmd.c drives it; layouts in
+ * formats/cmd_layout.ts): the driver writes a queue of 64-byte entries in host memory and tells
+ * the adapter its address in the initialization segment; a write of the command doorbell hands
+ * the entries of its set bits to the firmware. For each, the firmware
+ *
+ * 1. reads the entry, then the input mailbox chain block by block (each `next` is in the block
+ *    before), by DMA over the adapter's PCIe port `cmd` (PCIe time, the DMA-ownership checker);
+ * 2. checks the delivery: ownership, signatures, type, reserved bytes, lengths, block numbers,
+ *    tokens, pointer alignment; a failure is the entry's delivery status (MLX5_CMD_DELIVERY_STAT_*),
+ *    nothing executes, and the queue goes on;
+ * 3. decodes the input with cmd_codec and hands it to its lane of the firmware (cmdif.ts: the
+ *    firmware's own time per command, in doorbell order);
+ * 4. writes the output (16 bytes inline, the rest into the output chain, whose blocks it reads
+ *    the control part of as far as the output reaches), the status and the ownership back, then
+ *    the command-completion EQE (type CMD, the entry's bit in its vector) if an EQ takes CMD
+ *    events; before that the driver polls the ownership bit.
+ *
+ * A failed command's output carries its status and syndrome only; the firmware writes the rule
+ * that failed, as text, in the tracer record of the entry (when the driver gave a tracer buffer):
+ * a simplified fw_tracer (mlx5 fw_tracer.c hands firmware strings to the driver through host
+ * memory; here one 512-byte record per entry: syndrome, status, token, text).
+ *
+ * Doorbell rung for an entry the firmware still holds: ignored and counted (`doorbell_busy`), the
+ * entry completes once. Entries from CMD_BG_FIRST up run in the background lane (cmdif.ts).
+ */
+import type { Sim } from '../../sim/index.ts';
+import type { Counter, Signal } from '../../sim/index.ts';
+import type { EventTarget } from '../../sim/event_queue.ts';
+import type { DmaPort, DmaReq } from '../memory/pcie.ts';
+import {
+  CMD_BLOCK_ALIGN,
+  CMD_BLOCK_BYTES,
+  CMD_BLOCK_DATA,
+  CMD_ENTRY_BYTES,
+  CMD_INLINE_BYTES,
+  CMD_OWNER_HW,
+  CmdBlockOff,
+  CmdDeliveryStatus,
+  CmdEntryOff,
+  CMD_BG_FIRST,
+  CMDQ_LOG_STRIDE,
+  CMDQ_LOG_SZ,
+  EQE_CMD_VECTOR_OFF,
+  MLX5_PCI_CMD_XPORT,
+  TRACER_PAGES,
+  TRACER_RECORDS_PER_PAGE,
+  TRACER_RECORD_BYTES,
+  TRACER_TEXT_OFF,
+  cmdBlockSigOk,
+  cmdBlocksFor,
+  cmdEntrySigOk,
+  decodeCmdBlockCtrl,
+  decodeCmdEntry,
+  signCmdBlock,
+  signCmdEntry,
+  type CmdDeliveryStatusName,
+  type CmdEntry,
+} from '../formats/cmd_layout.ts';
+import { CMD_HDR_BYTES, decodeCmdInput, encodeCmdError, encodeCmdOutput } from './cmd_codec.ts';
+import { CmdError, type Cmd, type CmdName } from './cmd_types.ts';
+import { CmdOpcode } from '../formats/constants.ts';
+import { EQE_DATA_SIZE } from '../formats/eqe.ts';
+
+/** A process's DMA through one PCIe port: reads matched to their responses by tag. */
+export class FwDma {
+  private readonly pending = new Map<number, (d: Uint8Array) => void>();
+  private nextTag = 0;
+  private draining = false;
+
+  constructor(
+    private readonly sim: Sim,
+    private readonly port: DmaPort,
+  ) {}
+
+  /** True while a request is queued or a read is outstanding. */
+  get busy(): boolean {
+    return this.pending.size > 0;
+  }
+
+  /** Reads `length` bytes at physical `addr`. */
+  async read(addr: number, length: number): Promise<Uint8Array> {
+    const tag = this.nextTag;
+    this.nextTag = (this.nextTag + 1) >>> 0;
+    const done = new Promise<Uint8Array>((resolve) => this.pending.set(tag, resolve));
+    await this.port.req.pushWait({ kind: 'read', addr, length, tag });
+    if (!this.draining) {
+      this.draining = true;
+      void this.sim.spawn(() => this.drain());
+    }
+    return done;
+  }
+
+  /** A posted write of `data` at `addr`; resolves when it has landed in host memory if `waitLanded`. */
+  async write(addr: number, data: Uint8Array, waitLanded = false): Promise<void> {
+    let landed: EventTarget | undefined;
+    let done: Promise<void> | null = null;
+    // the landing is an event: the writer resumes before anything else looks (as sim.delay's resume)
+    if (waitLanded) {
+      done = new Promise<void>((resolve) => (landed = { fire: () => { resolve(); this.sim.noteResume(); } }));
+    }
+    const req: DmaReq = { kind: 'write', addr, length: data.length, tag: 0, data, owned: true, landed };
+    await this.port.req.pushWait(req);
+    if (done !== null) await done;
+  }
+
+  private async drain(): Promise<void> {
+    while (this.pending.size > 0) {
+      const r = await this.port.resp.popWait();
+      const res = this.pending.get(r.tag);
+      this.pending.delete(r.tag);
+      res?.(r.data ?? new Uint8Array(0));
+    }
+    this.draining = false;
+  }
+}
+
+/** A delivery failure: the status and why (counted by name). */
+class Delivery {
+  constructor(
+    readonly status: CmdDeliveryStatusName,
+    readonly why: string,
+  ) {}
+}
+
+/** What the queue needs of the firmware's lanes and the adapter. */
+export interface CmdQueueHost {
+  readonly sim: Sim;
+  readonly dma: FwDma;
+  /** Hands a fetched command to its lane; `settle` gets its output or failure after execution. */
+  post(background: boolean, fetched: Promise<Cmd | CmdError | null>, settle: (cmd: Cmd | CmdError, out: unknown, failed: unknown) => void): void;
+  /** True when an EQ takes CMD events (the driver switched to events). */
+  cmdEqExists(): boolean;
+  /** Raises a CMD EQE with these data bytes. */
+  raiseCmdEqe(data: Uint8Array): void;
+  /** Traced: the entry index of the latest doorbell bit taken, and the last delivery status. */
+  readonly entrySig: Signal;
+  readonly delivSig: Signal;
+  readonly stats: { counter(name: string): Counter };
+}
+
+/** The command queue engine of one adapter (owned by Cmdif). */
+export class CmdQueueEngine {
+  private addrH = 0;
+  private addrL = 0;
+  /** The tracer's page addresses (0: none given). */
+  private readonly tracer = new Float64Array(TRACER_PAGES * 2);
+  /** Entries the firmware holds (doorbell seen, status not yet written back). */
+  private held = 0;
+  /** Entries whose completion raises an EQE (the command EQ existed at their doorbell). */
+  private eqeWanted = 0;
+  private fetching = 0;
+  private readonly sDoorbells: Counter;
+  private readonly sBusy: Counter;
+  private readonly sBlocksIn: Counter;
+  private readonly sBlocksOut: Counter;
+  private readonly sEqes: Counter;
+  private readonly sDelivery = new Map<string, Counter>();
+
+  constructor(private readonly h: CmdQueueHost) {
+    this.sDoorbells = h.stats.counter('cmdq_doorbells');
+    this.sBusy = h.stats.counter('doorbell_busy');
+    this.sBlocksIn = h.stats.counter('mailbox_blocks_read');
+    this.sBlocksOut = h.stats.counter('mailbox_blocks_written');
+    this.sEqes = h.stats.counter('cmd_eqes');
+    for (const name of Object.keys(CmdDeliveryStatus)) if (name !== 'OK') this.sDelivery.set(name, h.stats.counter(`delivery_${name}`));
+  }
+
+  /** Entries held now (a command fetched, executing, or being written back). */
+  get inFlight(): number {
+    let n = 0;
+    for (let v = this.held; v !== 0; v &= v - 1) n++;
+    return n;
+  }
+
+  /** The queue's physical address as the driver wrote it. */
+  get queueAddr(): number {
+    return this.addrH * 2 ** 32 + ((this.addrL & 0xfffff000) >>> 0);
+  }
+
+  /** The physical address of entry `i`'s tracer record (0: the driver gave no page for it). */
+  tracerRecord(i: number): number {
+    const p = Math.floor(i / TRACER_RECORDS_PER_PAGE);
+    if (p >= TRACER_PAGES) return 0;
+    const page = this.tracer[2 * p] * 2 ** 32 + this.tracer[2 * p + 1];
+    return page === 0 ? 0 : page + (i % TRACER_RECORDS_PER_PAGE) * TRACER_RECORD_BYTES;
+  }
+
+  /** Register writes of the initialization segment (offsets of IsegOff). */
+  setQueueAddr(which: 'h' | 'l', v: number): void {
+    if (which === 'h') this.addrH = v >>> 0;
+    else this.addrL = (v & 0xfffff000) >>> 0;
+  }
+
+  /** A write of the tracer page registers (word `w`: page w >> 1, high word first). */
+  setTracerWord(w: number, v: number): void {
+    if (w >= 0 && w < this.tracer.length) this.tracer[w] = v >>> 0;
+  }
+
+  /** cmdq_addr_l_sz as read: the address bits and the queue's log size and stride. */
+  readAddrLSz(): number {
+    return (this.addrL | (CMDQ_LOG_SZ << 4) | CMDQ_LOG_STRIDE) >>> 0;
+  }
+
+  /** A command doorbell arrived: every set bit's entry goes to the firmware, lowest first. */
+  doorbell(vector: number): void {
+    this.sDoorbells.inc();
+    for (let i = 0; i < 1 << CMDQ_LOG_SZ; i++) {
+      const bit = 2 ** i;
+      if (Math.floor(vector / bit) % 2 === 0) continue;
+      if ((this.held & (1 << i)) !== 0) {
+        this.sBusy.inc(); // rung twice: the entry is the firmware's already
+        continue;
+      }
+      this.held |= 1 << i;
+      // an entry rung before the command EQ existed completes silently (the driver polls it)
+      if (this.h.cmdEqExists()) this.eqeWanted |= 1 << i;
+      else this.eqeWanted &= ~(1 << i);
+      this.h.entrySig.setNow(i);
+      this.start(i);
+    }
+  }
+
+  private start(i: number): void {
+    const base = this.queueAddr + (i << CMDQ_LOG_STRIDE);
+    let entryBytes: Uint8Array | null = null;
+    let entry: CmdEntry | null = null;
+    let delivery: Delivery | null = null;
+    const fetched = (async (): Promise<Cmd | CmdError | null> => {
+      this.fetchStarted();
+      try {
+        entryBytes = await this.h.dma.read(base, CMD_ENTRY_BYTES);
+        entry = decodeCmdEntry(entryBytes, 0);
+        const r = entry === null ? new Delivery('IN_PTR_ALIGN_ERR', 'a mailbox pointer past host memory') : await this.fetchInput(entryBytes, entry);
+        if (r instanceof Delivery) {
+          delivery = r;
+          return null;
+        }
+        const d = decodeCmdInput(r);
+        return d.ok ? d.cmd : d.error;
+      } finally {
+        this.fetchEnded();
+      }
+    })();
+    const settle = (cmd: Cmd | CmdError, out: unknown, failed: unknown): void => {
+      void this.h.sim.spawn(() => this.writeBack(i, base, entryBytes as Uint8Array, entry as CmdEntry, cmd, out, failed));
+    };
+    this.h.post(i >= CMD_BG_FIRST, fetched, settle);
+    // a delivery failure settles without the lane
+    void fetched.then(() => {
+      if (delivery !== null) void this.h.sim.spawn(() => this.deliveryFailed(i, base, entryBytes, delivery as Delivery));
+    });
+  }
+
+  private fetchStarted(): void {
+    this.fetching++;
+  }
+
+  private fetchEnded(): void {
+    this.fetching--;
+  }
+
+  /** Checks the entry and reads its input (inline and the chain); the input bytes, or a delivery failure. */
+  private async fetchInput(b: Uint8Array, e: CmdEntry): Promise<Uint8Array | Delivery> {
+    if ((e.statusOwn & CMD_OWNER_HW) === 0) return new Delivery('CMD_DESCR_ERR', 'the doorbell rang for an entry software owns');
+    if (!cmdEntrySigOk(b, 0)) return new Delivery('SIGNAT_ERR', 'the entry does not XOR to 0xff');
+    if (e.type !== MLX5_PCI_CMD_XPORT) return new Delivery('CMD_DESCR_ERR', `type ${e.type} is not MLX5_PCI_CMD_XPORT`);
+    if (e.rsvd !== 0) return new Delivery('RES_FLD_NOT_CLR_ERR', 'a reserved byte of the entry is set');
+    if (e.inlen < CMD_HDR_BYTES) return new Delivery('IN_LENGTH_ERR', `inlen ${e.inlen} is shorter than the header`);
+    if (e.outlen < CMD_HDR_BYTES) return new Delivery('OUT_LENGTH_ERR', `outlen ${e.outlen} is shorter than the header`);
+    if (cmdBlocksFor(e.outlen) > 0 && e.outPtr % CMD_BLOCK_ALIGN !== 0) return new Delivery('OUT_PTR_ALIGN_ERR', 'out_ptr is off a mailbox block');
+    const need = cmdBlocksFor(e.inlen);
+    const chunks: Uint8Array[] = [e.in];
+    let addr = e.inPtr;
+    for (let k = 0; k < need; k++) {
+      if (addr === 0) return new Delivery('IN_LENGTH_ERR', `the input chain ends after ${k} blocks; inlen ${e.inlen} needs ${need}`);
+      if (addr < 0 || addr % CMD_BLOCK_ALIGN !== 0) return new Delivery('IN_PTR_ALIGN_ERR', 'an input block pointer is off a mailbox block');
+      const blk = await this.h.dma.read(addr, CMD_BLOCK_BYTES);
+      this.sBlocksIn.inc();
+      if (!cmdBlockSigOk(blk, 0)) return new Delivery('SIGNAT_ERR', `input block ${k} fails its signatures`);
+      const c = decodeCmdBlockCtrl(blk, 0);
+      if (c.blockNum !== k) return new Delivery('BAD_BLK_NUM_ERR', `input block ${k} says block_num ${c.blockNum}`);
+      if (c.token !== e.token) return new Delivery('TOK_ERR', `input block ${k} has token ${c.token}, the entry ${e.token}`);
+      chunks.push(blk.subarray(0, CMD_BLOCK_DATA));
+      addr = c.next;
+    }
+    const input = new Uint8Array(e.inlen);
+    let at = 0;
+    for (const c of chunks) {
+      const n = Math.min(c.length, e.inlen - at);
+      input.set(c.subarray(0, n), at);
+      at += n;
+    }
+    return input;
+  }
+
+  /** The output of an executed command as bytes (a failure: status and syndrome, and its tracer text). */
+  private outputOf(cmd: Cmd | CmdError, out: unknown, failed: unknown): { bytes: Uint8Array; err: CmdError | null } {
+    const op = cmd.op;
+    let err: CmdError | null = null;
+    if (failed === null) {
+      try {
+        return { bytes: encodeCmdOutput(op as CmdName, out as never), err: null };
+      } catch (e) {
+        failed = e;
+      }
+    }
+    err = failed instanceof CmdError ? failed : new CmdError(op, Object.hasOwn(CmdOpcode, op) ? CmdOpcode[op as CmdName] : 0, 0, 'INTERNAL_ERR', 'internal', String(failed));
+    return { bytes: encodeCmdError(err), err };
+  }
+
+  /** Writes the output, the tracer record, then the entry's status and ownership; then the EQE. */
+  private async writeBack(i: number, base: number, b: Uint8Array, e: CmdEntry, cmd: Cmd | CmdError, out: unknown, failed: unknown): Promise<void> {
+    let { bytes, err } = this.outputOf(cmd, out, failed);
+    if (bytes.length > e.outlen) {
+      // the output does not fit what the driver left: BAD_OUTPUT_LEN, as much as fits
+      const op = err?.op ?? 'UNKNOWN';
+      err = new CmdError(op, err?.opcode ?? 0, err?.opMod ?? 0, 'BAD_OUTPUT_LEN', 'output_len', `the output of ${bytes.length} bytes exceeds outlen ${e.outlen}`);
+      bytes = encodeCmdError(err).subarray(0, e.outlen);
+    }
+    const need = cmdBlocksFor(bytes.length);
+    let addr = e.outPtr;
+    for (let k = 0; k < need; k++) {
+      if (addr === 0) return this.deliveryFailed(i, base, b, new Delivery('OUT_LENGTH_ERR', `the output chain ends after ${k} blocks`));
+      if (addr < 0 || addr % CMD_BLOCK_ALIGN !== 0) return this.deliveryFailed(i, base, b, new Delivery('OUT_PTR_ALIGN_ERR', 'an output block pointer is off a mailbox block'));
+      const ctrl = await this.h.dma.read(addr + CmdBlockOff.NEXT, CMD_BLOCK_BYTES - CmdBlockOff.NEXT);
+      const blk = new Uint8Array(CMD_BLOCK_BYTES);
+      blk.set(ctrl, CmdBlockOff.NEXT);
+      const c = decodeCmdBlockCtrl(blk, 0);
+      if (c.blockNum !== k) return this.deliveryFailed(i, base, b, new Delivery('BAD_BLK_NUM_ERR', `output block ${k} says block_num ${c.blockNum}`));
+      if (c.token !== e.token) return this.deliveryFailed(i, base, b, new Delivery('TOK_ERR', `output block ${k} has token ${c.token}, the entry ${e.token}`));
+      const from = CMD_INLINE_BYTES + k * CMD_BLOCK_DATA;
+      blk.set(bytes.subarray(from, Math.min(bytes.length, from + CMD_BLOCK_DATA)), 0);
+      blk[CmdBlockOff.RSVD1] = 0;
+      signCmdBlock(blk, 0);
+      await this.h.dma.write(addr, blk);
+      this.sBlocksOut.inc();
+      addr = c.next;
+    }
+    if (err !== null) await this.trace(i, e.token, err);
+    b.fill(0, CmdEntryOff.OUT, CmdEntryOff.OUT + CMD_INLINE_BYTES);
+    b.set(bytes.subarray(0, CMD_INLINE_BYTES), CmdEntryOff.OUT);
+    await this.complete(i, base, b, 'OK');
+  }
+
+  /** Writes the firmware tracer record of entry `i` (when the driver gave a buffer). */
+  private async trace(i: number, token: number, err: CmdError): Promise<void> {
+    const at = this.tracerRecord(i);
+    if (at === 0) return;
+    const rec = new Uint8Array(TRACER_RECORD_BYTES);
+    const v = new DataView(rec.buffer);
+    v.setUint32(0, err.syndrome);
+    v.setUint8(4, err.status);
+    v.setUint8(5, token);
+    const text = new TextEncoder().encode(`${err.op}\t${err.opcode}\t${err.opMod}\t${err.rule}\t${err.detail}`).subarray(0, TRACER_RECORD_BYTES - TRACER_TEXT_OFF);
+    v.setUint16(6, text.length);
+    rec.set(text, TRACER_TEXT_OFF);
+    await this.h.dma.write(at, rec);
+  }
+
+  private async deliveryFailed(i: number, base: number, b: Uint8Array | null, d: Delivery): Promise<void> {
+    this.sDelivery.get(d.status)?.inc();
+    // an entry that could not be read has nothing to write back into but its status byte
+    const bytes = b ?? new Uint8Array(CMD_ENTRY_BYTES);
+    await this.complete(i, base, bytes, d.status);
+  }
+
+  /** Status and ownership back to software (the entry re-signed), then the completion EQE. */
+  private async complete(i: number, base: number, b: Uint8Array, status: CmdDeliveryStatusName): Promise<void> {
+    b[CmdEntryOff.STATUS_OWN] = (CmdDeliveryStatus[status] << 1) & 0xfe;
+    signCmdEntry(b, 0);
+    await this.h.dma.write(base, b, true);
+    this.held &= ~(1 << i);
+    this.h.delivSig.setNow(CmdDeliveryStatus[status]);
+    if ((this.eqeWanted & (1 << i)) !== 0) {
+      const data = new Uint8Array(EQE_DATA_SIZE);
+      new DataView(data.buffer).setUint32(EQE_CMD_VECTOR_OFF, (1 << i) >>> 0);
+      this.sEqes.inc();
+      this.h.raiseCmdEqe(data);
+    }
+  }
+}
