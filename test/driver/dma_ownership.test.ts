@@ -36,7 +36,9 @@ const op: fc.Arbitrary<Op> = fc.oneof(
 );
 
 async function runOps(ops: Op[], odpMask: number): Promise<Testbed> {
-  const tb = new Testbed({ hcas: 2, trace: { checkDma: true } });
+  // a small MR cache: its pre-fill's thousands of background CREATE_MKEYs would only slow the
+  // property; registrations still take and return cache mkeys (enable and revoke by UMR)
+  const tb = new Testbed({ hcas: 2, trace: { checkDma: true }, config: { mrCacheLimit: 2 } });
   await tb.run(async () => {
     const ctx = [await tb.openDevice(0), await tb.openDevice(1)];
     const pd = [await ctx[0].allocPd(), await ctx[1].allocPd()];

@@ -278,7 +278,9 @@ class RawPoster {
 export async function runCmdCase(posts: readonly FuzzPost[]): Promise<string[]> {
   const bad: string[] = [];
   try {
-    const tb = new Testbed({ hcas: 2 });
+    // no MR-cache pre-fill: its thousands of background CREATE_MKEYs would only slow each case
+    // (the raw postings meet the background lane's entries all the same when a registration misses)
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       // the driver brings the queue up (and its command EQ, eqn 0); objects to name exist
       const ctx = await tb.openDevice(0);
