@@ -38,7 +38,7 @@ export { defineScenario } from './scenario.ts';
 export type { HostSpace, HostBuffer, HostAllocOptions } from './rtl/memory/host_space.ts';
 export type { QpState } from './rtl/firmware/cmd_types.ts';
 export type { MrType } from './driver/mr.ts';
-export type { Mtu, DestroyInvalidates } from './rtl/config.ts';
+export type { Mtu, DestroyInvalidates, UmrFence } from './rtl/config.ts';
 export type { StatsJson, HistogramJson } from './sim/stats.ts';
 export type { DeviceCap, HcaOdpCaps, HcaCapsOverride, OdpGeneralCap, OdpTransportCap } from './rtl/firmware/hca_caps.ts';
 export type { TestbedTraceOptions } from './driver/testbed.ts';
