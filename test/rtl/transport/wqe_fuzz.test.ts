@@ -35,6 +35,9 @@ describe('WQE fuzzer: the send queue engine, the UMR engine and the requester', 
           [{ kernel: false, items: [{ valid: { kind: 'read', len: 8, sges: 1, operand: 0n, mutations: [{ at: 32, value: 0x80 }] } }] }],
           // an atomic add of 2^64 - 1 (-1): a legal operand, not a malformed WQE
           [{ kernel: false, items: [{ valid: { kind: 'fadd', len: 8, sges: 1, operand: 2n ** 64n - 1n, mutations: [] } }] }],
+          // a WRITE after a kernel LOCAL_INV of a window has no fence (wr.c): it may go before the
+          // invalidation and land; the sequential model does not judge such a race
+          [{ kernel: true, items: [{ valid: { kind: 'bind', len: 8, sges: 1, operand: 0n, mutations: [] } }, { valid: { kind: 'inv', len: 0, sges: 1, operand: 0n, mutations: [] } }, { valid: { kind: 'write', len: 1, sges: 1, operand: 0n, mutations: [] } }] }],
           // ds 63 on a WQE of one WQEBB posted alone: it ends at the producer index
           [{ kernel: false, items: [{ valid: { kind: 'write', len: 8, sges: 1, operand: 0n, mutations: [{ at: 7, value: 63 }] } }] }],
         ] as [FuzzCase][],
