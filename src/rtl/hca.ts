@@ -6,7 +6,7 @@
 import { PayloadPool } from './memory/payload_pool.ts';
 import { Clock, Module, type Sim } from '../sim/index.ts';
 import { corePeriodPs, type HcaConfig } from './config.ts';
-import { HostMem } from './memory/host_mem.ts';
+import { FRAME_SIZE, HostMem } from './memory/host_mem.ts';
 import { HostSpace } from './memory/host_space.ts';
 import { Pcie } from './memory/pcie.ts';
 import { Icm } from './memory/icm.ts';
@@ -178,7 +178,13 @@ export class Hca extends Module {
     this.cmdif = new Cmdif(this, 'cmdif', {
       // the command queue's entries and mailboxes in host memory (cmd_queue.ts)
       ports: { dma: this.pcie.port('cmd', { reqCapacity: 4, respCapacity: 4 }) },
-      deps: { writer: this.icmWriter, icm: this.icm, pages: this.pages, hostBytes: cfg.hostMemBytes },
+      deps: {
+        writer: this.icmWriter,
+        icm: this.icm,
+        pages: this.pages,
+        hostBytes: cfg.hostMemBytes,
+        pageOwned: (pa) => this.mem.firstUnowned(pa, FRAME_SIZE) === -1,
+      },
       cfg,
       caps: opts.caps,
       onPageFaultResume: (qpn, flags) => {

@@ -131,6 +131,19 @@ export class CmdQueue {
   /** Commands in post() now. */
   pending = 0;
 
+  /**
+   * @internal An entry of the ordinary lane kept out of the driver's use until `releaseEntry`:
+   * the raw-bytes fuzzer posts in it beside the driver.
+   */
+  reserveEntry(): Promise<number> | number {
+    return this.lanes.fg.take();
+  }
+
+  /** @internal Gives back an entry `reserveEntry` kept. */
+  releaseEntry(i: number): void {
+    this.lanes.fg.give(i);
+  }
+
   /** The driver's ICM page accounting (null before start-up). */
   get pages(): PageAlloc | null {
     return this.pageAlloc;

@@ -85,6 +85,12 @@ export interface CmdifDeps {
   readonly pages?: FwPages;
   /** Host memory's size: a given page must lie in it. */
   readonly hostBytes?: number;
+  /**
+   * True when the device may reach page `pa` (the IOMMU maps it: the driver pinned it). A page
+   * given that is not is refused (BAD_PARAM), so a bad MANAGE_PAGES never makes ICM of memory
+   * the device does not own (a model check: real firmware trusts the addresses).
+   */
+  readonly pageOwned?: (pa: number) => boolean;
 }
 
 /**
@@ -211,6 +217,7 @@ export class Cmdif extends Module {
   hcaState: HcaState = 'READY';
   private readonly pages: FwPages | null;
   private readonly hostBytes: number;
+  private readonly pageOwned: (pa: number) => boolean;
   private readonly bgQueue: Posted[] = [];
   private bgServing = false;
   private bgRunning = 0;
@@ -245,6 +252,7 @@ export class Cmdif extends Module {
     this.icm = opts.deps.icm;
     this.pages = opts.deps.pages ?? null;
     this.hostBytes = opts.deps.hostBytes ?? 0;
+    this.pageOwned = opts.deps.pageOwned ?? (() => true);
     this.caps = hcaCaps(opts.cfg, opts.caps);
     this.onPageFaultResume = opts.onPageFaultResume ?? null;
     this.state = this.signal('state', CmdifState.width, { enum: CmdifState });
@@ -495,11 +503,11 @@ export class Cmdif extends Module {
       } catch (e) {
         if (!(e instanceof IcmNeedPages) || this.pages === null) return { out: undefined, failed: e };
         if (!(await this.pages.request(e.pages))) {
-          try {
-            this.fail('NO_RESOURCES', 'icm_pages', `ICM needs ${e.pages} more pages and the driver gave none (MANAGE_PAGES ALLOCATION_FAIL or no EQ for PAGE_REQUEST)`);
-          } catch (f) {
-            return { out: undefined, failed: f };
-          }
+          // the page lane ran meanwhile: name this command again
+          const op = opName(cmd);
+          const mod = op === 'QUERY_HCA_CAP' ? (cmd as { opMod: number }).opMod & 0xffff : 0;
+          const detail = `ICM needs ${e.pages} more pages for ${e.what} and the driver gave none (MANAGE_PAGES ALLOCATION_FAIL, or no EQ takes PAGE_REQUEST)`;
+          return { out: undefined, failed: new CmdError(op, opcodeOf(op), mod, 'NO_RESOURCES', 'icm_pages', detail) };
         }
       }
     }
@@ -598,6 +606,7 @@ export class Cmdif extends Module {
           if (pa % FRAME_SIZE !== 0 || pa === 0 || pa + FRAME_SIZE > this.hostBytes) {
             this.fail('BAD_PARAM', 'page_address', `pas[${i}] ${hex(pa)} is not a 4 KiB page of host memory`);
           }
+          if (!this.pageOwned(pa)) this.fail('BAD_PARAM', 'page_not_mapped', `pas[${i}] ${hex(pa)} is not a page the driver mapped for the device (pinned)`);
           if (seen.has(pa) || pages.holds(pa)) this.fail('BAD_PARAM', 'page_twice', `pas[${i}] ${hex(pa)} is given twice`);
           seen.add(pa);
         }

@@ -60,8 +60,11 @@ export class IcmNoMemory extends Error {
  * driver gives them (firmware/fw_pages.ts). Nothing was taken.
  */
 export class IcmNeedPages extends Error {
-  constructor(readonly pages: number) {
-    super(`icm: ${pages} more pages needed than the firmware holds`);
+  constructor(
+    readonly pages: number,
+    readonly what: string,
+  ) {
+    super(`icm: ${pages} more pages needed for ${what} than the firmware holds`);
     this.name = 'IcmNeedPages';
   }
 }
@@ -181,7 +184,7 @@ export class Icm implements DeviceMemory {
   private takeFrames(n: number, what: string): number[] {
     if (this.pages?.enabled === true) {
       const got = this.pages.take(n);
-      if (got === null) throw new IcmNeedPages(n);
+      if (got === null) throw new IcmNeedPages(n, what);
       for (const pa of got) this.mem.fill(pa, FRAME_SIZE, 0);
       return got;
     }
