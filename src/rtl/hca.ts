@@ -6,10 +6,11 @@
 import { PayloadPool } from './memory/payload_pool.ts';
 import { Clock, Module, type Sim } from '../sim/index.ts';
 import { corePeriodPs, type HcaConfig } from './config.ts';
-import { HostMem } from './memory/host_mem.ts';
+import { FRAME_SIZE, HostMem } from './memory/host_mem.ts';
 import { HostSpace } from './memory/host_space.ts';
 import { Pcie } from './memory/pcie.ts';
 import { Icm } from './memory/icm.ts';
+import { FwPages } from './firmware/fw_pages.ts';
 import { MkeyCache } from './translation/mkey_cache.ts';
 import { Mtt } from './translation/mtt_cache.ts';
 import { KlmWalker } from './translation/klm_walker.ts';
@@ -84,6 +85,8 @@ export class Hca extends Module {
   readonly host: HostSpace;
   readonly pcie: Pcie;
   readonly icm: Icm;
+  /** The ICM pages the driver gave (MANAGE_PAGES) and the firmware's requests for more. */
+  readonly pages: FwPages;
   readonly mkeyCache: MkeyCache;
   readonly mtt: Mtt;
   readonly klmWalker: KlmWalker;
@@ -169,10 +172,19 @@ export class Hca extends Module {
       deps: { mem: this.icm, icm: this.icm, mkeyCache: this.mkeyCache, mtt: this.mtt },
       destroyInvalidates: cfg.destroyInvalidates,
     });
+    // the pages the driver gives the firmware with MANAGE_PAGES, from which ICM takes its own
+    this.pages = new FwPages(this, 'pages');
+    this.icm.pages = this.pages;
     this.cmdif = new Cmdif(this, 'cmdif', {
       // the command queue's entries and mailboxes in host memory (cmd_queue.ts)
       ports: { dma: this.pcie.port('cmd', { reqCapacity: 4, respCapacity: 4 }) },
-      deps: { writer: this.icmWriter, icm: this.icm },
+      deps: {
+        writer: this.icmWriter,
+        icm: this.icm,
+        pages: this.pages,
+        hostBytes: cfg.hostMemBytes,
+        pageOwned: (pa) => this.mem.firstUnowned(pa, FRAME_SIZE) === -1,
+      },
       cfg,
       caps: opts.caps,
       onPageFaultResume: (qpn, flags) => {
@@ -182,6 +194,11 @@ export class Hca extends Module {
     });
     this.eqWriter = new EqWriter(this, 'eq_writer', { clock, ports: { dma: this.pcie.port('eq') }, deps: { eqs: this.cmdif } });
     this.cmdif.onCmdEqe = (data) => this.eqWriter.post({ eqn: -1, type: EventType.CMD, subType: 0, data });
+    this.pages.raise = (data) => {
+      if (!this.cmdif.eqList().some((eq) => ((eq.eventMask >>> EventType.PAGE_REQUEST) & 1) !== 0)) return false;
+      this.eqWriter.post({ eqn: -1, type: EventType.PAGE_REQUEST, subType: 0, data });
+      return true;
+    };
     this.cqWriter = new CqWriter(this, 'cq_writer', {
       clock,
       ports: { dma: this.pcie.port('cq'), eq: this.eqWriter.req },

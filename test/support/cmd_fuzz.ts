@@ -22,7 +22,6 @@ import {
   CMD_ENTRY_BYTES,
   CMD_INLINE_BYTES,
   CMD_OWNER_HW,
-  CMD_PAGE_ENTRY,
   CmdBlockOff,
   CmdDeliveryStatus,
   CmdEntryOff,
@@ -156,7 +155,7 @@ const STATUSES = new Set<number>(Object.values(CmdStatus));
 const POLL_PS = 1_000_000;
 const GIVE_UP_PS = 50_000_000_000; // 50 ms of simulated time: the firmware kept the entry
 
-/** The raw poster: entry CMD_PAGE_ENTRY (the driver's own commands never use it) and a mailbox area of its own. */
+/** The raw poster: an entry of the ordinary lane the driver keeps out of its own use (CmdQueue.reserveEntry) and a mailbox area of its own. */
 class RawPoster {
   private readonly area: { addr: number; length: number };
   private token = 0x80;
@@ -166,12 +165,13 @@ class RawPoster {
     private readonly tb: Testbed,
     private readonly hca: Hca,
     queueVa: number,
+    private readonly entry: number,
   ) {
     const host = tb.host(0);
     this.area = host.alloc(512 * 1024);
     host.faultIn(this.area.addr, this.area.length);
     host.pin(this.area.addr, this.area.length);
-    this.entryVa = queueVa + CMD_PAGE_ENTRY * CMD_ENTRY_BYTES;
+    this.entryVa = queueVa + entry * CMD_ENTRY_BYTES;
   }
 
   /** Posts `p`, waits for its entry to come back; what went wrong ([] when it held). */
@@ -231,10 +231,10 @@ class RawPoster {
     if (p.fault === 'entry_sig') e[CmdEntryOff.SIG] ^= 1 + (p.n % 255);
     host.write(this.entryVa, e);
     const busyBefore = this.stat('doorbell_busy');
-    this.hca.iseg.write32(IsegOff.CMD_DBELL, (2 ** CMD_PAGE_ENTRY) >>> 0);
+    this.hca.iseg.write32(IsegOff.CMD_DBELL, (2 ** this.entry) >>> 0);
     if (p.fault === 'ring_twice') {
       await this.tb.delay(300_000); // the first ring has arrived: the entry is the firmware's
-      this.hca.iseg.write32(IsegOff.CMD_DBELL, (2 ** CMD_PAGE_ENTRY) >>> 0);
+      this.hca.iseg.write32(IsegOff.CMD_DBELL, (2 ** this.entry) >>> 0);
     }
     const t0 = this.tb.now;
     // software never owned it ('not_owned'): the firmware still answers, writing the status back
@@ -288,7 +288,8 @@ export async function runCmdCase(posts: readonly FuzzPost[]): Promise<string[]> 
       const { pd } = await ctx.cmdq.exec({ op: 'ALLOC_PD' });
       const { cqn } = await ctx.cmdq.exec({ op: 'CREATE_CQ', size: 64, eqn });
       await ctx.cmdq.exec({ op: 'CREATE_QP', pd, sendCqn: cqn, recvCqn: cqn, sqSize: 64, rqSize: 64 });
-      const raw = new RawPoster(tb, tb.hca(0), ctx.cmdq.queueAddress);
+      const entry = await ctx.cmdq.reserveEntry();
+      const raw = new RawPoster(tb, tb.hca(0), ctx.cmdq.queueAddress, entry);
       for (const p of posts) bad.push(...(await raw.post(p)));
       // the adapter still works: a connected pair moves data
       const { pd0, pd1, qp0, cq0 } = await rcPair(tb);

@@ -32,6 +32,7 @@ import {
   CMD_IF_REV,
   CMD_INLINE_BYTES,
   CMD_OWNER_HW,
+  CMD_PAGE_ENTRY,
   CmdDeliveryStatus,
   CmdEntryOff,
   EQE_CMD_VECTOR_OFF,
@@ -55,6 +56,7 @@ import { driverAlloc } from './dma_pool.ts';
 import { HostError } from '../../rtl/memory/host_space.ts';
 import { VerbsError } from '../verbs_error.ts';
 import { DriverEq } from './eq.ts';
+import { PageAlloc } from './pagealloc.ts';
 import type { Eqe } from '../../rtl/formats/eqe.ts';
 
 /** How often the driver reads an entry's ownership before the command EQ exists (assumed: mlx5 spins with cond_resched). */
@@ -118,7 +120,9 @@ export class CmdQueue {
   private logStride = 6;
   private events = false;
   private token = 0;
-  private readonly lanes = { fg: new Lane(0, CMD_BG_FIRST), bg: new Lane(CMD_BG_FIRST, CMD_BG_ENTRIES) };
+  private readonly lanes = { fg: new Lane(0, CMD_BG_FIRST), bg: new Lane(CMD_BG_FIRST, CMD_BG_ENTRIES), pages: new Lane(CMD_PAGE_ENTRY, 1) };
+  /** The ICM pages given to the firmware (pagealloc.ts), made at start-up. */
+  private pageAlloc: PageAlloc | null = null;
   private readonly blocks: Block[] = [];
   private readonly done = new Map<number, () => void>();
   /** Commands posted through the queue, and mailbox blocks the pool holds (for tests and stats). */
@@ -126,6 +130,24 @@ export class CmdQueue {
   poolBlocks = 0;
   /** Commands in post() now. */
   pending = 0;
+
+  /**
+   * @internal An entry of the ordinary lane kept out of the driver's use until `releaseEntry`:
+   * the raw-bytes fuzzer posts in it beside the driver.
+   */
+  reserveEntry(): Promise<number> | number {
+    return this.lanes.fg.take();
+  }
+
+  /** @internal Gives back an entry `reserveEntry` kept. */
+  releaseEntry(i: number): void {
+    this.lanes.fg.give(i);
+  }
+
+  /** The driver's ICM page accounting (null before start-up). */
+  get pages(): PageAlloc | null {
+    return this.pageAlloc;
+  }
 
   private constructor(
     private readonly hca: Hca,
@@ -155,13 +177,13 @@ export class CmdQueue {
   /** Runs one command and resolves with its output (rejects with CmdError on a bad status). */
   async exec<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
     await this.start();
-    return this.post(cmd, false);
+    return this.post(cmd, 'fg');
   }
 
   /** As `exec`, in the background lane (never ahead of or in the way of `exec`'s commands). */
   async execBackground<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
     await this.start();
-    return this.post(cmd, true);
+    return this.post(cmd, 'bg');
   }
 
   /** mlx5_cmd_enable, then the command EQ (polled until it exists) and mlx5_cmd_use_events. */
@@ -192,9 +214,19 @@ export class CmdQueue {
         iseg.write32(IsegOff.TRACER_PAGE + 8 * p, Math.floor(tpa / 2 ** 32));
         iseg.write32(IsegOff.TRACER_PAGE + 8 * p + 4, tpa >>> 0);
       }
-      // eq.c create_async_eqs: the command EQ first, created in polling mode
-      const dev = { hca: this.hca, tb: { sim: this.sim }, cmdq: { exec: <K extends CmdName>(c: CmdOf<K>) => this.post(c, false) }, cmd: <T>(p: Promise<T>) => p };
-      await DriverEq.create(dev, CMD_EQ_SIZE, 1 << EventType.CMD, (e) => this.onEqe(e));
+      // main.c mlx5_function_enable / mlx5_function_open: ENABLE_HCA, the boot pages, the init
+      // pages, INIT_HCA (QUERY_HCA_CAP comes later, when a context opens the device)
+      const exec = <K extends CmdName>(c: CmdOf<K>): Promise<CmdOutputs[K]> => this.post(c, 'fg');
+      const pages = new PageAlloc(this.hca, this.sim, { exec, execPages: (c) => this.post(c, 'pages') });
+      this.pageAlloc = pages;
+      await exec({ op: 'ENABLE_HCA' });
+      await pages.satisfyStartupPages(true);
+      await pages.satisfyStartupPages(false);
+      await exec({ op: 'INIT_HCA' });
+      // eq.c create_async_eqs: the command EQ first, created in polling mode; it also takes the
+      // PAGE_REQUEST events (mlx5 puts them on the async EQ, created next: one EQ here)
+      const dev = { hca: this.hca, tb: { sim: this.sim }, cmdq: { exec }, cmd: <T>(p: Promise<T>) => p };
+      await DriverEq.create(dev, CMD_EQ_SIZE, (1 << EventType.CMD) | (1 << EventType.PAGE_REQUEST), (e) => this.onEqe(e));
       this.events = true;
     })();
     return this.up;
@@ -202,6 +234,10 @@ export class CmdQueue {
 
   /** The command EQ's handler: every entry of the vector completed (mlx5_cmd_comp_handler). */
   private onEqe(e: Eqe): void {
+    if (e.type === EventType.PAGE_REQUEST) {
+      this.pageAlloc?.onPageRequest(e.data);
+      return;
+    }
     if (e.type !== EventType.CMD) return;
     const vector = new DataView(e.data.buffer, e.data.byteOffset, e.data.byteLength).getUint32(EQE_CMD_VECTOR_OFF);
     for (let i = 0; i < MLX5_MAX_COMMANDS; i++) {
@@ -261,21 +297,21 @@ export class CmdQueue {
   }
 
   /** Posts `cmd` in an entry of its lane, rings, waits, and decodes the output. */
-  private async post<K extends CmdName>(cmd: CmdOf<K>, background: boolean): Promise<CmdOutputs[K]> {
+  private async post<K extends CmdName>(cmd: CmdOf<K>, lane: 'fg' | 'bg' | 'pages'): Promise<CmdOutputs[K]> {
     this.sim.checkInProcess(`cmd.exec(${String(cmd.op)})`);
     this.pending++;
     try {
-      return await this.send(cmd, background);
+      return await this.send(cmd, lane);
     } finally {
       this.pending--;
     }
   }
 
-  private async send<K extends CmdName>(cmd: CmdOf<K>, background: boolean): Promise<CmdOutputs[K]> {
+  private async send<K extends CmdName>(cmd: CmdOf<K>, laneName: 'fg' | 'bg' | 'pages'): Promise<CmdOutputs[K]> {
     const host = this.hca.host;
     const input = encodeCmdInput(cmd as unknown as Cmd);
     const outlen = cmdOutputLength(cmd as unknown as Cmd);
-    const lane = background ? this.lanes.bg : this.lanes.fg;
+    const lane = this.lanes[laneName];
     const taken = lane.take();
     const idx = typeof taken === 'number' ? taken : await taken;
     const token = this.nextToken();

@@ -130,7 +130,7 @@ export class EqWriter extends Module implements EventTarget {
     this.port.req.producer = this;
     this.sEqes = this.stats.counter('eqes');
     this.sInterrupts = this.stats.counter('interrupts');
-    // of them, the command EQ's (an EQ of command completions only): the firmware's own chatter,
+    // of them, the command EQ's (command completions and page requests): the firmware's own chatter,
     // which a user counting the data path's events leaves out
     this.sCmdInterrupts = this.stats.counter('cmd_interrupts');
     this.sOverruns = this.stats.counter('overruns');
@@ -230,7 +230,7 @@ export class EqWriter extends Module implements EventTarget {
   private interrupt(eqn: number, s: EqState): void {
     s.armed = false;
     this.sInterrupts.inc();
-    if (this.eqs.eqList().some((e) => e.eqn === eqn && e.eventMask === 2 ** EventType.CMD)) this.sCmdInterrupts.inc();
+    if (this.eqs.eqList().some((e) => e.eqn === eqn && ((e.eventMask >>> EventType.CMD) & 1) !== 0)) this.sCmdInterrupts.inc();
     this.rIrq.setNow(1);
     this.rIrqEqn.setNow(eqn);
     this.irqPulse = true;

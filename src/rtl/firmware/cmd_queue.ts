@@ -39,6 +39,7 @@ import {
   CmdDeliveryStatus,
   CmdEntryOff,
   CMD_BG_FIRST,
+  CMD_PAGE_ENTRY,
   CMDQ_LOG_STRIDE,
   CMDQ_LOG_SZ,
   EQE_CMD_VECTOR_OFF,
@@ -127,8 +128,12 @@ class Delivery {
 export interface CmdQueueHost {
   readonly sim: Sim;
   readonly dma: FwDma;
-  /** Hands a fetched command to its lane; `settle` gets its output or failure after execution. */
-  post(background: boolean, fetched: Promise<Cmd | CmdError | null>, settle: (cmd: Cmd | CmdError, out: unknown, failed: unknown) => void): void;
+  /**
+   * Hands a fetched command to its lane; `settle` gets its output or failure after execution.
+   * `pages`: the page entry (CMD_PAGE_ENTRY), whose MANAGE_PAGES never waits behind a command
+   * that waits for pages (cmd.c pages_queue).
+   */
+  post(background: boolean, fetched: Promise<Cmd | CmdError | null>, settle: (cmd: Cmd | CmdError, out: unknown, failed: unknown) => void, pages: boolean): void;
   /** True when an EQ takes CMD events (the driver switched to events). */
   cmdEqExists(): boolean;
   /** Raises a CMD EQE with these data bytes. */
@@ -245,7 +250,7 @@ export class CmdQueueEngine {
     const settle = (cmd: Cmd | CmdError, out: unknown, failed: unknown): void => {
       void this.h.sim.spawn(() => this.writeBack(i, base, entryBytes as Uint8Array, entry as CmdEntry, cmd, out, failed));
     };
-    this.h.post(i >= CMD_BG_FIRST, fetched, settle);
+    this.h.post(i >= CMD_BG_FIRST && i !== CMD_PAGE_ENTRY, fetched, settle, i === CMD_PAGE_ENTRY);
     // a delivery failure settles without the lane
     void fetched.then(() => {
       if (delivery !== null) void this.h.sim.spawn(() => this.deliveryFailed(i, base, entryBytes, delivery as Delivery));

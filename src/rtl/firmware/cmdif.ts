@@ -31,7 +31,10 @@ import { CmdDeliveryStatus, MLX5_MAX_COMMANDS } from '../formats/cmd_layout.ts';
 import { EventType } from '../formats/constants.ts';
 import { EnumType } from '../../sim/enum_type.ts';
 import type { HcaConfig } from '../config.ts';
-import { IcmNoMemory, type Icm } from '../memory/icm.ts';
+import { IcmNeedPages, IcmNoMemory, type Icm } from '../memory/icm.ts';
+import { BOOT_PAGES, INIT_PAGES, type FwPages } from './fw_pages.ts';
+import { ManagePagesOpMod, QueryPagesOpMod } from '../formats/constants.ts';
+import { FRAME_SIZE } from '../memory/host_mem.ts';
 import type { IcmWriter } from './icm_writer.ts';
 import { ICM_BYTE3, ICM_ALLOCATED, ICM_FBO, ICM_MW_COUNT, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
 import { CmdOpcode, MKEY_QPN_NONE, MkcAccessMode, PageFaultFlag, makeKey } from '../formats/constants.ts';
@@ -78,7 +81,27 @@ export interface CmdifOptions {
 export interface CmdifDeps {
   readonly writer: Pick<IcmWriter, 'createMkey' | 'readMkey' | 'destroyMkey' | 'contextBytes'>;
   readonly icm: Pick<Icm, 'mkeyEntries'>;
+  /** The pages the driver gives (MANAGE_PAGES); absent: no page commands (a lone firmware). */
+  readonly pages?: FwPages;
+  /** Host memory's size: a given page must lie in it. */
+  readonly hostBytes?: number;
+  /**
+   * True when the device may reach page `pa` (the IOMMU maps it: the driver pinned it). A page
+   * given that is not is refused (BAD_PARAM), so a bad MANAGE_PAGES never makes ICM of memory
+   * the device does not own (a model check: real firmware trusts the addresses).
+   */
+  readonly pageOwned?: (pa: number) => boolean;
 }
+
+/**
+ * The HCA's start-up state (mlx5_core main.c mlx5_function_enable / mlx5_function_open):
+ * READY until the driver sends ENABLE_HCA (a testbench without the driver's start-up finds the
+ * firmware ready, its ICM taken from host memory: a model convenience), ENABLED from ENABLE_HCA
+ * (only the start-up commands run: QUERY_PAGES, MANAGE_PAGES, QUERY_HCA_CAP, INIT_HCA; any other
+ * fails BAD_SYS_STATE), UP from INIT_HCA.
+ */
+export type HcaState = 'READY' | 'ENABLED' | 'UP';
+const STARTUP_OPS: ReadonlySet<string> = new Set(['QUERY_PAGES', 'MANAGE_PAGES', 'QUERY_HCA_CAP', 'INIT_HCA']);
 
 /** Wiring of the command interface (no clock: firmware runs as a process), its configuration and options. */
 export interface CmdifWiring extends UnclockedWireOptions<{ readonly dma: DmaPort }, CmdifDeps>, CmdifOptions {
@@ -188,6 +211,13 @@ export class Cmdif extends Module {
 
   private readonly queue: Posted[] = [];
   private serving = false;
+  private readonly pageQueue: Posted[] = [];
+  private pageServing = false;
+  /** The start-up state (HcaState). */
+  hcaState: HcaState = 'READY';
+  private readonly pages: FwPages | null;
+  private readonly hostBytes: number;
+  private readonly pageOwned: (pa: number) => boolean;
   private readonly bgQueue: Posted[] = [];
   private bgServing = false;
   private bgRunning = 0;
@@ -220,6 +250,9 @@ export class Cmdif extends Module {
     this.cfg = opts.cfg;
     this.writer = opts.deps.writer;
     this.icm = opts.deps.icm;
+    this.pages = opts.deps.pages ?? null;
+    this.hostBytes = opts.deps.hostBytes ?? 0;
+    this.pageOwned = opts.deps.pageOwned ?? (() => true);
     this.caps = hcaCaps(opts.cfg, opts.caps);
     this.onPageFaultResume = opts.onPageFaultResume ?? null;
     this.state = this.signal('state', CmdifState.width, { enum: CmdifState });
@@ -234,7 +267,7 @@ export class Cmdif extends Module {
     this.cmdq = new CmdQueueEngine({
       sim: this.sim,
       dma: new FwDma(this.sim, opts.ports.dma),
-      post: (bg, fetched, settle) => this.postEntry(bg, fetched, settle),
+      post: (bg, fetched, settle, pages) => this.postEntry(bg, fetched, settle, pages),
       cmdEqExists: () => [...this.eqs.values()].some((eq) => ((eq.eventMask >>> EventType.CMD) & 1) !== 0),
       raiseCmdEqe: (data) => this.onCmdEqe?.(data),
       entrySig: this.entry,
@@ -261,7 +294,7 @@ export class Cmdif extends Module {
 
   /** Commands posted and not completed (waiting or executing), background ones included. */
   get outstanding(): number {
-    return this.queue.length + (this.busy.q === 1 ? 1 : 0) + this.bgQueue.length + this.bgRunning + this.cmdq.inFlight;
+    return this.queue.length + (this.busy.q === 1 ? 1 : 0) + this.bgQueue.length + this.bgRunning + this.pageQueue.length + this.cmdq.inFlight;
   }
 
   /**
@@ -304,7 +337,15 @@ export class Cmdif extends Module {
   }
 
   /** The command queue engine hands over a queue entry as it starts reading it (doorbell order). */
-  private postEntry(background: boolean, fetched: Promise<Cmd | CmdError | null>, settle: Posted['settle']): void {
+  private postEntry(background: boolean, fetched: Promise<Cmd | CmdError | null>, settle: Posted['settle'], pages: boolean): void {
+    if (pages) {
+      this.pageQueue.push({ cmd: null, fetched, posted: this.sim.now, settle });
+      if (!this.pageServing) {
+        this.pageServing = true;
+        void this.sim.spawn(() => this.servePages());
+      }
+      return;
+    }
     const queue = background ? this.bgQueue : this.queue;
     queue.push({ cmd: null, fetched, posted: this.sim.now, settle });
     (background ? this.bgQueued : this.queued).setNow(Math.min(queue.length, QUEUED_MAX));
@@ -380,13 +421,7 @@ export class Cmdif extends Module {
       const start = this.sim.now;
       await this.sim.delay(this.latencyOf(op));
       this.perOp.get(op)?.inc();
-      let out: unknown;
-      let failed: unknown = null;
-      try {
-        out = this.execute(cmd);
-      } catch (e) {
-        failed = e;
-      }
+      const { out, failed } = await this.executeWithPages(cmd);
       // DESTROY_MKEY returns once the DMA translated through the mkey has finished, as the
       // invalidating UMR completes (umr/umr_engine.ts): the driver then frees the MR's pages
       if (failed === null && op === 'DESTROY_MKEY' && this.dmaFence !== null) await this.dmaFence.drain();
@@ -421,13 +456,7 @@ export class Cmdif extends Module {
       for (const p of round) {
         const cmd = p.cmd as Cmd | CmdError;
         this.perOp.get(opName(cmd))?.inc();
-        let out: unknown;
-        let failed: unknown = null;
-        try {
-          out = this.execute(cmd);
-        } catch (e) {
-          failed = e;
-        }
+        const { out, failed } = await this.executeWithPages(cmd);
         this.bgRunning--;
         if (this.tap !== null) {
           const op = opName(cmd);
@@ -441,6 +470,49 @@ export class Cmdif extends Module {
     this.bgBusy.setNow(0);
   }
 
+  /**
+   * The page entry's lane: MANAGE_PAGES executes even while a command of another lane waits for
+   * the pages it gives (mlx5's separate pages semaphore, cmd.c).
+   */
+  private async servePages(): Promise<void> {
+    while (this.pageQueue.length > 0) {
+      const p = this.pageQueue.shift() as Posted;
+      const cmd = await p.fetched;
+      if (cmd === null) continue;
+      const op = opName(cmd);
+      const start = this.sim.now;
+      await this.sim.delay(this.latencyOf(op));
+      this.perOp.get(op)?.inc();
+      const { out, failed } = await this.executeWithPages(cmd);
+      if (this.tap !== null) this.tap.command(op, opcodeOf(op), p.posted, start, statusOf(failed), false);
+      if (failed !== null) this.sErrors.inc();
+      p.settle(cmd, out, failed);
+    }
+    this.pageServing = false;
+  }
+
+  /**
+   * A command's effect; when ICM needs pages the firmware does not hold, the command waits for
+   * the driver's MANAGE_PAGES (a PAGE_REQUEST, fw_pages.ts) and runs again (nothing was changed),
+   * or fails NO_RESOURCES when the driver has none.
+   */
+  private async executeWithPages(cmd: Cmd | CmdError): Promise<{ out: unknown; failed: unknown }> {
+    for (;;) {
+      try {
+        return { out: this.execute(cmd), failed: null };
+      } catch (e) {
+        if (!(e instanceof IcmNeedPages) || this.pages === null) return { out: undefined, failed: e };
+        if (!(await this.pages.request(e.pages))) {
+          // the page lane ran meanwhile: name this command again
+          const op = opName(cmd);
+          const mod = op === 'QUERY_HCA_CAP' ? (cmd as { opMod: number }).opMod & 0xffff : 0;
+          const detail = `ICM needs ${e.pages} more pages for ${e.what} and the driver gave none (MANAGE_PAGES ALLOCATION_FAIL, or no EQ takes PAGE_REQUEST)`;
+          return { out: undefined, failed: new CmdError(op, opcodeOf(op), mod, 'NO_RESOURCES', 'icm_pages', detail) };
+        }
+      }
+    }
+  }
+
   /** A command's effect, at the end of its latency. */
   private execute(cmd: Cmd | CmdError): unknown {
     // an input that did not decode: the status its decoder gave, after the firmware's time
@@ -449,8 +521,24 @@ export class Cmdif extends Module {
     this.curOpMod = 0;
     // a mailbox that holds no command (software posted garbage): the firmware reads no opcode
     if (cmd === null || typeof cmd !== 'object') return this.fail('BAD_OP', 'opcode', `no command in the mailbox (${typeof cmd})`);
-    this.curOpMod = cmd.op === 'QUERY_HCA_CAP' && Number.isInteger(cmd.opMod) ? cmd.opMod & 0xffff : 0;
+    const modded = cmd.op === 'QUERY_HCA_CAP' || cmd.op === 'QUERY_PAGES' || cmd.op === 'MANAGE_PAGES';
+    this.curOpMod = modded && Number.isInteger(cmd.opMod) ? cmd.opMod & 0xffff : 0;
+    if (this.hcaState === 'ENABLED' && !STARTUP_OPS.has(cmd.op)) {
+      this.fail('BAD_SYS_STATE', 'hca_not_initialized', `${cmd.op} before INIT_HCA (only the start-up commands run after ENABLE_HCA)`);
+    }
     switch (cmd.op) {
+      case 'ENABLE_HCA':
+        if (this.hcaState !== 'READY' || this.pages === null) this.fail('BAD_SYS_STATE', 'hca_enabled', `ENABLE_HCA in state ${this.hcaState}`);
+        this.hcaState = 'ENABLED';
+        return undefined;
+      case 'INIT_HCA':
+        if (this.hcaState !== 'ENABLED') this.fail('BAD_SYS_STATE', 'hca_init_state', `INIT_HCA in state ${this.hcaState} (ENABLE_HCA first, once)`);
+        this.hcaState = 'UP';
+        return undefined;
+      case 'QUERY_PAGES':
+        return this.queryPages(cmd);
+      case 'MANAGE_PAGES':
+        return this.managePages(cmd);
       case 'QUERY_HCA_CAP':
         return this.queryHcaCap(cmd);
       case 'ALLOC_PD':
@@ -489,6 +577,49 @@ export class Cmdif extends Module {
         const op = String((cmd as { op: unknown }).op);
         return this.fail('BAD_OP', 'opcode', opcodeOf(op) !== 0 ? `${op} is not modelled` : `unknown command '${op}'`);
       }
+    }
+  }
+
+  /** QUERY_PAGES: the pages the firmware needs now (boot, init; regular: it asks by PAGE_REQUEST). */
+  private queryPages(c: CmdInputs['QUERY_PAGES']): CmdOutputs['QUERY_PAGES'] {
+    if (this.pages === null) return this.fail('BAD_OP', 'opcode', 'QUERY_PAGES: this firmware has no page pool');
+    const mod = c.opMod;
+    if (mod !== QueryPagesOpMod.BOOT_PAGES && mod !== QueryPagesOpMod.INIT_PAGES && mod !== QueryPagesOpMod.REGULAR_PAGES) {
+      this.fail('BAD_PARAM', 'op_mod', `op_mod ${String(mod)} is not boot (1), init (2) or regular (3) pages`);
+    }
+    this.uint('function_id', c.functionId ?? 0, 16);
+    const numPages = mod === QueryPagesOpMod.BOOT_PAGES ? BOOT_PAGES : mod === QueryPagesOpMod.INIT_PAGES ? INIT_PAGES : 0;
+    return { functionId: 0, numPages };
+  }
+
+  /** MANAGE_PAGES: pages given (each 4 KiB-aligned host memory, not held already), the driver's "none", or a return (none here). */
+  private managePages(c: CmdInputs['MANAGE_PAGES']): CmdOutputs['MANAGE_PAGES'] {
+    const pages = this.pages;
+    if (pages === null) return this.fail('BAD_OP', 'opcode', 'MANAGE_PAGES: this firmware has no page pool');
+    this.uint('function_id', c.functionId ?? 0, 16);
+    switch (c.opMod) {
+      case ManagePagesOpMod.ALLOCATION_SUCCESS: {
+        const pas = this.list('pas', c.pas) ?? [];
+        const seen = new Set<number>();
+        for (let i = 0; i < pas.length; i++) {
+          const pa = this.uint(`pas[${i}]`, pas[i], 64);
+          if (pa % FRAME_SIZE !== 0 || pa === 0 || pa + FRAME_SIZE > this.hostBytes) {
+            this.fail('BAD_PARAM', 'page_address', `pas[${i}] ${hex(pa)} is not a 4 KiB page of host memory`);
+          }
+          if (!this.pageOwned(pa)) this.fail('BAD_PARAM', 'page_not_mapped', `pas[${i}] ${hex(pa)} is not a page the driver mapped for the device (pinned)`);
+          if (seen.has(pa) || pages.holds(pa)) this.fail('BAD_PARAM', 'page_twice', `pas[${i}] ${hex(pa)} is given twice`);
+          seen.add(pa);
+        }
+        pages.give(pas as number[]);
+        return { pas: [] };
+      }
+      case ManagePagesOpMod.ALLOCATION_FAIL:
+        pages.allocationFailed();
+        return { pas: [] };
+      case ManagePagesOpMod.HCA_RETURN_PAGES:
+        return { pas: [] }; // the firmware gives no page back (fw_pages.ts)
+      default:
+        return this.fail('BAD_PARAM', 'op_mod', `op_mod ${String(c.opMod)} is not ALLOCATION_FAIL (0), ALLOCATION_SUCCESS (1) or HCA_RETURN_PAGES (2)`);
     }
   }
 

@@ -122,12 +122,13 @@ export class IcmWriter extends Module implements EventTarget {
     // present) are whole from the start: all of it counts, an entry not yet written faults
     const given = isKsm || (isMtt && d.pgAccess) ? count : isMtt ? (d.mtt?.length ?? 0) : isKlm ? (d.klm?.length ?? 0) : 0;
     const entryBytes = isMtt ? MTT_SIZE : KLM_SIZE;
+    // the context's page first: a shortage of ICM pages (IcmNeedPages) then leaves no table behind
+    const ctxAddr = this.icm.mkeyContextAddr(d.index, true);
     let xltAddr = 0;
     if (isMtt || isKlm) {
       xltAddr = this.icm.allocXlt(Math.max(64, count * entryBytes));
       this.writeTranslations(xltAddr, d);
     }
-    const ctxAddr = this.icm.mkeyContextAddr(d.index);
     const buf = new Uint8Array(MKEY_CONTEXT_SIZE);
     const view = new DataView(buf.buffer);
     encodeIcmMkey(

@@ -55,6 +55,30 @@ export class IcmNoMemory extends Error {
   }
 }
 
+/**
+ * ICM needs `pages` more pages than the firmware holds (pool mode): the command retries once the
+ * driver gives them (firmware/fw_pages.ts). Nothing was taken.
+ */
+export class IcmNeedPages extends Error {
+  constructor(
+    readonly pages: number,
+    readonly what: string,
+  ) {
+    super(`icm: ${pages} more pages needed for ${what} than the firmware holds`);
+    this.name = 'IcmNeedPages';
+  }
+}
+
+/** The pages the driver gave the firmware (firmware/fw_pages.ts), pinned by the driver. */
+export interface IcmPageSource {
+  /** True once pages were given: ICM takes its pages here, else from host memory itself. */
+  readonly enabled: boolean;
+  /** `n` pages, or null (nothing taken) when fewer are held. */
+  take(n: number): number[] | null;
+  /** Pages no table uses any more. */
+  release(pas: readonly number[]): void;
+}
+
 /** Options of the ICM. */
 export interface IcmOptions {
   /** mkey indices reachable, 1..2^24 (default 2^16 here; config.icmMkeyEntries, 2^24 by default, in an adapter). */
@@ -88,6 +112,10 @@ export class Icm implements DeviceMemory {
   /** The host frame behind each 4 KiB page of translation-table space, 0 when none. */
   private xltPages = new Float64Array(512);
   private xltPagesBacked = 0;
+  /** The firmware's given pages (null: ICM takes host frames itself, as a lone module does). */
+  pages: IcmPageSource | null = null;
+  /** In pool mode, the page an untouched mkey table page reads as (all zeros: free mkeys), 0 before one. */
+  private zeroPage = 0;
 
   constructor(
     /** The host memory ICM lives in. */
@@ -117,8 +145,13 @@ export class Icm implements DeviceMemory {
     return this.xltPagesBacked * FRAME_SIZE;
   }
 
-  /** Physical address of the 64-byte context of mkey `index` (taking its ICM page on first touch). */
-  mkeyContextAddr(index: number): number {
+  /**
+   * Physical address of the 64-byte context of mkey `index`, taking its ICM page on first touch.
+   * Once the firmware's pages are in use (`pages` enabled), only a write (`take`: CREATE_MKEY)
+   * takes a page; a reader of an untouched page gets the zero page, and a shortage throws
+   * IcmNeedPages.
+   */
+  mkeyContextAddr(index: number, take = false): number {
     if (!(Number.isInteger(index) && index >= 0 && index < MKEY_INDEX_LIMIT)) {
       throw new RangeError(`icm.mkeyContextAddr: index must be a 24-bit integer, got ${index}`);
     }
@@ -128,16 +161,51 @@ export class Icm implements DeviceMemory {
     const page = Math.floor(index / CONTEXTS_PER_FRAME);
     let pa = this.mkeyPages[page];
     if (pa === 0) {
-      try {
-        pa = this.mem.allocFrames(1)[0];
-      } catch (e) {
-        throw new IcmNoMemory(`icm.mkeyContextAddr: no host page for the mkey table: ${(e as Error).message}`);
+      if (this.pages?.enabled === true) {
+        if (this.zeroPage === 0) this.zeroPage = this.takeFrames(1, 'the zero page')[0];
+        if (!take) return this.zeroPage + (index % CONTEXTS_PER_FRAME) * MKEY_CONTEXT_BYTES;
       }
-      this.mem.pin(pa); // the device's own page (the DMA checker's "ICM")
+      pa = this.takeFrames(1, 'the mkey table')[0];
       this.mkeyPages[page] = pa;
       this.mkeyPagesUsed++;
     }
     return pa + (index % CONTEXTS_PER_FRAME) * MKEY_CONTEXT_BYTES;
+  }
+
+  /** Host pages ICM holds now: the mkey table's, the translation tables', the zero page. */
+  get pagesInUse(): number {
+    return this.mkeyPagesUsed + this.xltPagesBacked + (this.zeroPage !== 0 ? 1 : 0);
+  }
+
+  /**
+   * `n` zeroed 4 KiB pages for ICM: the firmware's given pages (IcmNeedPages when short), or,
+   * before the driver gave any, host frames pinned here (the DMA checker's "ICM page").
+   */
+  private takeFrames(n: number, what: string): number[] {
+    if (this.pages?.enabled === true) {
+      const got = this.pages.take(n);
+      if (got === null) throw new IcmNeedPages(n, what);
+      for (const pa of got) this.mem.fill(pa, FRAME_SIZE, 0);
+      return got;
+    }
+    let frames: number[];
+    try {
+      frames = this.mem.allocFrames(n);
+    } catch (e) {
+      throw new IcmNoMemory(`icm: no host pages for ${what} (${n}): ${(e as Error).message}`);
+    }
+    for (const pa of frames) this.mem.pin(pa);
+    return frames;
+  }
+
+  /** Pages ICM no longer uses: back to the firmware's pool, or to host memory. */
+  private releaseFrames(pas: number[]): void {
+    if (this.pages?.enabled === true) {
+      this.pages.release(pas);
+      return;
+    }
+    for (const pa of pas) this.mem.unpin(pa);
+    this.mem.freeFrames(pas);
   }
 
   /**
@@ -189,8 +257,7 @@ export class Icm implements DeviceMemory {
       this.xltPages[p] = 0;
     }
     if (freed.length > 0) {
-      for (const pa of freed) this.mem.unpin(pa);
-      this.mem.freeFrames(freed);
+      this.releaseFrames(freed);
       this.xltPagesBacked -= freed.length;
     }
   }
@@ -302,14 +369,8 @@ export class Icm implements DeviceMemory {
     let need = 0;
     for (let p = lo; p < hi; p++) if (this.xltPages[p] === 0) need++;
     if (need === 0) return;
-    let frames: number[];
-    try {
-      frames = this.mem.allocFrames(need);
-    } catch (e) {
-      throw new IcmNoMemory(`icm.allocXlt: host memory cannot back a ${len}-byte translation table (${need} pages): ${(e as Error).message}`);
-    }
+    const frames = this.takeFrames(need, `a ${len}-byte translation table`);
     let k = 0;
-    for (const pa of frames) this.mem.pin(pa);
     for (let p = lo; p < hi; p++) if (this.xltPages[p] === 0) this.xltPages[p] = frames[k++];
     this.xltPagesBacked += need;
   }
