@@ -256,7 +256,8 @@ describe('work requests: asynchronous outcomes (spec/semantics.md "Work requests
   });
 
   it("a deregistered cached user MR keeps its key (mlx5 stores and pops the whole key): refused while free, then the old rkey reaches the next MR of its mkey", async () => {
-    const tb = new Testbed({ hcas: 1 });
+    // no pre-fill: a fill landing between the dereg and the next regMr would be popped first (LIFO)
+    const tb = new Testbed({ hcas: 1, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const ctx = await tb.openDevice(0);
       const pd = await ctx.allocPd();

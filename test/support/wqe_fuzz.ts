@@ -433,7 +433,8 @@ export function strayWrites(s: FuzzSession, privileged = false): number {
       while (p < pa + len) {
         const f = Math.floor(p / 4096);
         const q = Math.min(pa + len, (f + 1) * 4096);
-        if (s.processFrames[h].has(f) && !covered(s.allowed[h].get(f), p, q)) {
+        // (a page the driver gave the firmware with MANAGE_PAGES is the device's ICM, not the process's)
+        if (s.processFrames[h].has(f) && !hca.pages.holds(f * 4096) && !covered(s.allowed[h].get(f), p, q)) {
           stray++;
           break;
         }

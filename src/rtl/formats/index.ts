@@ -25,3 +25,4 @@ export * from './cmd_mkey.ts';
 export * from './cmd_eq.ts';
 export * from './cmd_cq.ts';
 export * from './cmd_qp.ts';
+export * from './cmd_layout.ts';
