@@ -42,6 +42,16 @@ export class Pd {
     checkAccess(access, 'regMr');
     if (!(Number.isSafeInteger(length) && length > 0)) throw new VerbsError('EINVAL', `regMr: length must be > 0, got ${shown(length)}`);
     if (!Number.isSafeInteger(addr) || addr < 0) throw new VerbsError('EINVAL', `regMr: bad address ${addr}`);
+    // ZERO_BASED is hca_va 0 (ibv_reg_mr(3)); the kernel refuses an iova whose offset in its page
+    // differs from the address's (Linux 6.12 drivers/infiniband/core/uverbs_cmd.c:710
+    // `(cmd.start & ~PAGE_MASK) != (cmd.hca_va & ~PAGE_MASK)`: -EINVAL): an mlx5 mkey's
+    // start_addr is both its iova and its first byte's page offset (mlx5_ib.h:1720-1723)
+    if ((access & IbAccess.ZERO_BASED) !== 0 && addr % PAGE !== 0) {
+      throw new VerbsError(
+        'EINVAL',
+        `regMr: ZERO_BASED at 0x${addr.toString(16)}: the iova (0) and the address must have the same offset in their page (uverbs_cmd.c:710)`,
+      );
+    }
     const host = this.ctx.hca.host;
     const odp = (access & IbAccess.ON_DEMAND) !== 0;
     if (odp && !(await this.ctx.queryDevice()).deviceCapFlags.has('ON_DEMAND_PAGING')) {
@@ -80,25 +90,25 @@ export class Pd {
     const pages = Math.ceil((addr + length - first) / PAGE);
     // get_user_pages: pinning costs time per page (spec/timing.md "pinning host pages")
     if (!odp) await this.ctx.tb.delay(pages * this.ctx.hca.cfg.pinPagePs);
-    // the MTT page size as mlx5 picks it (mlx5_umem_find_best_pgsz): the largest the mapping
-    // allows, so an MR over huge pages has one MTT per 2 MiB page; an ODP MR maps 4 KiB pages
-    const logPageSize = odp ? 12 : bestPageShift(host, addr, length);
+    // zero-based: the iova, and so the mkey's start_addr, is 0 (regMr checked that the address
+    // is page aligned, so the first byte is byte 0 of the first MTT page)
+    const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
+    const start = zeroBased ? 0 : addr;
+    // the MTT page size as mlx5 picks it (mlx5_umem_find_best_pgsz, over the iova): the largest
+    // the mapping allows, so an MR over huge pages has one MTT per 2 MiB page; an ODP MR maps
+    // 4 KiB pages
+    const logPageSize = odp ? 12 : bestPageShift(host, addr, length, start);
     const P = 2 ** logPageSize;
-    const pFirst = addr - (addr % P);
-    const entries = Math.ceil((addr + length - pFirst) / P);
+    // the first byte lies start % P into the first MTT page (start_addr is also the page offset)
+    const off = start % P;
+    const entries = Math.ceil((off + length) / P);
     const mtt: number[] = [];
     if (odp) for (let i = 0; i < entries; i++) mtt.push(0);
     else {
       // entry 0 from the first byte's address (its page start may lie before the range)
-      mtt.push(host.dmaAddress(addr) - (addr - pFirst) + 3);
-      for (let i = 1; i < entries; i++) mtt.push(host.dmaAddress(pFirst + i * P) + 3);
+      mtt.push(host.dmaAddress(addr) - off + 3);
+      for (let i = 1; i < entries; i++) mtt.push(host.dmaAddress(addr - off + i * P) + 3);
     }
-    // zero-based: the range starts at 0 and its first byte lies addr % P into the first MTT
-    // page: the model-private first byte offset (FBO, src/rtl/memory/icm_mkey.ts); real mlx5 has no
-    // such field (its kernel refuses zero-based MRs at unaligned addresses)
-    const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
-    const start = zeroBased ? 0 : addr;
-    const fbo = zeroBased ? addr % P : 0;
     if (!odp && entries <= MAX_UMR_CHUNK / 8) {
       // create_real_mr (mr.c:1426-1469) with UMR-loadable translations (the device has
       // umr_extended_translation_offset, umr.h:40-42): alloc_cacheable_mr (mr.c:1121-1168) takes
@@ -123,7 +133,7 @@ export class Pd {
         key = r.mkey;
         bucket = entries;
       }
-      key = await this.ctx.umr.enableKey(key, this, access, start, length, mtt, { zeroBased, fbo }, logPageSize);
+      key = await this.ctx.umr.enableKey(key, this, access, start, length, mtt, logPageSize);
       return this.track(new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket }));
     }
     // ODP (pages not present, odp.ts), or translations past one UMR (131,064 MTT entries: the
@@ -134,7 +144,6 @@ export class Pd {
       this.ctx.cmdq.exec({
         op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,
         pd: this.pdn, start, length, logPageSize, pgAccess: odp, mtt,
-        mwBind: (access & IbAccess.MW_BIND) !== 0, zeroBased, fbo,
       }),
       'regMr',
     );
@@ -388,14 +397,23 @@ function bitLength(x: number): number {
  * 2^31) such that every physically contiguous run of the range starts at the same offset modulo
  * P in virtual and DMA addresses (the address bits below P pass through), every run but the last
  * ends on a P boundary of the virtual range, and P is no larger than one page spanning the whole
- * range needs (the VA bits that change from its first to its last byte).
+ * range needs (the VA bits that change from its first to its last byte). The "virtual" addresses
+ * are the MR's iova (`iova`, default `addr`; 0 for a zero-based MR), as the kernel's `virt`
+ * (umem.c:94-129): a zero-based MR gets pages no larger than its first byte's DMA alignment.
  */
-export function bestPageShift(host: { dmaAddress(a: number): number; pageSizeAt?(a: number): number }, addr: number, length: number): number {
+export function bestPageShift(
+  host: { dmaAddress(a: number): number; pageSizeAt?(a: number): number },
+  addr: number,
+  length: number,
+  iova = addr,
+): number {
   const last = addr + length - 1;
-  // the VA bits that change between the first and the last byte: a page of 2^k covers them
-  const hi = Math.floor(addr / 2 ** 32) === Math.floor(last / 2 ** 32)
-    ? bitLength(((addr >>> 0) ^ (last >>> 0)) >>> 0)
-    : 32 + bitLength((Math.floor(addr / 2 ** 32) ^ Math.floor(last / 2 ** 32)) >>> 0);
+  const ivLast = iova + length - 1;
+  // the iova bits that change between the first and the last byte: a page of 2^k covers them
+  const hi = Math.floor(iova / 2 ** 32) === Math.floor(ivLast / 2 ** 32)
+    ? bitLength(((iova >>> 0) ^ (ivLast >>> 0)) >>> 0)
+    : 32 + bitLength((Math.floor(iova / 2 ** 32) ^ Math.floor(ivLast / 2 ** 32)) >>> 0);
+  const shift = iova - addr;
   let k = Math.min(MAX_LOG_PAGE_SIZE, Math.max(hi, 12));
   // walk the pages as runs of physically contiguous memory (a huge page is one step: a 512 GiB
   // MR over 2 MiB pages is 262,144 steps, not 2^27)
@@ -409,13 +427,13 @@ export function bestPageShift(host: { dmaAddress(a: number): number; pageSizeAt?
     const dma = host.dmaAddress(va);
     if (dma !== next) {
       // a run ended at va: its end must be P-aligned, the new run's offset must pass through
-      k = Math.min(k, trailingZeros(va), trailingZeros(Math.abs(runDma - runVa)));
+      k = Math.min(k, trailingZeros(va + shift), trailingZeros(Math.abs(runDma - runVa - shift)));
       runVa = va;
       runDma = dma;
     }
     next = dma + n;
     va += n;
   }
-  k = Math.min(k, trailingZeros(Math.abs(runDma - runVa)));
+  k = Math.min(k, trailingZeros(Math.abs(runDma - runVa - shift)));
   return Math.max(12, k);
 }

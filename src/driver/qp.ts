@@ -669,6 +669,17 @@ export class Qp {
     const n = mr.type === 'MEM_REG' ? mr.pageCount : mr.mappedCount;
     if (n > mr.maxNumSg) throw new VerbsError('EINVAL', `postSend: REG_MR page list of ${n} > maxNumSg ${mr.maxNumSg}`);
     const zeroBased = (access & IbAccess.ZERO_BASED) !== 0;
+    // zero-based: start_addr 0, as mlx5 writes the iova (wr.c:206 set_reg_mkey_seg). The mkey's
+    // start_addr is also its first byte's offset in the first page (mlx5_ib.h:1720-1723), so a
+    // page list whose first byte is not page aligned cannot start at 0: the rule the kernel
+    // applies to every MR (uverbs_cmd.c:710, iova and address in the same page offset, EINVAL).
+    // A KLM list (SG_GAPS) starts at its first byte and has no such rule
+    if (zeroBased && mr.type === 'MEM_REG' && mr.iova % mr.pageSize !== 0) {
+      throw new VerbsError(
+        'EINVAL',
+        `postSend: REG_MR ZERO_BASED over a page list whose first byte 0x${mr.iova.toString(16)} is not ${mr.pageSize}-aligned: the iova (0) and the first byte must have the same page offset (uverbs_cmd.c:710)`,
+      );
+    }
     const translations = mr.type === 'MEM_REG'
       ? { mode: 'MTT' as const, pages: mr.pages, logPageSize: mr.mttLogPageSize }
       : { mode: 'KLM' as const, klms: mr.elements.map((e) => ({ bcount: e.length, key: mr.pd.dmaLkeyNow >>> 0, va: e.dma })) };
@@ -682,18 +693,12 @@ export class Qp {
     }
     // documented choice (RegMrWqeParams.clearAtomic): A in the mask once any REG_MR granted atomic
     const clearAtomic = mr.atomicGranted;
-    // zero-based: start 0, as mlx5 (wr.c:206 writes the iova); over MTTs the first byte lies
-    // iova % page size into the first page (the model-private first byte offset,
-    // src/rtl/memory/icm_mkey.ts); a KLM list starts at that byte
-    const fbo = zeroBased && mr.type === 'MEM_REG' ? mr.iova % 2 ** mr.mttLogPageSize : 0;
     const ds = buildRegMrWqe(view, 0, {
       ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations, clearAtomic,
       ...(listAddr !== undefined ? { listAddr, listLkey: MLX5_INVALID_LKEY } : {}),
     });
     if ((access & IbAccess.REMOTE_ATOMIC) !== 0) mr.atomicGranted = true;
     mr.regAccess = access;
-    // MW_BIND and the first byte offset have no field in mlx5's WQE: beside it (umr_sideband.ts)
-    this.pd.ctx.hca.uar.umrExtras(common.qpn, common.wqeIndex, { mwBind: (access & IbAccess.MW_BIND) !== 0, fbo });
     return ds;
   }
 

@@ -21,7 +21,6 @@ import type { WorkCompletion } from './types.ts';
 import { VerbsError } from './verbs_error.ts';
 import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttListBytes } from './wqe_builder.ts';
 import { MkeyMaskBit, makeKey } from '../rtl/formats/constants.ts';
-import { IbAccess } from './types.ts';
 
 /**
  * The most translation bytes one UMR writes: MLX5_MAX_UMR_CHUNK = (1 << (MLX5_MAX_UMR_SHIFT + 4))
@@ -243,10 +242,9 @@ export class DriverUmr {
    */
   async enable(
     index: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
-    zb: { zeroBased: boolean; fbo: number } = { zeroBased: false, fbo: 0 },
     logPageSize = 12,
   ): Promise<number> {
-    return this.enableKey(makeKey(index, this.ctx.nextTag()), pd, access, start, length, mtt, zb, logPageSize);
+    return this.enableKey(makeKey(index, this.ctx.nextTag()), pd, access, start, length, mtt, logPageSize);
   }
 
   /**
@@ -255,16 +253,15 @@ export class DriverUmr {
    */
   async enableKey(
     key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
-    zb: { zeroBased: boolean; fbo: number } = { zeroBased: false, fbo: 0 },
     logPageSize = 12,
   ): Promise<number> {
-    await this.postWait('regMr (mkey pool UMR)', (qp, wrId) => this.postEnable(qp, wrId, key, pd, access, start, length, mtt, zb, logPageSize));
+    await this.postWait('regMr (mkey pool UMR)', (qp, wrId) => this.postEnable(qp, wrId, key, pd, access, start, length, mtt, logPageSize));
     return key;
   }
 
   private postEnable(
     qp: Qp, wrId: number, key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
-    zb: { zeroBased: boolean; fbo: number }, logPageSize: number,
+    logPageSize: number,
   ): void {
     const bytes = mtt.length * 8;
     let listAddr: number | undefined;
@@ -278,9 +275,8 @@ export class DriverUmr {
         // a pooled mkey may come back from a user with atomic: always set (or clear) A
         clearAtomic: true,
       });
-      // START_ADDR in the mask also sets (or clears) the zero-based bit (a start of 0) and the
-      // first byte offset, the access bits MW_BIND: passed beside the WQE (src/rtl/umr/umr_sideband.ts)
-      this.ctx.hca.uar.umrExtras(common.qpn, common.wqeIndex, { mwBind: (access & IbAccess.MW_BIND) !== 0, fbo: zb.fbo });
+      // as mlx5_ib, the WQE carries the access bits A/RW/RR/LW and nothing of IB_ACCESS_MW_BIND
+      // (umr.c:434-448 mlx5r_umr_set_access_flags); a start of 0 is what makes it zero-based
       // the UMR also sets the PD (mask bit PD) and leaves remote invalidation off (a user MR)
       view.setUint8(24 + 7 - (MkeyMaskBit.PD >> 3), view.getUint8(24 + 7 - (MkeyMaskBit.PD >> 3)) | (1 << (MkeyMaskBit.PD & 7)));
       view.setUint32(64 + 12, pd.pdn & 0xffffff);

@@ -128,9 +128,9 @@ function mapRange(
 
 /**
  * MTT mode: one piece per page. Pages form the grid that starts at the page holding `start`
- * (entry index = (a - start + start % P) / P, spec/mlx5.md), so `start` may be unaligned; a
- * zero-based mkey's first byte offset `fbo` (model-private, src/rtl/memory/icm_mkey.ts) shifts the grid
- * the same way: entry index = (a - start + start % P + fbo) / P.
+ * (entry index = (a - start + start % P) / P, spec/mlx5.md), so `start` may be unaligned: it is
+ * both the mkey's iova and its first byte's page offset (Linux 6.12 mlx5_ib.h:1720-1723), so a
+ * zero-based mkey (start 0) starts at byte 0 of its first page.
  */
 function mapMtt(
   walk: Walk,
@@ -141,7 +141,7 @@ function mapMtt(
   outerVa: number,
 ): Stop | undefined {
   const pageSize = 2 ** mkey.logPageSize;
-  const firstPageOffset = (mkey.start % pageSize) + (mkey.fbo ?? 0);
+  const firstPageOffset = mkey.start % pageSize;
   let done = 0;
   while (done < length) {
     const rel = va + done - mkey.start + firstPageOffset;

@@ -78,11 +78,6 @@ export interface ModelMkey {
   pgAccess: boolean;
   /** MTT mode: one entry per page of the range, the first page being the one holding `start`. */
   mtt: MttEntry[];
-  /**
-   * MTT mode: first byte offset of a zero-based mkey (default 0): where `start` lies in the
-   * first entry's page (model-private, src/rtl/memory/icm_mkey.ts).
-   */
-  fbo?: number;
   /** KLMS mode: the list walked from `start`. */
   klm: Klm[];
 }

@@ -29,7 +29,6 @@ import { Sq } from './transport/sq.ts';
 import { Requester } from './transport/requester.ts';
 import { Responder } from './transport/responder.ts';
 import { UmrEngine, type UmrEngineOptions } from './umr/umr_engine.ts';
-import type { UmrRegExtras } from './umr/umr_sideband.ts';
 import type { QpTable } from './transport/qp_table.ts';
 
 /** Options of an adapter beyond its configuration: firmware (cmdif) and UMR engine choices. */
@@ -45,12 +44,6 @@ export interface Uar {
   ringCq(hi: number, lo: number): void;
   /** The EQ doorbell: offset 0x40 (update and arm) or 0x48 (update), value `(ci & 0xffffff) | eqn << 24`. */
   ringEq(offset: number, value: number): void;
-  /**
-   * Model-private register: what a registration UMR at send queue slot `wqeIndex` of QP `qpn`
-   * carries in IB verbs beyond mlx5's WQE (IB_ACCESS_MW_BIND, a zero-based MR's first byte
-   * offset), written before the doorbell (src/rtl/umr/umr_sideband.ts).
-   */
-  umrExtras(qpn: number, wqeIndex: number, x: UmrRegExtras): void;
 }
 
 /** The initialization segment's registers (32-bit MMIO, big-endian values; offsets of formats/cmd_layout.ts IsegOff). */
@@ -284,7 +277,6 @@ export class Hca extends Module {
         if (offset !== UAR_EQ_ARM && offset !== UAR_EQ_UPDATE) return; // other offsets hold nothing here
         this.pcie.ringDoorbell(this.eqWriter.doorbell, { eqn: value >>> 24, ci: value & 0xffffff, arm: offset === UAR_EQ_ARM });
       },
-      umrExtras: (qpn, wqeIndex, x) => this.umrEngine.sideband.set(qpn, wqeIndex, x),
     };
     const cmdq = this.cmdif.cmdq;
     this.iseg = {

@@ -60,7 +60,7 @@ export interface FuzzPost {
 const OPS = [...Object.keys(CmdOpcode), 'NOT_A_COMMAND', '', 'constructor', '__proto__'];
 const FIELDS = [
   'opMod', 'pd', 'tag', 'accessMode', 'access', 'start', 'length', 'free', 'umrEn', 'remoteInval', 'qpn', 'len64', 'logPageSize', 'pgAccess',
-  'mtt', 'klm', 'xltCapacity', 'mwBind', 'kind', 'zeroBased', 'fbo', 'index', 'flagsQpn', 'size', 'bufAddr', 'eventMask', 'eqn', 'dbrAddr',
+  'mtt', 'klm', 'xltCapacity', 'kind', 'index', 'flagsQpn', 'size', 'bufAddr', 'eventMask', 'eqn', 'dbrAddr',
   'cqn', 'sendCqn', 'recvCqn', 'sqSize', 'rqSize', 'transport', 'maxSendSge', 'maxRecvSge', 'sqBufAddr', 'rqBufAddr', 'pas', 'fre',
   'accessFlags', 'port', 'pkeyIndex', 'remoteQpn', 'remoteHca', 'mtu', 'rqPsn', 'sqPsn', 'timeout', 'retryCnt', 'rnrRetry', 'maxRdAtomic',
 ];

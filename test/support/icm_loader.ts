@@ -27,7 +27,6 @@ export function loadMkeys(hca: Hca, table: readonly ModelMkey[]): void {
       len64: m.len64,
       logPageSize: m.logPageSize,
       pgAccess: m.pgAccess,
-      fbo: m.fbo ?? 0,
       mtt: m.accessMode === 'MTT' ? m.mtt.map((e) => e.addr + (e.read ? 1 : 0) + (e.write ? 2 : 0)) : undefined,
       klm: m.accessMode === 'KLMS' ? m.klm.map((k) => ({ bcount: k.bcount, key: k.key >>> 0, va: k.va })) : undefined,
     });

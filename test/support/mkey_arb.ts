@@ -229,18 +229,18 @@ function missingIndex(used: ReadonlySet<number>): number {
 
 /**
  * The range shape shared by PA and MTT: unaligned start and a length of a few pages. A zero-based
- * range starts at 0 and its first byte lies `fbo` into the first page (the first byte offset of
- * src/rtl/memory/icm_mkey.ts; MTT mode uses it, PA ignores it).
+ * range starts at 0, at byte 0 of its first page: mlx5's start_addr is also the first byte's page
+ * offset (mlx5_ib.h:1720-1723), so no mkey has a first byte offset of its own.
  */
-function rangeOf(d: MkeyDraft, pageSize: number): { start: number; length: number; fbo: number } {
-  const firstOffset = scaled(d.firstOffsetFrac, pageSize);
+function rangeOf(d: MkeyDraft, pageSize: number): { start: number; length: number } {
+  const firstOffset = d.zeroBased ? 0 : scaled(d.firstOffsetFrac, pageSize);
   const start = d.zeroBased ? 0 : d.basePage * pageSize + firstOffset;
   const length = Math.max(1, d.pages * pageSize - firstOffset - scaled(d.lastTrimFrac, pageSize));
-  return { start, length, fbo: d.zeroBased ? firstOffset : 0 };
+  return { start, length };
 }
 
-function mttOf(d: MkeyDraft, start: number, length: number, pageSize: number, fbo: number): MttEntry[] {
-  const needed = Math.ceil(((start % pageSize) + fbo + length) / pageSize);
+function mttOf(d: MkeyDraft, start: number, length: number, pageSize: number): MttEntry[] {
+  const needed = Math.ceil(((start % pageSize) + length) / pageSize);
   const count = d.shortMtt ? needed - 1 : needed;
   const entries: MttEntry[] = [];
   for (let i = 0; i < count; i++) {
@@ -285,9 +285,9 @@ function resolveTable(drafts: MkeyDraft[]): ModelMkey[] {
       mkey = { ...base, start, length, len64: d.len64 };
     } else if (d.mode === 'MTT') {
       const pageSize = 2 ** d.logPageSize;
-      const { start, length, fbo } = rangeOf(d, pageSize);
-      const mtt = mttOf(d, start, length, pageSize, fbo);
-      mkey = { ...base, start, length, logPageSize: d.logPageSize, pgAccess: d.pgAccess, mtt, fbo };
+      const { start, length } = rangeOf(d, pageSize);
+      const mtt = mttOf(d, start, length, pageSize);
+      mkey = { ...base, start, length, logPageSize: d.logPageSize, pgAccess: d.pgAccess, mtt };
     } else {
       const start = d.zeroBased ? 0 : d.basePage * 2 ** PAGE_4K + scaled(d.firstOffsetFrac, 2 ** PAGE_4K);
       const klm: Klm[] = [];

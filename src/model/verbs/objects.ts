@@ -140,6 +140,8 @@ export interface MappedList {
   extents: HostExtent[];
   /** Length of the page list REG_MR would write: pages (MEM_REG) or KLMs (SG_GAPS). */
   entries: number;
+  /** mapSg's page size (MEM_REG). */
+  pageSize: number;
 }
 
 /** A memory region: a user MR (regMr) or a fast-registration MR (allocMr). */
@@ -156,7 +158,7 @@ export class ModelMr {
   /** Windows bound to this MR now (counted when a bind executes). */
   boundWindows = 0;
   /** Fast-registration MRs: the list the last mapSg built. */
-  mapped: MappedList = { extents: [], entries: 0 };
+  mapped: MappedList = { extents: [], entries: 0, pageSize: 4096 };
   /**
    * Software view of the registration's access: regMr's, or that of the last REG_MR posted
    * (the bindMw verb's zero-based check; see verbs_model.ts).

@@ -385,6 +385,11 @@ export class VerbsModel {
     const h = this.hca(pd.hca);
     // regMr access: REMOTE_WRITE or REMOTE_ATOMIC requires LOCAL_WRITE.
     requireLocalWriteFor(access, 'regMr');
+    // regMr ZERO_BASED (hca_va 0): the address must be page aligned (Linux 6.12
+    // drivers/infiniband/core/uverbs_cmd.c:710, iova and address in the same page offset).
+    if ((access & VerbsAccess.ZERO_BASED) !== 0 && addr % 4096 !== 0) {
+      throw err('EINVAL', 'regMr: ZERO_BASED needs a page-aligned address (uverbs_cmd.c:710)');
+    }
     // regMr ON_DEMAND: device without ON_DEMAND_PAGING.
     if ((access & VerbsAccess.ON_DEMAND) !== 0 && !this.onDemandPaging) {
       throw err('EOPNOTSUPP', 'regMr: ON_DEMAND needs a device with ON_DEMAND_PAGING');
@@ -468,7 +473,7 @@ export class VerbsModel {
       (sum, e) => sum + Math.ceil((e.addr + e.length) / pageSize) - Math.floor(e.addr / pageSize),
       0,
     );
-    mr.mapped = { extents, entries: mr.type === 'MEM_REG' ? pages : n };
+    mr.mapped = { extents, entries: mr.type === 'MEM_REG' ? pages : n, pageSize };
     mr.iova = n > 0 ? extents[0].addr : 0;
     mr.length = extents.reduce((sum, e) => sum + e.length, 0);
     return n;
@@ -813,6 +818,11 @@ export class VerbsModel {
     if (mr.mapped.entries > mr.maxNumSg) throw err('EINVAL', 'postSend REG_MR: page list longer than maxNumSg');
     // REG_MR access: REMOTE_WRITE or REMOTE_ATOMIC requires LOCAL_WRITE.
     requireLocalWriteFor(wr.access ?? 0, 'postSend REG_MR');
+    // postSend REG_MR ZERO_BASED (MEM_REG): the first byte must be page aligned, as mlx5's
+    // start_addr is both the iova and the page offset (the rule of uverbs_cmd.c:710)
+    if (((wr.access ?? 0) & VerbsAccess.ZERO_BASED) !== 0 && mr.type === 'MEM_REG' && mr.iova % mr.mapped.pageSize !== 0) {
+      throw err('EINVAL', 'postSend REG_MR: ZERO_BASED needs a page list whose first byte is page aligned (uverbs_cmd.c:710)');
+    }
     return { iova: mr.iova, length: mr.length, extents: mr.mapped.extents.map((e) => ({ ...e })) };
   }
 

@@ -235,9 +235,6 @@ function encodeCreateMkey(c: CmdOf<'CREATE_MKEY'>): Uint8Array {
   const { b, v } = input('CREATE_MKEY', CREATE_MKEY_IN, 0, {
     pg_access: flag(c.pgAccess),
     translations_octword_actual_size: actual,
-    model_fbo: c.fbo ?? 0,
-    model_mw_bind: flag(c.mwBind),
-    model_zero_based: flag(c.zeroBased),
     model_kind: c.kind ?? 0,
     model_mtt_given: flag(c.mtt !== undefined),
     model_klm_given: flag(c.klm !== undefined),
@@ -306,10 +303,7 @@ function decodeCreateMkey(v: DataView): CmdInputs['CREATE_MKEY'] {
     logPageSize: m.logPageSize,
     pgAccess: f.pg_access === 1,
     xltCapacity: f.model_xlt_capacity,
-    mwBind: f.model_mw_bind === 1,
     kind: f.model_kind,
-    zeroBased: f.model_zero_based === 1,
-    fbo: f.model_fbo,
   };
   if (mtt) out.mtt = readPas(v, list, count, 'mtt');
   else if (klm) {

@@ -239,14 +239,8 @@ export interface CreateMkeyIn {
   klm?: readonly Klm[];
   /** Translation entries to reserve (at least the list given), for UMR to fill later. */
   xltCapacity?: number;
-  /** IB_ACCESS_MW_BIND (model-private ICM bit, see icm_mkey.ts). */
-  mwBind?: boolean;
   /** MKEY_KIND_MR (default), MKEY_KIND_MW1 or MKEY_KIND_MW2 (model-private ICM bits). */
   kind?: number;
-  /** A zero-based registration (model-private ICM bit, see icm_mkey.ts). */
-  zeroBased?: boolean;
-  /** MTT mode: the first byte offset of a zero-based MR (model-private, icm_mkey.ts); default 0. */
-  fbo?: number;
 }
 
 /** The inputs of each command, by name (spec/mlx5.md "Commands"). */

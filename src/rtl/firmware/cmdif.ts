@@ -36,7 +36,7 @@ import { BOOT_PAGES, INIT_PAGES, type FwPages } from './fw_pages.ts';
 import { ManagePagesOpMod, QueryPagesOpMod } from '../formats/constants.ts';
 import { FRAME_SIZE } from '../memory/host_mem.ts';
 import type { IcmWriter } from './icm_writer.ts';
-import { ICM_BYTE3, ICM_ALLOCATED, ICM_FBO, ICM_MW_COUNT, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
+import { ICM_BYTE3, ICM_ALLOCATED, ICM_MW_COUNT, ICM_XLT_ADDR, ICM_XLT_COUNT } from '../memory/icm_mkey.ts';
 import { CmdOpcode, MKEY_QPN_NONE, MkcAccessMode, PageFaultFlag, makeKey } from '../formats/constants.ts';
 import type { Klm } from '../formats/klm.ts';
 import { RESERVED_MKEY_INDICES, hcaCaps, queryHcaCap, type HcaCaps, type HcaCapsOverride } from './hca_caps.ts';
@@ -730,10 +730,11 @@ export class Cmdif extends Module {
     const remoteInval = this.bit('en_rinval', c.remoteInval, false);
     const len64 = this.bit('length64', c.len64, false);
     const pgAccess = this.bit('pg_access', c.pgAccess, false);
-    const mwBind = this.bit('mw_bind', c.mwBind, false);
-    const zeroBased = this.bit('zero_based', c.zeroBased, false);
     const kind = this.uint('kind', c.kind ?? 0, 2);
-    const fbo = this.uint('fbo', c.fbo ?? 0, 32);
+    // zero-based is what mlx5 makes of it, an MR whose start_addr (its iova) is 0 (mr.c:87
+    // set_mkc_access_pd_addr_fields writes the iova; ibv_reg_mr(3): hca_va 0 "has the same
+    // effect as IBV_ACCESS_ZERO_BASED"), as the UMR engine takes it (umr_ops.ts applyMask)
+    const zeroBased = start === 0 && !len64;
     const xltCapacity = this.uint('xlt_capacity', c.xltCapacity ?? 0, 32);
     if (mode === MkcAccessMode.KLMS && Math.max(klm?.length ?? 0, xltCapacity) > g.maxFastRegPageListLen) {
       this.fail(
@@ -763,10 +764,8 @@ export class Cmdif extends Module {
       mtt,
       klm,
       xltCapacity,
-      mwBind,
       kind,
       zeroBased,
-      fbo,
     };
     try {
       this.writer.createMkey(desc);
@@ -792,16 +791,15 @@ export class Cmdif extends Module {
   /**
    * The 64-byte context as the hardware defines it. A destroyed or never-created index is
    * answered too (firmware.ts keeps a destroyed context's bytes for post-mortem queries), with
-   * `allocated` false. The bytes this model keeps in reserved fields (icm_mkey.ts: byte 3, the
-   * first byte offset at 8..11, 36..47, the window count at 60..63) read as zero, as reserved
-   * bytes do: a zero-based MR shows what mlx5 shows, start_addr 0.
+   * `allocated` false. The bytes this model keeps in reserved fields (icm_mkey.ts: byte 3,
+   * 36..47, the window count at 60..63) read as zero, as reserved bytes do: a zero-based MR
+   * shows what mlx5 shows, start_addr 0.
    */
   private queryMkey(c: CmdInputs['QUERY_MKEY']): CmdOutputs['QUERY_MKEY'] {
     const index = this.mkeyIndexOf(c.index);
     const context = this.writer.contextBytes(index);
     const allocated = (context[ICM_BYTE3] & ICM_ALLOCATED) !== 0;
     context[ICM_BYTE3] = 0;
-    context.fill(0, ICM_FBO, ICM_FBO + 4);
     context.fill(0, ICM_XLT_COUNT, ICM_XLT_ADDR + 8);
     context.fill(0, ICM_MW_COUNT, ICM_MW_COUNT + 4);
     return { context, allocated };

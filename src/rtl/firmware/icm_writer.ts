@@ -43,14 +43,10 @@ export interface MkeyDesc {
   klm?: readonly Klm[];
   /** Translation entries to reserve (default: the list given); UMR may fill them later. */
   xltCapacity?: number;
-  /** IB_ACCESS_MW_BIND (see icm_mkey.ts). */
-  mwBind?: boolean;
   /** MKEY_KIND_MR (default), MKEY_KIND_MW1 or MKEY_KIND_MW2. */
   kind?: number;
   /** A zero-based registration (model-private ICM_ZERO_BASED, see icm_mkey.ts). */
   zeroBased?: boolean;
-  /** MTT mode: the first byte offset (model-private ICM_FBO, see icm_mkey.ts); default 0. */
-  fbo?: number;
 }
 
 /** What the writer uses: host memory (where ICM lives), the ICM's allocation, and the caches it keeps coherent. */
@@ -158,8 +154,8 @@ export class IcmWriter extends Module implements EventTarget {
         logPageSize: d.logPageSize,
       },
       {
-        allocated: true, pgAccess: d.pgAccess, xltCount: given, xltAddr, mwBind: d.mwBind ?? false, kind: d.kind ?? 0, mwCount: 0,
-        zeroBased: d.zeroBased ?? false, fbo: d.fbo ?? 0,
+        allocated: true, pgAccess: d.pgAccess, xltCount: given, xltAddr, kind: d.kind ?? 0, mwCount: 0,
+        zeroBased: d.zeroBased ?? false,
       },
     );
     this.mem.write(ctxAddr, buf);

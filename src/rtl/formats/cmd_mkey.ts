@@ -5,10 +5,12 @@
  *
  * Model-private bits of create_mkey_in (all in reserved fields, test/rtl/formats/
  * header_conformance.test.ts checks it; the same list is in spec/commands.md "Model-private bits"):
- * - bits 0x40-0x5f (reserved_at_40): model_fbo, the first byte offset of a zero-based MTT mkey.
- * - bits 0x63-0x68 (reserved_at_63): model_mw_bind (IB_ACCESS_MW_BIND), model_zero_based, the
- *   object kind model_kind (MR, type-1 or type-2 window; 2 bits), and whether an MTT list
- *   (model_mtt_given) or a KLM list (model_klm_given) was given, even an empty one.
+ * - bits 0x65-0x68 (reserved_at_63): the object kind model_kind (MR, type-1 or type-2 window;
+ *   2 bits), and whether an MTT list (model_mtt_given) or a KLM list (model_klm_given) was
+ *   given, even an empty one.
+ * Nothing else: IB_ACCESS_MW_BIND never reaches an mlx5 mkey (wr.c:180 get_umr_flags), a
+ * zero-based MR is one whose start_addr is 0 (the firmware derives it), and an mkey has no first
+ * byte offset (start_addr is also the page offset, mlx5_ib.h:1720-1723).
  * - bits 0x280-0x2bf (reserved_at_280): model_xlt_capacity (the entries to reserve, which
  *   translations_octword_size rounds up to an octoword) and model_xlt_count (the exact number of
  *   list entries: an odd MTT list fills half an octoword).
@@ -28,9 +30,6 @@ export const CREATE_MKEY_IN = inLayout(
   {
     pg_access: [0x60, 1],
     translations_octword_actual_size: [0x300, 0x20],
-    model_fbo: [0x40, 0x20],
-    model_mw_bind: [0x63, 1],
-    model_zero_based: [0x64, 1],
     model_kind: [0x65, 2],
     model_mtt_given: [0x67, 1],
     model_klm_given: [0x68, 1],
@@ -39,9 +38,6 @@ export const CREATE_MKEY_IN = inLayout(
   },
   {
     private: {
-      model_fbo: WHY_ICM,
-      model_mw_bind: WHY_ICM,
-      model_zero_based: WHY_ICM,
       model_kind: WHY_ICM,
       model_mtt_given: WHY_LIST,
       model_klm_given: WHY_LIST,

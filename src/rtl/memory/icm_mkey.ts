@@ -11,22 +11,20 @@
  *   or REG_MR with IB_ACCESS_ZERO_BASED); the UMR engine refuses to bind a window to such an MR
  *   (MW_BIND_ERR for both window types, rxe's rule, as the reference model). Bits 5:4 of the
  *   byte are ma_translation_mode and stay zero.
- * - byte 3 bits 3:0 (reserved_at_1c): MW_BIND (bit 1), the object kind (bits 3:2) and PG_ACCESS
- *   (bit 0): CREATE_MKEY's pg_access (the per-page RD/WR bits of MTT entries are honoured, so a
- *   not-present page faults; spec/mlx5.md "mkey context").
- * - bytes 8..11 (reserved_at_40; struct mlx5_mkey_seg rsvd1[4]): FBO, a model-private first byte
- *   offset. Real mlx5 has no such field (its kernel refuses zero-based MRs whose address is not
- *   page aligned), but semantics.md says a zero-based MR starts at 0 whatever its address: FBO
- *   is the offset of the first registered byte within its page, and an MTT entry index is
- *   ((va - start) + (start % page size) + FBO) >> log_page_size. It is 0 for every mkey that is
- *   not zero-based.
+ * - byte 3 bits 3:0 (reserved_at_1c): the object kind (bits 3:2) and PG_ACCESS (bit 0):
+ *   CREATE_MKEY's pg_access (the per-page RD/WR bits of MTT entries are honoured, so a
+ *   not-present page faults; spec/mlx5.md "mkey context"). Bit 1 is unused.
  * - bytes 36..39 (reserved_at_120): the exact number of translation entries (MTTs or KLMs): the
  *   octoword size rounds MTT counts up to even.
  * - bytes 40..47 (reserved_at_120): the physical address of the mkey's translation table in ICM.
  * - bytes 60..63 (reserved_at_1e0): MW_COUNT, see below.
- * None of these travel in a WQE: a UMR's mkey segment carries only mlx5's fields, and what a
- * registration needs beyond them (ZERO_BASED, MW_BIND, FBO) comes beside the WQE
- * (src/rtl/umr/umr_sideband.ts).
+ * None of these travel in a WQE: a UMR's mkey segment carries only mlx5's fields, and the UMR
+ * engine derives ZERO_BASED from them (a start_addr of 0, as mlx5 makes a zero-based MR).
+ * There is no MW_BIND bit (IB_ACCESS_MW_BIND never reaches an mlx5 mkey: Linux 6.12
+ * drivers/infiniband/hw/mlx5/wr.c:180 get_umr_flags, umr.c:434 mlx5r_umr_set_access_flags) and
+ * no first byte offset (an mkey's start_addr is both its iova and its page offset,
+ * mlx5_ib.h:1720-1723; the kernel refuses an MR whose iova and address differ in page offset,
+ * drivers/infiniband/core/uverbs_cmd.c:710).
  */
 import { decodeMkeyContext, encodeMkeyContext, type MkeyContext } from '../formats/mkey_context.ts';
 import { MKEY_QPN_NONE, MkcAccessMode } from '../formats/constants.ts';
@@ -36,7 +34,6 @@ export const ICM_BYTE3 = 3;
 export const ICM_ALLOCATED = 0x80;
 export const ICM_PG_ACCESS = 0x01;
 export const ICM_ZERO_BASED = 0x40;
-export const ICM_FBO = 8;
 export const ICM_XLT_COUNT = 36;
 export const ICM_XLT_ADDR = 40;
 
@@ -67,16 +64,12 @@ export interface MkeyEntry {
   pgAccess: boolean;
   xltCount: number;
   xltAddr: number;
-  /** The MR may have windows bound (IB_ACCESS_MW_BIND; see umr_types.ts). */
-  mwBind: boolean;
   /** MKEY_KIND_MR, MKEY_KIND_MW1 or MKEY_KIND_MW2. */
   kind: number;
   /** Windows bound to this MR. */
   mwCount: number;
   /** The registration was zero-based (ICM_ZERO_BASED). */
   zeroBased: boolean;
-  /** First byte offset of an MTT mkey (ICM_FBO; 0 unless zero-based). */
-  fbo: number;
 }
 
 /** ib_access bits of an mkey context's permission flags. */
@@ -111,11 +104,9 @@ export function decodeIcmMkey(view: DataView, off: number, index: number): MkeyE
     pgAccess: (b3 & ICM_PG_ACCESS) !== 0,
     xltCount: view.getUint32(off + ICM_XLT_COUNT),
     xltAddr: view.getUint32(off + ICM_XLT_ADDR) * 2 ** 32 + view.getUint32(off + ICM_XLT_ADDR + 4),
-    mwBind: (b3 & ICM_MW_BIND) !== 0,
     kind: (b3 & ICM_KIND_MASK) >>> ICM_KIND_SHIFT,
     mwCount: view.getUint32(off + ICM_MW_COUNT),
     zeroBased: (b3 & ICM_ZERO_BASED) !== 0,
-    fbo: view.getUint32(off + ICM_FBO),
   };
 }
 
@@ -125,11 +116,9 @@ export interface IcmPrivate {
   pgAccess: boolean;
   xltCount: number;
   xltAddr: number;
-  mwBind?: boolean;
   kind?: number;
   mwCount?: number;
   zeroBased?: boolean;
-  fbo?: number;
 }
 
 /** Writes a whole ICM entry: the context bytes, then the private fields into reserved bytes. */
@@ -142,10 +131,9 @@ export function encodeIcmMkey(view: DataView, off: number, c: MkeyContext, p: Ic
 export function writeIcmPrivate(view: DataView, off: number, p: IcmPrivate): void {
   view.setUint8(
     off + ICM_BYTE3,
-    (p.allocated ? ICM_ALLOCATED : 0) | (p.pgAccess ? ICM_PG_ACCESS : 0) | (p.mwBind ? ICM_MW_BIND : 0) |
+    (p.allocated ? ICM_ALLOCATED : 0) | (p.pgAccess ? ICM_PG_ACCESS : 0) |
       (p.zeroBased ? ICM_ZERO_BASED : 0) | (((p.kind ?? 0) << ICM_KIND_SHIFT) & ICM_KIND_MASK),
   );
-  view.setUint32(off + ICM_FBO, (p.fbo ?? 0) >>> 0);
   view.setUint32(off + ICM_MW_COUNT, (p.mwCount ?? 0) >>> 0);
   view.setUint32(off + ICM_XLT_COUNT, p.xltCount >>> 0);
   view.setUint32(off + ICM_XLT_ADDR, Math.floor(p.xltAddr / 2 ** 32));
@@ -160,7 +148,7 @@ export function unallocatedMkey(index: number): MkeyEntry {
   return {
     index, allocated: false, free: true, tag: 0, accessMode: 0, access: 0, umrEn: false, remoteInval: false, pd: 0,
     qpn: MKEY_QPN_NONE, start: 0, len: 0, len64: false, logPageSize: 0, pgAccess: false, xltCount: 0, xltAddr: 0,
-    mwBind: false, kind: 0, mwCount: 0, zeroBased: false, fbo: 0,
+    kind: 0, mwCount: 0, zeroBased: false,
   };
 }
 
@@ -170,11 +158,9 @@ export function readIcmPrivate(view: DataView, off: number): IcmPrivate {
   return {
     allocated: (b3 & ICM_ALLOCATED) !== 0,
     pgAccess: (b3 & ICM_PG_ACCESS) !== 0,
-    mwBind: (b3 & ICM_MW_BIND) !== 0,
     kind: (b3 & ICM_KIND_MASK) >>> ICM_KIND_SHIFT,
     mwCount: view.getUint32(off + ICM_MW_COUNT),
     zeroBased: (b3 & ICM_ZERO_BASED) !== 0,
-    fbo: view.getUint32(off + ICM_FBO),
     xltCount: view.getUint32(off + ICM_XLT_COUNT),
     xltAddr: view.getUint32(off + ICM_XLT_ADDR) * 2 ** 32 + view.getUint32(off + ICM_XLT_ADDR + 4),
   };
@@ -184,15 +170,11 @@ export { MkcAccessMode };
 
 /**
  * ICM-private bookkeeping of this model beyond icm_mkey.ts (reserved bits of the entry):
- * - byte 3 bit 1: MW_BIND: an MR whose access includes IB_ACCESS_MW_BIND (mlx5 leaves C10-73 to
- *   software; the model enforces it in hardware). A registration's UMR brings it beside the WQE
- *   (umr_sideband.ts), never in the mkey segment.
  * - byte 3 bits 3:2: object kind: 0 MR, 1 memory window type 1, 2 memory window type 2.
  * - bytes 60..63 (mkc reserved_at_1e0): windows currently bound to this MR (LOCAL_INV, remote
  *   invalidate and dereg fail while it is not 0). Not bytes 48..51: Linux 6.12 names bytes 48..49
  *   crossing_target_vhca_id (mlx5_ifc.h:4341).
  */
-export const ICM_MW_BIND = 0x02;
 export const ICM_KIND_SHIFT = 2;
 export const ICM_KIND_MASK = 0x0c;
 export const MKEY_KIND_MR = 0;

@@ -401,9 +401,9 @@ export class Atu extends Module {
     const P = POW2[e.logPageSize];
     // integers below 2^53 and P a power of two: `>>> 0` keeps the low bits exactly
     const small = e.logPageSize <= 30;
-    // entry index: the first page's offset within its page, plus a zero-based MR's first byte
-    // offset (FBO, model-private: icm_mkey.ts)
-    const rel = f.va + f.done - e.start + (small ? (e.start >>> 0) & (P - 1) : e.start % P) + e.fbo;
+    // entry index: start_addr is both the iova and the first byte's offset in its page
+    // (mlx5_ib.h:1720-1723), so a zero-based MR starts at byte 0 of its first page
+    const rel = f.va + f.done - e.start + (small ? (e.start >>> 0) & (P - 1) : e.start % P);
     if (rel < 0) return this.fail(c, 'BOUNDS', f.key);
     const index = Math.floor(rel / P);
     if (index >= e.xltCount) return this.fail(c, 'BOUNDS', f.key);

@@ -55,8 +55,6 @@ import type { HostMem } from '../memory/host_mem.ts';
 import type { Icm } from '../memory/icm.ts';
 import type { DmaPort, DmaReq, DmaResp } from '../memory/pcie.ts';
 import type { UmrDone, UmrIcmWriter, UmrJob } from './umr_types.ts';
-import { UmrSideband } from './umr_sideband.ts';
-import { CTRL_SEG_SIZE, ctrlWqeIndex } from '../formats/ctrl_seg.ts';
 import { decodeIcmMkey, encodeIcmMkey, readIcmPrivate, unallocatedMkey, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { MKEY_CONTEXT_SIZE, decodeMkeyContext, mkcTranslationsOctwordSize, type MkeyContext } from '../formats/mkey_context.ts';
 import { decodeKlm, type Klm } from '../formats/klm.ts';
@@ -154,8 +152,6 @@ export class UmrEngine extends Module implements EventTarget {
   readonly resp: Fifo<UmrDone>;
   /** Remote invalidations from the responder: LOCAL_INV WQEs run as REMOTE_INV; completions in order. */
   readonly rinv: { readonly req: Fifo<UmrJob>; readonly resp: Fifo<UmrDone> };
-  /** What the driver passes beside a registration's WQE (MW_BIND, FBO; Hca.uar.umrExtras), by WQE slot. */
-  readonly sideband = new UmrSideband();
   readonly port: DmaPort;
   readonly policy: Readonly<UmrPolicy>;
   private readonly icm: UmrEngineDeps['icm'];
@@ -331,8 +327,6 @@ export class UmrEngine extends Module implements EventTarget {
     const w = decodeUmrWqe(job.wqe);
     // a remote invalidation is a LOCAL_INV WQE checked by the remote rules (anything else is malformed)
     if (remote) w.kind = w.kind === UMR_KIND.LOCAL_INV ? UMR_KIND.REMOTE_INV : UMR_KIND.INVALID;
-    // the WQE's slot in its send queue names what came beside it (a remote invalidation has none)
-    else if (job.wqe.byteLength >= CTRL_SEG_SIZE) w.reg = this.sideband.take(job.qpn & 0xffffff, ctrlWqeIndex(job.wqe));
     this.w = w;
     this.syn = 0;
     this.target = null;

@@ -17,7 +17,6 @@ import { readMttRaw } from '../formats/mtt.ts';
 import type { MkeyMaskName } from '../formats/constants.ts';
 import { CeMode, CqeSyndrome, DS_SIZE, FenceMode, KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, UmrCtrlFlag, WqeOpcode } from '../formats/constants.ts';
 import { MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../memory/icm_mkey.ts';
-import { NO_REG_EXTRAS, type UmrRegExtras } from './umr_sideband.ts';
 
 /**
  * What a UMR does, decided from its mkey_mask and the mkey segment's status (the WQE carries
@@ -75,11 +74,6 @@ export interface UmrWqe {
   mask: number;
   /** The mkey segment. */
   seg: MkeyContext;
-  /**
-   * What the registration carries beside the WQE (umr_sideband.ts: MW_BIND, FBO);
-   * the engine fills it when it takes the job, decodeUmrWqe leaves NO_REG_EXTRAS.
-   */
-  reg: Readonly<UmrRegExtras>;
   /** xlt_octowords * 16: bytes of translations (padded to 64 by the driver). */
   xltBytes: number;
   /** Where they go, in octowords (only with TRANSLATION_OFFSET_EN, else 0). */
@@ -99,7 +93,7 @@ function has(mask: number, name: MkeyMaskName): boolean {
 /** Decodes the UMR WQE bytes `wqe` (ds * 16 bytes, laid out contiguously). Never throws. */
 export function decodeUmrWqe(wqe: Uint8Array): UmrWqe {
   const w: UmrWqe = {
-    kind: UMR_KIND.INVALID, reason: '', key: 0, qpn: 0, flags: 0, mask: 0, seg: zeroMkeyContext(), reg: NO_REG_EXTRAS,
+    kind: UMR_KIND.INVALID, reason: '', key: 0, qpn: 0, flags: 0, mask: 0, seg: zeroMkeyContext(),
     xltBytes: 0, xltOffsetOcto: 0, inlineXlt: null, ptr: null, bindKlm: null,
   };
   const view = new DataView(wqe.buffer, wqe.byteOffset, wqe.byteLength);
@@ -290,7 +284,10 @@ function checkBind(w: UmrWqe, q: UmrPoster, t: MkeyEntry, mr: MkeyEntry | null):
   if (mr.pd !== t.pd) return BIND_ERR;
   // no window on a zero-based MR, for both types (rxe's rule; the reference model's choice)
   if (mr.zeroBased) return BIND_ERR;
-  if (!mr.mwBind) return BIND_ERR; // C10-73
+  // No C10-73 check (the MR's IB_ACCESS_MW_BIND): mlx5 has no mkey bit for it (wr.c:180
+  // get_umr_flags, umr.c:434 mlx5r_umr_set_access_flags drop it), and rdma-core checks it only
+  // in a build with MLX5_MW_DEBUG (providers/mlx5/qp.c set_bind_wr, off by default), so a bind
+  // over an MR without it succeeds
   const winAccess = accessOf(w, t);
   if ((winAccess & (IB_REMOTE_WRITE | IB_REMOTE_ATOMIC)) !== 0 && (mr.access & IB_LOCAL_WRITE) === 0) return BIND_ERR; // C10-74
   // C10-75: [addr, addr + length) inside the MR
@@ -415,8 +412,7 @@ export function checkPointer(w: UmrWqe, memBytes: number): number {
 
 /**
  * Applies the masked fields of the mkey segment to a context (spec/mlx5.md "mkey_mask bits":
- * set = copy that field). The registration's MW_BIND (umr_sideband.ts) goes with the access
- * bits, ZERO_BASED (a start of 0) and FBO with START_ADDR.
+ * set = copy that field). ZERO_BASED (a start of 0) goes with START_ADDR.
  */
 export function applyMask(c: MkeyContext, p: IcmPrivate, w: UmrWqe): void {
   const s = w.seg;
@@ -427,22 +423,21 @@ export function applyMask(c: MkeyContext, p: IcmPrivate, w: UmrWqe): void {
   }
   if (has(m, 'PAGE_SIZE')) c.logPageSize = s.logPageSize;
   if (has(m, 'START_ADDR')) {
-    // zero-based is what mlx5 makes of it, a start of 0 (umr_sideband.ts; an mkey over all of
-    // 2^64 starts at 0 too and is not), kept in ICM's private bit with its first byte offset
+    // zero-based is what mlx5 makes of it, a start of 0 (wr.c:206 set_reg_mkey_seg writes the
+    // iova, 0 for a zero-based MR; an mkey over all of 2^64 starts at 0 too and is not), kept in
+    // ICM's private bit; the first byte is at offset 0 of the first page, as start_addr is
+    // also the page offset (mlx5_ib.h:1720-1723)
     c.startAddr = s.startAddr;
     p.zeroBased = s.startAddr === 0 && !(has(m, 'LEN') ? s.len64 : c.len64);
-    p.fbo = p.zeroBased ? w.reg.fbo : 0;
   }
   if (has(m, 'PD')) c.pd = s.pd;
   if (has(m, 'EN_RINVAL')) c.remoteInval = s.remoteInval;
   if (has(m, 'KEY')) c.tag = s.tag;
   if (has(m, 'QPN')) c.qpn = s.qpn;
-  let accessBits = false;
-  if (has(m, 'LR')) { c.localRead = s.localRead; accessBits = true; }
-  if (has(m, 'LW')) { c.localWrite = s.localWrite; accessBits = true; }
-  if (has(m, 'RR')) { c.remoteRead = s.remoteRead; accessBits = true; }
-  if (has(m, 'RW')) { c.remoteWrite = s.remoteWrite; accessBits = true; }
-  if (has(m, 'A')) { c.atomic = s.atomic; accessBits = true; }
-  if (accessBits) p.mwBind = w.reg.mwBind;
+  if (has(m, 'LR')) c.localRead = s.localRead;
+  if (has(m, 'LW')) c.localWrite = s.localWrite;
+  if (has(m, 'RR')) c.remoteRead = s.remoteRead;
+  if (has(m, 'RW')) c.remoteWrite = s.remoteWrite;
+  if (has(m, 'A')) c.atomic = s.atomic;
   if (has(m, 'FREE')) c.free = s.free;
 }

@@ -73,14 +73,16 @@ describe('command inputs: known values at known bytes', () => {
     const b = encodeCmdInput({
       op: 'CREATE_MKEY', tag: 0x5a, accessMode: 1, access: 0xf, pd: 0x123456, start: 0x7000_1000, length: 0x3000, qpn: 0xabcdef,
       logPageSize: 12, pgAccess: true, umrEn: true, remoteInval: true, mtt: [0x1003, 0x2003, 0x3001], xltCapacity: 8,
-      mwBind: true, zeroBased: true, kind: 2, fbo: 0x10,
+      kind: 2,
     });
     hdr(b, 'CREATE_MKEY');
     expect(b.length).toBe(272 + 32); // 3 MTTs fill 2 octowords
     expect(b[12]! & 0x80).toBe(0x80); // pg_access
-    expect(hexAt(b, 8, 4)).toBe('00000010'); // model_fbo (reserved_at_40)
-    // reserved_at_63: mw_bind 0x63, zero_based 0x64, kind 0x65-0x66, mtt_given 0x67 (byte 12 bits 4..0), klm_given 0x68
-    expect(b[12]! & 0x1f).toBe(0x10 | 0x08 | (2 << 1) | 0x01);
+    // reserved_at_40 stays zero: no model-private first byte offset (mlx5 has none, issue 18 item 7)
+    expect(hexAt(b, 8, 4)).toBe('00000000');
+    // reserved_at_63: kind 0x65-0x66, mtt_given 0x67 (byte 12 bits 2..0), klm_given 0x68; 0x63 and
+    // 0x64 (once MW_BIND and ZERO_BASED, which mlx5 never gives the firmware) stay zero
+    expect(b[12]! & 0x1f).toBe((2 << 1) | 0x01);
     expect(b[13]! & 0x80).toBe(0);
     expect(b[18]).toBe(0x80 | 0x40 | 0x20 | 0x10 | 0x08 | 0x04 | 1); // umr_en a rw rr lw lr, access_mode[1:0] MTT
     expect(hexAt(b, 20, 4)).toBe('abcdef5a'); // qpn, mkey_7_0
@@ -309,7 +311,7 @@ const anyCmd: fc.Arbitrary<Cmd> = fc.oneof(
         {
           op: fc.constant('CREATE_MKEY' as const), tag: u(8), accessMode: fc.constantFrom(0, 1, 2, 3), access: u(4), pd: u(24), start: u(53), length: u(53),
           free: fc.boolean(), umrEn: fc.boolean(), remoteInval: fc.boolean(), qpn: u(24), len64: fc.boolean(), logPageSize: u(6), pgAccess: fc.boolean(),
-          xltCapacity: u(20), mwBind: fc.boolean(), kind: u(2), zeroBased: fc.boolean(), fbo: u(32),
+          xltCapacity: u(20), kind: u(2),
         },
         ['op', 'tag', 'accessMode', 'access', 'pd', 'start', 'length'],
       ),
@@ -365,7 +367,7 @@ function decoded(c: Cmd): Cmd {
     case 'CREATE_MKEY':
       return {
         free: false, umrEn: false, remoteInval: false, qpn: 0xffffff, len64: false, logPageSize: 12, pgAccess: false, xltCapacity: 0,
-        mwBind: false, kind: 0, zeroBased: false, fbo: 0, ...c,
+        kind: 0, ...c,
       };
     case 'CREATE_EQ':
       return { bufAddr: 0, eventMask: 0, ...c };

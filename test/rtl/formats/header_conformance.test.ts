@@ -126,7 +126,7 @@ const MKEY_CONTEXT: Layout<MkeyContext> = {
 const ICM_PRIVATE_WHY = 'ICM bookkeeping of this model (src/rtl/memory/icm_mkey.ts), never in a WQE';
 const ICM_PRIVATE: Layout<IcmPrivate> = {
   name: 'ICM mkey entry: the private state',
-  zero: { allocated: false, pgAccess: false, xltCount: 0, xltAddr: 0, mwBind: false, kind: 0, mwCount: 0, zeroBased: false, fbo: 0 },
+  zero: { allocated: false, pgAccess: false, xltCount: 0, xltAddr: 0, kind: 0, mwCount: 0, zeroBased: false },
   encode: (v, off, p) => {
     new Uint8Array(v.buffer, v.byteOffset + off, 64).fill(0);
     writeIcmPrivate(v, off, p);
@@ -137,11 +137,9 @@ const ICM_PRIVATE: Layout<IcmPrivate> = {
     pgAccess: { private: ICM_PRIVATE_WHY, reservedIn: 'mkc' },
     xltCount: { private: ICM_PRIVATE_WHY, reservedIn: 'mkc' },
     xltAddr: { private: ICM_PRIVATE_WHY, reservedIn: 'mkc' },
-    mwBind: { private: ICM_PRIVATE_WHY, reservedIn: 'mkc' },
     kind: { private: ICM_PRIVATE_WHY, reservedIn: 'mkc' },
     mwCount: { private: ICM_PRIVATE_WHY, reservedIn: 'mkc' },
     zeroBased: { private: ICM_PRIVATE_WHY, reservedIn: 'mkc' },
-    fbo: { private: ICM_PRIVATE_WHY, reservedIn: 'mkc' },
   },
 };
 

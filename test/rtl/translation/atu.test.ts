@@ -48,22 +48,29 @@ describe('ATU (cycle model) against the reference model', () => {
   });
 });
 
-describe('ATU: zero-based MTT mkeys with a first byte offset (model-private FBO, src/rtl/memory/icm_mkey.ts)', () => {
-  it('iova 0 is the byte FBO into the first page; the entry index counts from there', async () => {
+describe('ATU: zero-based MTT mkeys (start_addr 0, as mlx5 makes them)', () => {
+  // Changed with issue 18 item 7: this test used to give the mkey a model-private first byte
+  // offset (FBO) of 100. mlx5 has none: start_addr is both the iova and the first byte's page
+  // offset (Linux 6.12 drivers/infiniband/hw/mlx5/mlx5_ib.h:1720-1723), and the kernel refuses
+  // an MR whose iova and address differ in page offset (core/uverbs_cmd.c:710), so iova 0 is
+  // byte 0 of the first MTT page.
+  it('iova 0 is byte 0 of the first page; the entry index counts from there', async () => {
     const mkey: ModelMkey = {
       index: 0x10, tag: 0x11, free: false, pd: 1, qpn: NOT_BOUND_QPN, len64: false, pgAccess: false, access: 15,
-      accessMode: 'MTT', start: 0, length: 2 * 4096, logPageSize: 12, fbo: 100, klm: [],
-      mtt: [0x9000_0000, 0x7000_0000, 0x8000_0000].map((addr) => ({ addr, read: true, write: true })),
+      accessMode: 'MTT', start: 0, length: 2 * 4096, logPageSize: 12, klm: [],
+      mtt: [0x9000_0000, 0x7000_0000].map((addr) => ({ addr, read: true, write: true })),
     };
     const b = xlateBench([mkey]);
     const reqs = [
-      { key: makeKey(0x10, 0x11), va: 0, length: 4096, access: 0, pd: 1, qpn: 5 },
+      { key: makeKey(0x10, 0x11), va: 100, length: 4096, access: 0, pd: 1, qpn: 5 },
       { key: makeKey(0x10, 0x11), va: 8191, length: 1, access: 0, pd: 1, qpn: 5 },
+      { key: makeKey(0x10, 0x11), va: 8191, length: 2, access: 0, pd: 1, qpn: 5 },
     ];
     const got = await b.sim.run(() => b.translate(reqs));
     const want = [
       { kind: 'ok', segments: [{ pa: 0x9000_0000 + 100, length: 3996 }, { pa: 0x7000_0000, length: 100 }] },
-      { kind: 'ok', segments: [{ pa: 0x8000_0000 + 99, length: 1 }] },
+      { kind: 'ok', segments: [{ pa: 0x7000_0000 + 4095, length: 1 }] },
+      { kind: 'error', error: 'BOUNDS', key: makeKey(0x10, 0x11) },
     ];
     expect(got.results).toEqual(want);
     expect(reqs.map((r) => translate(MkeyTable.from([mkey]), r))).toEqual(want);

@@ -19,12 +19,10 @@ import {
   encodeMkeyContext,
   encodeMtt,
   encodeUmrCtrlSeg,
-  ctrlWqeIndex,
   makeKey,
   zeroMkeyContext,
   type Klm,
 } from '../../../src/rtl/formats/index.ts';
-import type { UmrRegExtras } from '../../../src/rtl/umr/umr_sideband.ts';
 import {
   buildBindMwWqe,
   buildLocalInvWqe,
@@ -73,9 +71,6 @@ function bench(opts: UmrEngineOptions = {}) {
     async post(wqe: Uint8Array, q: { qpn?: number; pd?: number; fre?: boolean } = {}): Promise<{ syndrome: number; ps: number }> {
       const t0 = sim.now;
       const me = ++tag;
-      // what a REG_MR built by regMr() passes beside its WQE, as the driver does
-      const x = EXTRAS.get(wqe);
-      if (x !== undefined) umr.sideband.set(q.qpn ?? QPN, ctrlWqeIndex(wqe), x);
       await umr.req.pushWait({ tag: me, qpn: q.qpn ?? QPN, pd: q.pd ?? PD, fre: q.fre ?? true, wqe });
       const d = await umr.resp.popWait();
       expect(d.tag).toBe(me);
@@ -109,10 +104,10 @@ function frmr(b: Bench, index: number, cap = 4, d: Partial<MkeyDesc> = {}): Mkey
   return writeMkey(b.hca, desc({ index, xltCapacity: cap, ...d }));
 }
 
-/** A registered user MR (VALID, MTT) over `pages` pages from `start`, with MW_BIND by default. */
+/** A registered user MR (VALID, MTT) over `pages` pages from `start`. */
 function userMr(b: Bench, index: number, tag: number, start: number, pages: number, d: Partial<MkeyDesc> = {}): MkeyEntry {
   return writeMkey(b.hca, desc({
-    index, tag, free: false, access: LW | RW | RR, remoteInval: false, start, length: pages * 4096, mwBind: true,
+    index, tag, free: false, access: LW | RW | RR, remoteInval: false, start, length: pages * 4096,
     mtt: Array.from({ length: pages }, (_, i) => mrPage(index, i) + 3), ...d,
   }));
 }
@@ -124,20 +119,15 @@ function window(b: Bench, index: number, type: 1 | 2, d: Partial<MkeyDesc> = {})
   }));
 }
 
-/** What bench.post passes beside a WQE (umr_sideband.ts), as the driver does for its REG_MRs. */
-const EXTRAS = new WeakMap<Uint8Array, UmrRegExtras>();
-
-/** A REG_MR WQE with MW_BIND beside it (the project's driver passes IB_ACCESS_MW_BIND so, umr_sideband.ts). */
+/** A REG_MR WQE, every byte mlx5's (nothing travels beside it). */
 function regMr(
   key: number, iova: number, length: number, translations: XltList,
-  o: { access?: MrAccess; mwBind?: boolean; listAddr?: number; fbo?: number } = {},
+  o: { access?: MrAccess; listAddr?: number } = {},
 ): Uint8Array {
-  const w = wqe((v) => buildRegMrWqe(v, 0, {
+  return wqe((v) => buildRegMrWqe(v, 0, {
     wqeIndex: 0, qpn: QPN, key, access: o.access ?? { localWrite: true, remoteRead: true, remoteWrite: true }, iova, length, translations,
     listAddr: o.listAddr, listLkey: o.listAddr === undefined ? undefined : 0x200,
   }));
-  EXTRAS.set(w, { mwBind: o.mwBind ?? true, fbo: o.fbo ?? 0 });
-  return w;
 }
 
 const mtts = (first: number, n: number): XltList => ({ mode: 'MTT', pages: Array.from({ length: n }, (_, i) => page(first + i)), logPageSize: 12 });
@@ -169,7 +159,7 @@ describe('UmrEngine: fast registration (REG_MR)', () => {
       const e = readMkey(b.hca, 5);
       expect(e).toMatchObject({
         allocated: true, free: false, tag: 0x21, start: 0x7000_0000, len: 3 * 4096, logPageSize: 12, access: LW | RW | RR,
-        remoteInval: true, umrEn: true, mwBind: true, xltCount: 3, kind: MKEY_KIND_MR, pd: PD, accessMode: MkcAccessMode.MTT,
+        remoteInval: true, umrEn: true, xltCount: 3, kind: MKEY_KIND_MR, pd: PD, accessMode: MkcAccessMode.MTT,
       });
       // the stale cached FREE context is never used again
       expect(await b.xlate(key, 0x7000_1800, 16, RW)).toEqual({ kind: 'ok', segments: [{ pa: page(101) + 0x800, length: 16 }] });
@@ -313,22 +303,26 @@ describe('UmrEngine: the mkey pool\'s retire and zero-based registrations (model
     });
   });
 
-  it('REG_MR: a start of 0 is zero-based, its first byte offset comes beside the WQE; both apply under START_ADDR; no window binds to such an MR', async () => {
+  // Changed with issue 18 item 7: the first byte offset that came beside the WQE (the removed
+  // umr_sideband.ts) is gone. mlx5 has none: start_addr is both the iova and the first byte's page
+  // offset (Linux 6.12 drivers/infiniband/hw/mlx5/mlx5_ib.h:1720-1723), so iova 0 is byte 0 of
+  // the first MTT page.
+  it('REG_MR: a start of 0 is zero-based, at byte 0 of its first page; it applies under START_ADDR; no window binds to such an MR', async () => {
     const b = bench();
     frmr(b, 5, 4);
     window(b, 8, 2);
     window(b, 9, 1);
     const key = makeKey(5, 3);
     await b.sim.run(async () => {
-      const w = regMr(key, 0, 2 * 4096, mtts(100, 3), { access: { localWrite: true, remoteRead: true }, fbo: 0x123 });
+      const w = regMr(key, 0, 2 * 4096, mtts(100, 2), { access: { localWrite: true, remoteRead: true } });
       // the WQE is mlx5's: the mkey segment's reserved bytes (byte 3, 8..11) are zero, start_addr 0
       expect([w[SEG_BYTE3], ...w.subarray(SEG + 8, SEG + 12)]).toEqual([0, 0, 0, 0, 0]);
       expect(new DataView(w.buffer).getUint32(SEG + 16) + new DataView(w.buffer).getUint32(SEG + 20)).toBe(0);
       expect((await b.post(w)).syndrome).toBe(OK);
-      expect(readMkey(b.hca, 5)).toMatchObject({ start: 0, zeroBased: true, fbo: 0x123, mwBind: true });
-      // iova 0 is byte 0x123 of the first page
-      expect(await b.xlate(key, 0, 8)).toEqual({ kind: 'ok', segments: [{ pa: page(100) + 0x123, length: 8 }] });
-      expect(await b.xlate(key, 0x1000 - 0x123, 8)).toEqual({ kind: 'ok', segments: [{ pa: page(101), length: 8 }] });
+      expect(readMkey(b.hca, 5)).toMatchObject({ start: 0, zeroBased: true });
+      // iova 0 is byte 0 of the first page
+      expect(await b.xlate(key, 0x123, 8)).toEqual({ kind: 'ok', segments: [{ pa: page(100) + 0x123, length: 8 }] });
+      expect(await b.xlate(key, 0x1000, 8)).toEqual({ kind: 'ok', segments: [{ pa: page(101), length: 8 }] });
       // a window of either type on it: MW_BIND_ERR (rxe's rule, as the reference model)
       const klm = { mrLkey: key, addr: 0, length: 16, access: remote };
       await expectUmr(b, bind({ mwType: 2, mwRkey: makeKey(8, 1), newRkey: makeKey(8, 2), bind: klm }), BIND_ERR, [5, 8]);
@@ -336,7 +330,7 @@ describe('UmrEngine: the mkey pool\'s retire and zero-based registrations (model
       // re-registered without ZERO_BASED (after LOCAL_INV): both fields are cleared
       expect((await b.post(localInv(key))).syndrome).toBe(OK);
       expect((await b.post(regMr(makeKey(5, 4), 0x9000, 4096, mtts(100, 1))))).toMatchObject({ syndrome: OK });
-      expect(readMkey(b.hca, 5)).toMatchObject({ start: 0x9000, zeroBased: false, fbo: 0 });
+      expect(readMkey(b.hca, 5)).toMatchObject({ start: 0x9000, zeroBased: false });
     });
   });
 });
@@ -401,7 +395,7 @@ describe('UmrEngine: memory-window bind (type 2)', () => {
     const b = setup();
     const FRMR = 4; // FREE: never registered
     frmr(b, FRMR, 4);
-    userMr(b, 5, 1, MR_START, 4, { mwBind: false });
+    userMr(b, 5, 1, MR_START, 4);
     userMr(b, 6, 1, MR_START, 4, { access: RR });
     userMr(b, 7, 1, MR_START, 4, { pd: OTHER_PD });
     window(b, 9, 2, { pd: OTHER_PD });
@@ -411,7 +405,12 @@ describe('UmrEngine: memory-window bind (type 2)', () => {
       await expectUmr(b, bind2(2, MR_START, 0x100, { mr: makeKey(FRMR, 0) }), BIND_ERR, all); // MR not VALID
       await expectUmr(b, bind2(2, MR_START, 0x100, { mr: makeKey(MR, 2) }), BIND_ERR, all); // MR key not current
       await expectUmr(b, bind2(2, MR_START, 0x100, { mr: makeKey(0x30, 1) }), BIND_ERR, all); // no such MR
-      await expectUmr(b, bind2(2, MR_START, 0x100, { mr: makeKey(5, 1) }), BIND_ERR, all); // C10-73
+      // Changed with issue 18 item 7: no C10-73. An MR registered without IB_ACCESS_MW_BIND
+      // takes the bind: mlx5's mkey has no bit for it (Linux 6.12 drivers/infiniband/hw/mlx5/
+      // wr.c:180 get_umr_flags, umr.c:434 mlx5r_umr_set_access_flags drop it), and rdma-core
+      // checks it only in an MLX5_MW_DEBUG build (providers/mlx5/qp.c set_bind_wr)
+      await expectUmr(b, bind2(2, MR_START, 0x100, { mr: makeKey(5, 1) }), OK, [W]);
+      await expectUmr(b, localInv(makeKey(W, 2)), OK, [W]);
       await expectUmr(b, bind2(2, MR_START, 0x100, { mr: makeKey(6, 1) }), BIND_ERR, all); // C10-74: RW needs MR LW
       await expectUmr(b, bind2(2, MR_START, 0x100, { mr: makeKey(6, 1), access: { remoteRead: true } }), OK, [W]); // ...RR does not
       await expectUmr(b, localInv(makeKey(W, 2)), OK, [W]);
@@ -430,7 +429,7 @@ describe('UmrEngine: memory-window bind (type 2)', () => {
       expect(readMkey(b.hca, MR).mwCount).toBe(1);
     });
     const st = b.sim.stats()['tb.hca0.umr_engine'];
-    expect(st.errors_mw_bind_err).toBe(14);
+    expect(st.errors_mw_bind_err).toBe(13);
   });
 
   it("type2Unbind: 'invalidate' executes the zero-length bind as mlx5 does: CHECK_QPN and a full key match", async () => {
