@@ -155,6 +155,37 @@ describe('postSend REG_MR: key index differs from the MR\'s; page list longer th
   });
 });
 
+// Issue 18 item 7: an mlx5 mkey's start_addr is both its iova and its first byte's page offset
+// (Linux 6.12 drivers/infiniband/hw/mlx5/mlx5_ib.h:1720-1723); the kernel refuses an MR whose
+// iova and address differ in page offset (drivers/infiniband/core/uverbs_cmd.c:710, EINVAL).
+describe('ZERO_BASED: the first byte must be page aligned (regMr, postSend REG_MR MEM_REG) (EINVAL)', () => {
+  it('regMr', () => {
+    const { m, a } = setup();
+    expectErrno(() => m.regMr(a.pd, a.buf + 1, 64, ALL | A.ZERO_BASED), 'EINVAL');
+    expect(m.regMr(a.pd, a.buf, 64, ALL | A.ZERO_BASED).iova).toBe(0);
+    // not zero-based: any address
+    expect(m.regMr(a.pd, a.buf + 1, 64, ALL).iova).toBe(a.buf + 1);
+  });
+  it('REG_MR: a MEM_REG page list from inside a page (of mapSg\'s page size); SG_GAPS at any byte', () => {
+    const { m, a } = setup();
+    const base = m.alloc(0, 4 * 8192);
+    const aligned = base % 8192 === 0 ? base : base + 4096;
+    const mr = m.allocMr(a.pd, 'MEM_REG', 4);
+    m.mapSg(mr, [{ addr: aligned + 8, length: 64 }]);
+    expectErrno(() => m.postSend(a.qp, { wrId: 1, opcode: 'REG_MR', mr, key: mr.lkey, access: A.ZERO_BASED }), 'EINVAL');
+    m.mapSg(mr, [{ addr: aligned + 4096, length: 64 }], 8192);
+    expectErrno(() => m.postSend(a.qp, { wrId: 1, opcode: 'REG_MR', mr, key: mr.lkey, access: A.ZERO_BASED }), 'EINVAL');
+    // not zero-based, the same list: accepted
+    m.postSend(a.qp, { wrId: 2, opcode: 'REG_MR', mr, key: mr.lkey, access: 0 });
+    m.mapSg(mr, [{ addr: aligned, length: 64 }], 8192);
+    m.postSend(a.qp, { wrId: 3, opcode: 'REG_MR', mr, key: mr.lkey, access: A.ZERO_BASED });
+    const g = m.allocMr(a.pd, 'SG_GAPS', 4);
+    m.mapSg(g, [{ addr: aligned + 8, length: 64 }]);
+    m.postSend(a.qp, { wrId: 4, opcode: 'REG_MR', mr: g, key: g.lkey, access: A.ZERO_BASED });
+    expect(a.qp.sq.length).toBe(3);
+  });
+});
+
 describe('postSend BIND_MW: new rkey index differs (EINVAL); length > 2 GiB (EOPNOTSUPP)', () => {
   it('rkey index', () => {
     const { m, a } = setup();
