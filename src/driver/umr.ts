@@ -276,7 +276,7 @@ export class DriverUmr {
         clearAtomic: true,
       });
       // as mlx5_ib, the WQE carries the access bits A/RW/RR/LW and nothing of IB_ACCESS_MW_BIND
-      // (umr.c:434-448 mlx5r_umr_set_access_flags); a start of 0 is what makes it zero-based
+      // (umr.c:443-459 mlx5r_umr_set_access_flags); a start of 0 is what makes it zero-based
       // the UMR also sets the PD (mask bit PD) and leaves remote invalidation off (a user MR)
       view.setUint8(24 + 7 - (MkeyMaskBit.PD >> 3), view.getUint8(24 + 7 - (MkeyMaskBit.PD >> 3)) | (1 << (MkeyMaskBit.PD & 7)));
       view.setUint32(64 + 12, pd.pdn & 0xffffff);

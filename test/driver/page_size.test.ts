@@ -10,17 +10,23 @@ import { readMkey } from '../../src/rtl/firmware/icm_writer.ts';
 const PAGE = 4096;
 const HUGE = 2 * 2 ** 20;
 
-/** The definition: every P-page of the range is one physically contiguous, P-aligned run (P <= one page spanning the range). */
-function bruteForce(dma: (a: number) => number, addr: number, length: number): number {
+/**
+ * The definition: every P-page of the range, on the grid of its iova (`iova`, default `addr`;
+ * 0 for a zero-based MR, umem.c:94 `virt`), is one physically contiguous, P-aligned run
+ * (P <= one page spanning the iova range). `iova - addr` is a multiple of 4 KiB (uverbs_cmd.c:710).
+ */
+function bruteForce(dma: (a: number) => number, addr: number, length: number, iova = addr): number {
+  const sh = iova - addr;
   for (let k = 31; k > 12; k--) {
     const P = 2 ** k;
-    if (Math.floor(addr / (P / 2)) === Math.floor((addr + length - 1) / (P / 2))) continue; // larger than one page spanning the range
+    if (Math.floor(iova / (P / 2)) === Math.floor((iova + length - 1) / (P / 2))) continue; // larger than one page spanning the range
     let ok = true;
     for (let va = addr; va < addr + length && ok; va = (Math.floor(va / PAGE) + 1) * PAGE) {
-      const base = dma(va) - (va % P);
+      const iv = va + sh;
+      const base = dma(va) - (iv % P);
       if (base % P !== 0) ok = false;
-      const first = Math.max(addr, Math.floor(va / P) * P);
-      if (dma(first) - (first % P) !== base) ok = false;
+      const firstIv = Math.max(iova, Math.floor(iv / P) * P);
+      if (dma(firstIv - sh) - (firstIv % P) !== base) ok = false;
     }
     if (ok) return k;
   }
@@ -64,6 +70,11 @@ describe('regMr page size', () => {
           return HUGE;
         };
         expect(bestPageShift({ dmaAddress: dma, pageSizeAt }, addr, length)).toBe(bruteForce(dma, addr, length));
+        // zero-based (issue 18 item 7): the iova is 0, the address on a page (uverbs_cmd.c:710)
+        const zAddr = addr - (addr % PAGE);
+        const zLen = length + (addr % PAGE);
+        expect(bestPageShift({ dmaAddress: dma }, zAddr, zLen, 0)).toBe(bruteForce(dma, zAddr, zLen, 0));
+        expect(bestPageShift({ dmaAddress: dma, pageSizeAt }, zAddr, zLen, 0)).toBe(bruteForce(dma, zAddr, zLen, 0));
       }),
       { numRuns: 300 },
     );
@@ -102,6 +113,37 @@ describe('regMr page size', () => {
       // the bounds are the MR's, not its pages': a byte before `at` in the first 2 MiB page is refused
       qp.postSend({ wrId: 3, opcode: 'RDMA_READ', sgList: [{ addr: small.addr, length: 4, lkey: smr.lkey }], remoteAddr: at - 4, rkey: big.rkey, signaled: true });
       expect((await cq.wait(1))[0].status).toBe('REM_ACCESS_ERR');
+    });
+  });
+
+  // Issue 18 item 7: the page size of a zero-based MR is picked over its iova, 0, as
+  // ib_umem_find_best_pgsz does with virt = 0 (drivers/infiniband/core/umem.c:94-129): the first
+  // byte is byte 0 of the first MTT page (start_addr is also the page offset, mlx5_ib.h:1720-1723)
+  it('a zero-based MR over huge pages: 2 MiB entries where its first byte is 2 MiB aligned, 4 KiB where not', async () => {
+    const tb = new Testbed({ config: { mrCacheLimit: 0 } });
+    await tb.run(async () => {
+      const ctx = await tb.openDevice(0);
+      const pd = await ctx.allocPd();
+      const cq = await ctx.createCq(16);
+      const qp = await pd.createQp({ sendCq: cq, recvCq: cq });
+      const peer = await pd.createQp({ sendCq: cq, recvCq: cq });
+      await qp.connect(peer);
+      const host = tb.host(0);
+      const buf = host.alloc(4 * HUGE, { hugePages: true });
+      expect(buf.addr % HUGE).toBe(0);
+      const ZB = Access.LOCAL_WRITE | Access.REMOTE_READ | Access.ZERO_BASED;
+      const aligned = await pd.regMr(buf.addr + HUGE, 2 * HUGE, ZB);
+      const inside = await pd.regMr(buf.addr + 3 * PAGE, 2 * HUGE, ZB);
+      expect(readMkey(tb.hca(0), aligned.lkey >>> 8)).toMatchObject({ start: 0, zeroBased: true, logPageSize: 21, xltCount: 2 });
+      expect(readMkey(tb.hca(0), inside.lkey >>> 8)).toMatchObject({ start: 0, zeroBased: true, logPageSize: 12, xltCount: 1024 });
+      const dst = host.alloc(PAGE);
+      const dmr = await pd.regMr(dst.addr, PAGE, Access.LOCAL_WRITE);
+      host.write(buf.addr + HUGE + HUGE + 7, Uint8Array.of(1, 2, 3, 4));
+      host.write(buf.addr + 3 * PAGE + HUGE + 7, Uint8Array.of(5, 6, 7, 8));
+      qp.postSend({ wrId: 1, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 4, lkey: dmr.lkey }], remoteAddr: HUGE + 7, rkey: aligned.rkey, signaled: true });
+      qp.postSend({ wrId: 2, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr + 8, length: 4, lkey: dmr.lkey }], remoteAddr: HUGE + 7, rkey: inside.rkey, signaled: true });
+      expect((await cq.wait(2)).map((w) => w.status)).toEqual(['SUCCESS', 'SUCCESS']);
+      expect(host.read(dst.addr, 12)).toEqual(Uint8Array.of(1, 2, 3, 4, 0, 0, 0, 0, 5, 6, 7, 8));
     });
   });
 });

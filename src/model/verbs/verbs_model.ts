@@ -66,7 +66,10 @@
  * - REG_MR: only fast-registration MRs (a user MR has no page list: EINVAL at post), no PD check
  *   between the QP and the MR (the mlx5 UMR mask leaves the PD alone), the mapped list, iova and
  *   length are those of mapSg at post time, a deregistered MR is LOC_QP_OP_ERR. ZERO_BASED in the
- *   access makes the registered range start at 0. The "page list" is the pages (of mapSg's page
+ *   access makes the registered range start at 0; over MEM_REG its first byte must then be
+ *   aligned to mapSg's page size (EINVAL at post), as regMr's ZERO_BASED address must be page
+ *   aligned (an mlx5 mkey has no page offset apart from its start: uverbs_cmd.c:710). The
+ *   MR's MW_BIND access is never checked (mlx5 has no mkey bit for it). The "page list" is the pages (of mapSg's page
  *   size) under the mapped elements for MEM_REG, the mapped elements for SG_GAPS.
  * - mapSg: fast-registration MRs only (EINVAL), pageSize a power of two (EINVAL), an element of
  *   the mapped prefix not mapped in the host: EFAULT; the MEM_REG rule exactly as written (no

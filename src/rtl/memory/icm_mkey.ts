@@ -21,7 +21,7 @@
  * None of these travel in a WQE: a UMR's mkey segment carries only mlx5's fields, and the UMR
  * engine derives ZERO_BASED from them (a start_addr of 0, as mlx5 makes a zero-based MR).
  * There is no MW_BIND bit (IB_ACCESS_MW_BIND never reaches an mlx5 mkey: Linux 6.12
- * drivers/infiniband/hw/mlx5/wr.c:180 get_umr_flags, umr.c:434 mlx5r_umr_set_access_flags) and
+ * drivers/infiniband/hw/mlx5/wr.c:180 get_umr_flags, umr.c:443 mlx5r_umr_set_access_flags) and
  * no first byte offset (an mkey's start_addr is both its iova and its page offset,
  * mlx5_ib.h:1720-1723; the kernel refuses an MR whose iova and address differ in page offset,
  * drivers/infiniband/core/uverbs_cmd.c:710).

@@ -285,7 +285,7 @@ function checkBind(w: UmrWqe, q: UmrPoster, t: MkeyEntry, mr: MkeyEntry | null):
   // no window on a zero-based MR, for both types (rxe's rule; the reference model's choice)
   if (mr.zeroBased) return BIND_ERR;
   // No C10-73 check (the MR's IB_ACCESS_MW_BIND): mlx5 has no mkey bit for it (wr.c:180
-  // get_umr_flags, umr.c:434 mlx5r_umr_set_access_flags drop it), and rdma-core checks it only
+  // get_umr_flags, umr.c:443 mlx5r_umr_set_access_flags drop it), and rdma-core checks it only
   // in a build with MLX5_MW_DEBUG (providers/mlx5/qp.c set_bind_wr, off by default), so a bind
   // over an MR without it succeeds
   const winAccess = accessOf(w, t);

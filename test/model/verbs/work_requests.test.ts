@@ -181,7 +181,7 @@ describe('BIND_MW (2): QP\'s PD == window\'s PD (C10-72) (MW_BIND_ERR)', () => {
 
 // Changed with issue 18 item 7: C10-73 (MW_BIND_ERR for an MR without MW_BIND access) is not
 // mlx5's. Its mkey has no MW_BIND bit (Linux 6.12 drivers/infiniband/hw/mlx5/wr.c:180
-// get_umr_flags and umr.c:434 mlx5r_umr_set_access_flags drop it), and rdma-core checks it only
+// get_umr_flags and umr.c:443 mlx5r_umr_set_access_flags drop it), and rdma-core checks it only
 // in a build with MLX5_MW_DEBUG (providers/mlx5/qp.c set_bind_wr; CMakeLists.txt: off by default).
 describe('BIND_MW (1, 2): an MR without MW_BIND access takes the bind, as on mlx5 (no C10-73)', () => {
   it('type 2', () => {

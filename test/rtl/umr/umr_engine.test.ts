@@ -407,7 +407,7 @@ describe('UmrEngine: memory-window bind (type 2)', () => {
       await expectUmr(b, bind2(2, MR_START, 0x100, { mr: makeKey(0x30, 1) }), BIND_ERR, all); // no such MR
       // Changed with issue 18 item 7: no C10-73. An MR registered without IB_ACCESS_MW_BIND
       // takes the bind: mlx5's mkey has no bit for it (Linux 6.12 drivers/infiniband/hw/mlx5/
-      // wr.c:180 get_umr_flags, umr.c:434 mlx5r_umr_set_access_flags drop it), and rdma-core
+      // wr.c:180 get_umr_flags, umr.c:443 mlx5r_umr_set_access_flags drop it), and rdma-core
       // checks it only in an MLX5_MW_DEBUG build (providers/mlx5/qp.c set_bind_wr)
       await expectUmr(b, bind2(2, MR_START, 0x100, { mr: makeKey(5, 1) }), OK, [W]);
       await expectUmr(b, localInv(makeKey(W, 2)), OK, [W]);
