@@ -7,8 +7,9 @@
  * (test/rtl/formats/header_conformance.test.ts checks it against the header):
  * - byte 3 bit 7 (mkc reserved_at_18, bit 0x18): ALLOCATED: the index was created and not
  *   destroyed. An index never created reads as not allocated: its key is invalid (not merely free).
- * - byte 3 bit 6 (reserved_at_18, bit 0x19): ZERO_BASED: the registration was zero-based (regMr
- *   or REG_MR with IB_ACCESS_ZERO_BASED); the UMR engine refuses to bind a window to such an MR
+ * - byte 3 bit 6 (reserved_at_18, bit 0x19): ZERO_BASED: the registration was zero-based, i.e.
+ *   its start_addr is 0 (the firmware's CREATE_MKEY and a UMR's START_ADDR set it from that, as
+ *   mlx5 has no other zero-based state); the UMR engine refuses to bind a window to such an MR
  *   (MW_BIND_ERR for both window types, rxe's rule, as the reference model). Bits 5:4 of the
  *   byte are ma_translation_mode and stay zero.
  * - byte 3 bits 3:0 (reserved_at_1c): the object kind (bits 3:2) and PG_ACCESS (bit 0):
