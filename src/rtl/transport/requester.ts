@@ -98,16 +98,18 @@ export interface RequesterOptions extends WireOptions<
   readonly sgeCycles?: number;
 }
 
-/** The DMA fence's holds (translation/dma_fence.ts): a message holds from its translation to the end of its DMA. */
+/**
+ * The DMA fence (translation/dma_fence.ts): the ATU's answers carry holds (the mkey's, the
+ * INDIRECT slot's), which a message releases when its DMA through them is over.
+ */
 export interface DmaFenceHolds {
-  hold(): number;
-  release(epoch: number): void;
+  release(token: number): void;
 }
 
 interface Ctx {
   readonly idx: number;
-  /** Its DMA fence hold's epoch while its translated DMA is not over, else 0. */
-  hold: number;
+  /** The DMA fence holds its translations carry, while its DMA through them is not over. */
+  readonly holds: number[];
   readonly mover: DmaMover;
   stage: number;
   job: ReqJob | null;
@@ -260,7 +262,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     this.port.resp.consumer = this;
     this.port.req.producer = this;
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
-        idx: i, hold: 0, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
+        idx: i, holds: [], mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
         ptrs: [], results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null, answerData: null,
         answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0, faultToken: 0,
       }), this.stats, 'contexts');
@@ -322,6 +324,8 @@ export class Requester extends Module implements EventTarget, FaultClient {
       const r = this.atu.resp.pop();
       const c = this.ctxs[Math.floor(r.tag / ATU_TAG_SPAN)];
       c.results[r.tag % ATU_TAG_SPAN] = r;
+      if (r.fenceKey) c.holds.push(r.fenceKey);
+      if (r.fenceInd) c.holds.push(r.fenceInd);
       if (--c.answersDue === 0 && c.issued === c.ptrs.length) this.translated(c);
     }
     if (this.timerDue) {
@@ -452,7 +456,6 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (refused !== 0) return this.finish(c, refused); // its QP's later messages are flushed
     if (c.ptrs.length > 0) {
       c.stage = XLATE;
-      this.holdFence(c);
       this.xlateQ.push(c);
     } else {
       c.stage = READY;
@@ -555,7 +558,6 @@ export class Requester extends Module implements EventTarget, FaultClient {
       c.answersDue = 0;
       c.local = [];
       c.stage = XLATE;
-      this.holdFence(c);
       this.xlateQ.push(c);
       this.unpark(c.q!);
     }
@@ -586,7 +588,6 @@ export class Requester extends Module implements EventTarget, FaultClient {
       if (x.stage !== PAGE_FAULT) continue;
       if (x.faultToken !== 0) return;
       x.stage = XLATE;
-      this.holdFence(x);
       this.xlateQ.push(x);
     }
   }
@@ -862,16 +863,12 @@ export class Requester extends Module implements EventTarget, FaultClient {
     }
   }
 
-  /** The message starts translating: it holds the DMA fence until its DMA is over. */
-  private holdFence(c: Ctx): void {
-    if (this.fence !== null && c.hold === 0) c.hold = this.fence.hold();
-  }
-
+  /** The message's DMA through its translations is over (once its posted writes land). */
   private releaseFence(c: Ctx): void {
-    if (c.hold !== 0) {
-      c.mover.releaseWhenLanded(this.fence!, c.hold);
-      c.hold = 0;
-    }
+    const h = c.holds;
+    if (h.length === 0) return;
+    for (let i = 0; i < h.length; i++) c.mover.releaseWhenLanded(this.fence!, h[i]);
+    h.length = 0;
   }
 
   /** A completion was handed over: the context is free again. */

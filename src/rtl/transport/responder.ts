@@ -105,8 +105,8 @@ interface RespQp {
 
 interface Ctx {
   readonly idx: number;
-  /** Its DMA fence hold's epoch while the context lives, else 0. */
-  hold: number;
+  /** The DMA fence holds its translations carry, until the context ends (its DMA is over by then). */
+  readonly holds: number[];
   readonly mover: DmaMover;
   stage: number;
   m: RcRequest | null;
@@ -202,7 +202,7 @@ export class Responder extends Module implements FaultClient {
   private readonly sInvalidations;
   private readonly sInvLatency;
   private readonly faults: FaultReporter | null;
-  /** The DMA fence: a message holds it from admission to the end of its context (its DMA is over by then). */
+  /** The DMA fence: a message releases its translations' holds at the end of its context (its DMA is over by then). */
   private readonly fence: DmaFenceHolds | null;
   private readonly sFaultRnr;
 
@@ -240,7 +240,7 @@ export class Responder extends Module implements FaultClient {
       this.rinv.resp.consumer = this;
     }
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
-        idx: i, hold: 0, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false, stale: false,
+        idx: i, holds: [], mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false, stale: false,
         segs: [], pending: null, issued: false, answer: null, cqes: [], recvSges: [], recvResults: [], recvIssued: 0,
         rwqeAsked: false, rwqeData: null, atomicPhase: 0, invIssued: false, invDone: null, invStarted: 0,
         invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), active: false, label: 0, parked: false,
@@ -345,6 +345,8 @@ export class Responder extends Module implements FaultClient {
       const r = this.atu.resp.pop();
       const c = this.ctxs[Math.floor(r.tag / ATU_TAG_SPAN)];
       const t = r.tag % ATU_TAG_SPAN;
+      if (r.fenceKey) c.holds.push(r.fenceKey);
+      if (r.fenceInd) c.holds.push(r.fenceInd);
       if (t === RKEY_TAG) c.pending = r;
       else c.recvResults[t] = r;
       this.activate(c);
@@ -434,7 +436,6 @@ export class Responder extends Module implements FaultClient {
     }
     rq.ePsn++;
     const c = this.ctxTable.take()!;
-    if (this.fence !== null) c.hold = this.fence.hold();
     c.mover.qpn = qp.qpn;
     c.m = m;
     c.qp = qp;
@@ -941,9 +942,10 @@ export class Responder extends Module implements FaultClient {
   }
 
   private recycle(c: Ctx): void {
-    if (c.hold !== 0) {
-      c.mover.releaseWhenLanded(this.fence!, c.hold);
-      c.hold = 0;
+    const h = c.holds;
+    if (h.length > 0) {
+      for (let i = 0; i < h.length; i++) c.mover.releaseWhenLanded(this.fence!, h[i]);
+      h.length = 0;
     }
     c.stage = IDLE;
     c.m = null;
