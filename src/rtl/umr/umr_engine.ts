@@ -63,7 +63,7 @@ import { CTRL_SEG_SIZE, ctrlWqeIndex } from '../formats/ctrl_seg.ts';
 import { decodeIcmMkey, encodeIcmMkey, readIcmPrivate, unallocatedMkey, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { MKEY_CONTEXT_SIZE, decodeMkeyContext, mkcTranslationsOctwordSize, type MkeyContext } from '../formats/mkey_context.ts';
 import { decodeKlm, type Klm } from '../formats/klm.ts';
-import { CqeSyndrome, mkeyIndex } from '../formats/constants.ts';
+import { CqeSyndrome, UmrCtrlFlag, mkeyIndex } from '../formats/constants.ts';
 import {
   UMR_KIND,
   UmrKind,
@@ -499,6 +499,15 @@ export class UmrEngine extends Module implements EventTarget {
   }
 
   /**
+   * A translation update that failed "fail if free" (umr.c:594-597) on a target that a LOCAL_INV
+   * just freed: the driver takes that failure as leave to let the pages go (odp.c:308-330), so
+   * it completes behind the same fence as that LOCAL_INV (which may still be held).
+   */
+  private failedOnFree(w: UmrWqe, t: MkeyEntry | null): boolean {
+    return w.kind === UMR_KIND.XLT_UPDATE && t !== null && t.allocated && t.free && (w.flags & UmrCtrlFlag.CHECK_NOT_FREE) !== 0;
+  }
+
+  /**
    * Completions whose fence point has passed go out (each mkey's wait is its own: not in the
    * order they were parked), while their queue has room.
    */
@@ -614,7 +623,7 @@ export class UmrEngine extends Module implements EventTarget {
     const syn = this.syn;
     const done = { tag: this.job!.tag, syndrome: syn };
     const fence = this.fence;
-    if (fence !== null && syn === 0 && !this.remote && this.writes.length > 0 && this.invalidates(w, this.target!)) {
+    if (fence !== null && !this.remote && (syn === 0 ? this.writes.length > 0 && this.invalidates(w, this.target!) : this.failedOnFree(w, this.target))) {
       const point = fence.mark(this.target!.index);
       if (!fence.passed(point)) {
         // held: later jobs go on meanwhile (IDLE); the fence wakes the engine when it passes

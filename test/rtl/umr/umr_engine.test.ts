@@ -641,6 +641,20 @@ describe('UmrEngine: CHECK_FREE / CHECK_NOT_FREE and the DMA fence (issue 18)', 
     expect(b.sim.stats()['tb.hca0.umr_engine'].errors_loc_qp_op_err).toBe(2);
   });
 
+  it('a translation update that fails "fail if free" completes behind the DMA through its mkey (a LOCAL_INV that freed it may still be held)', async () => {
+    const b = bench();
+    frmr(b, 5, 8);
+    const fence = b.hca.dmaFence;
+    await b.sim.run(async () => {
+      const h = fence.hold(5);
+      await b.umr.req.pushWait({ tag: 100, qpn: QPN, pd: PD, fre: true, wqe: xltUpdate(makeKey(5, 0), 0, new Array<number>(8).fill(0), UmrCtrlFlag.CHECK_NOT_FREE) });
+      await b.sim.delay(20_000_000);
+      expect(b.umr.resp.canPop()).toBe(false);
+      fence.release(h);
+      expect(await b.umr.resp.popWait()).toEqual({ tag: 100, syndrome: QP_OP });
+    });
+  });
+
   it('holds a zap, a LOCAL_INV and a revoke until the DMA translated through their mkey before them is over; a map, and DMA through another mkey, hold nothing, and jobs behind a held one go on', async () => {
     const b = bench();
     const key = makeKey(6, 1);
