@@ -222,7 +222,7 @@ export class Atu extends Module {
       if (c.state === CTX.IDLE) continue;
       if (c.state === CTX.RESPOND) {
         if (c.port!.resp.canPush()) {
-          c.port!.resp.push({ tag: c.req!.tag, result: c.result!, mkeyMisses: c.mkeyMisses, mttMisses: c.mttMisses, fenceKey: c.fenceKey, fenceInd: c.fenceInd });
+          c.port!.resp.push({ tag: c.req!.tag, result: c.result!, mkeyMisses: c.mkeyMisses, mttMisses: c.mttMisses, fenceKey: c.fenceKey, fenceInd: c.fenceInd, partial: c.result!.kind === 'fault' ? c.segs : null });
           c.fenceKey = 0;
           c.fenceInd = 0;
           this.finish(c);

@@ -44,4 +44,9 @@ export interface AtuResponse {
    */
   fenceKey?: number;
   fenceInd?: number;
+  /**
+   * A fault's answer: the physical segments of the `bytesCommitted` bytes translated before the
+   * page not present (a responder places the packets before it: bytes_committed), else null.
+   */
+  partial?: PhysSegment[] | null;
 }

@@ -140,6 +140,11 @@ interface Ctx {
   started: number;
   /** The fault this message waits on (PAGE_FAULT), so a late resume never reaches a reused context. */
   faultToken: number;
+  /**
+   * Bytes of a WRITE the responder placed before an RNR NAK of a page fault (bytes_committed):
+   * every later try sends only the rest (the NAK'd packet on).
+   */
+  placed: number;
 }
 
 interface ReqQp {
@@ -264,7 +269,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
         idx: i, holds: [], mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
         ptrs: [], results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null, answerData: null,
-        answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0, faultToken: 0,
+        answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0, faultToken: 0, placed: 0,
       }), this.stats, 'contexts');
     this.ctxs = this.ctxTable.all;
     this.sMessages = this.stats.counter('messages');
@@ -420,6 +425,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     c.timeoutAt = Infinity;
     c.abort = false;
     c.syndrome = 0;
+    c.placed = 0;
     let inline: Uint8Array[] | null = null;
     let length = 0;
     for (const d of job.wqe.data) {
@@ -647,6 +653,9 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (c.psn < 0) c.psn = q.nextPsn++;
     const isAtomic = w.kind === 'atomic';
     const carries = !(c.op === 'READ' || isAtomic);
+    // after an RNR NAK that placed part of a WRITE: from the NAK'd packet on
+    const off = c.placed;
+    const whole = carries ? (c.payload ?? EMPTY) : null;
     const m: RcRequest = {
       op: c.op,
       srcHca: this.hcaIndex,
@@ -654,10 +663,11 @@ export class Requester extends Module implements EventTarget, FaultClient {
       dstQpn: qp.remoteQpn,
       seq: c.psn,
       wqeIndex: w.ctrl.wqeIndex,
-      raddr: w.kind === 'send' ? 0 : w.raddr.raddr,
+      raddr: w.kind === 'send' ? 0 : w.raddr.raddr + off,
       rkey: w.kind === 'send' ? 0 : w.raddr.rkey,
-      length: isAtomic ? 8 : c.length,
-      payload: carries ? (c.payload ?? EMPTY) : null,
+      length: isAtomic ? 8 : c.length - off,
+      offset: off,
+      payload: whole !== null && off > 0 ? whole.subarray(off) : whole,
       payloadBuf: carries ? c.payloadBuf : null,
       imm: w.ctrl.imm,
       invRkey: w.ctrl.imm,
@@ -705,8 +715,10 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (a.kind === 'NAK') {
       switch (a.nak) {
         case 'RNR': {
-          // receiver not ready: wait the RNR timer, then send it and the later ones again
+          // receiver not ready: wait the RNR timer, then send it and the later ones again (a
+          // WRITE whose first packets were placed before a page fault: only the rest of it)
           const qp = q!.qp;
+          if (a.committed !== undefined && a.committed > c.placed) c.placed = a.committed;
           if (qp.rnrRetry !== 7 && c.rnrTries++ >= qp.rnrRetry) return this.finish(c, CqeSyndrome.RNR_RETRY_EXC_ERR);
           this.sRetries.inc();
           this.goBack(q!, c);
