@@ -259,6 +259,24 @@ export class Mr {
     }
   }
 
+  /**
+   * A kernel consumer's ib_dma_unmap_sg once its LOCAL_INV (or a remote invalidation) of the MR
+   * has completed (as NVMe-oF's nvme_rdma_unmap_data after nvme_rdma_inv_rkey_done): the frames
+   * every mapSg of this MR DMA-mapped go back to their process (or, unmapped meanwhile, free).
+   * The device must not reach them any more: EBUSY while the MR's mkey is not free (register
+   * again with mapSg and REG_MR). Safe the moment the LOCAL_INV completes: the UMR engine
+   * completes it only once every DMA translated through the mkey has finished (issue 18 item 5).
+   */
+  unmapSg(): void {
+    this.checkAlive('unmapSg');
+    this.pd.ctx.tb.checkInRun('unmapSg');
+    if (this.type === 'USER') throw new VerbsError('EINVAL', 'unmapSg: only fast-registration MRs (allocMr) have a page list');
+    if (!readMkey(this.pd.ctx.hca, this.index).free) throw new VerbsError('EBUSY', 'unmapSg: the MR is registered (its mkey is not free): invalidate it first (LOCAL_INV)');
+    const mem = this.pd.ctx.hca.mem;
+    if (this.sgPins !== null) for (const f of this.sgPins) mem.unpin(f);
+    this.sgPins = null;
+  }
+
   /** @internal dereg, once the device can no longer reach them: the frames go back to their process (or, unmapped meanwhile, free). */
   releasePins(): void {
     const mem = this.pd.ctx.hca.mem;

@@ -39,6 +39,7 @@ import { decodeCtrlSeg } from '../rtl/formats/ctrl_seg.ts';
 import { IbAccess } from './types.ts';
 import { CmdError } from '../rtl/firmware/cmd_types.ts';
 import { MkeyPool } from './mkey_pool.ts';
+import { VerbsError } from './verbs_error.ts';
 
 const PAGE = 4096;
 /**
@@ -237,6 +238,8 @@ export class OdpHandler {
   droppedFaults = 0;
   /** PAGE_FAULT_RESUMEs the firmware refused (the QP went meanwhile): logged by mlx5, no error. */
   failedResumes = 0;
+  /** Translation updates (maps, zaps, KSM entries) that failed "fail if free": the mkey was freed meanwhile. */
+  failedUpdates = 0;
   /** Faults being handled now (at most `odpFaultWorkers`), the most at once, and those waiting. */
   busyWorkers = 0;
   peakWorkers = 0;
@@ -397,7 +400,16 @@ export class OdpHandler {
         releaseAll(out);
         return 'EFAULT';
       }
-      const child = await this.childOf(imp, ci);
+      let child: OdpMr;
+      try {
+        child = await this.childOf(imp, ci);
+      } catch (e) {
+        // the parent's KSM update failed "fail if free" (a consumer's LOCAL_INV freed it)
+        if (!(e instanceof VerbsError)) throw e;
+        this.failedUpdates++;
+        releaseAll(out);
+        return 'EFAULT';
+      }
       if (imp.dying || child.dying) {
         releaseAll(out);
         return 'EFAULT';
@@ -446,8 +458,11 @@ export class OdpHandler {
         child.poolBucket = pooled >= 0 ? bucket : 0;
         this.mrs.set(mr.index, child);
         imp.children.set(ci, child);
-        await this.writeKsm(imp, ci);
-        imp.making.delete(ci);
+        try {
+          await this.writeKsm(imp, ci);
+        } finally {
+          imp.making.delete(ci);
+        }
         return child;
       })();
       imp.making.set(ci, making);
@@ -680,11 +695,19 @@ export class OdpHandler {
         odp.mtt[i] = e;
       }
       const umr = this.ctx.umr.updateTranslations(odp.mr.deviceKey, lo, entries);
-      odp.umrInFlight = umr;
+      const mark = umr.catch(() => undefined);
+      odp.umrInFlight = mark;
       try {
         await umr;
+      } catch (e) {
+        // "fail if free" (umr.c:594-597): the mkey was freed (a consumer's LOCAL_INV): the
+        // update wrote nothing and the fault fails, as pagefault_real_mr's does (odp.c:712-718);
+        // the pages stay mapped for the MR until its invalidation or dereg, as ib_umem_odp's
+        if (!(e instanceof VerbsError)) throw e;
+        this.failedUpdates++;
+        return -1;
       } finally {
-        if (odp.umrInFlight === umr) odp.umrInFlight = null;
+        if (odp.umrInFlight === mark) odp.umrInFlight = null;
       }
       if (odp.invalSeq === seq) return last - first + 1;
       this.raceRetries++;
@@ -811,7 +834,15 @@ export class OdpHandler {
             // the zap UMR is a DMA fence: it completes once what was translated through the old
             // entries (a READ response on its way) has landed (src/rtl/umr/umr_engine.ts), so
             // the pages go back to the process or are freed only then
-            await this.ctx.umr.updateTranslations(odp.mr.deviceKey, blo, entries);
+            try {
+              await this.ctx.umr.updateTranslations(odp.mr.deviceKey, blo, entries);
+            } catch (e) {
+              // "fail if free": a consumer's LOCAL_INV freed the mkey (its completion came once
+              // the DMA through it was over, and so does this failure: umr_engine.ts); mlx5
+              // ignores the zap's result and unmaps the pages all the same (odp.c:308-330)
+              if (!(e instanceof VerbsError)) throw e;
+              this.failedUpdates++;
+            }
             for (const f of unpin) this.ctx.hca.mem.unpin(f);
           } finally {
             odp.release();

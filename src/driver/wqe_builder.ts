@@ -453,9 +453,13 @@ export interface XltUpdateWqeParams extends WqeCommonParams {
  * behind a data segment (umr.c:617-624, the list DMA-mapped, lkey the UMR PD's local DMA lkey:
  * mlx5 never sends them inline, umr.c:856 `with_data` true). Inline only when no `listAddr` is
  * given and the list fits 64 bytes (this model's tests post such WQEs). Returns its DS.
- * mlx5 adds MLX5_UMR_CHECK_FREE ("fail if free", umr.c:594-597; `UmrCtrlFlag.CHECK_NOT_FREE`
- * here): not set, because this model lets a consumer's LOCAL_INV free an ODP MR (the reference
- * model's rules) and its zaps and prefetch maps must still reach it (README "The driver's UMR QP").
+ * Flags as mlx5r_umr_set_update_xlt_ctrl_seg (umr.c:591-600): an update that does not enable the
+ * mkey (an ODP map or zap, an implicit parent's KSM entries: odp.c:696, :831, :317-330) carries
+ * MLX5_UMR_CHECK_FREE, "fail if free" (`UmrCtrlFlag.CHECK_NOT_FREE` here: constants.ts names
+ * the bits by what they require); one that enables it, MLX5_UMR_CHECK_NOT_FREE, "fail if not
+ * free" (`UmrCtrlFlag.CHECK_FREE`; this driver enables by a REG_MR WQE, buildRegMrWqe, which
+ * carries it). A target made free meanwhile (a consumer's LOCAL_INV of an ODP MR, a revoke)
+ * fails the update with the check's error, LOC_QP_OP_ERR, and writes nothing.
  */
 export function buildXltUpdateWqe(view: DataView, off: number, p: XltUpdateWqeParams): number {
   if (p.list.length % 64 !== 0) throw new Error('a translation update covers whole 64-byte units');
@@ -464,7 +468,7 @@ export function buildXltUpdateWqe(view: DataView, off: number, p: XltUpdateWqePa
   if (inline && bytes > UMR_INLINE_THRESHOLD) throw new Error(`a ${bytes}-byte translation list is not inline: listAddr and listLkey are needed`);
   const ds = UMR_HEADER_DS + (inline ? xltOctowords(bytes) : DATA_SEG_SIZE / DS_SIZE);
   encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
-    flags: UmrCtrlFlag.TRANSLATION_OFFSET_EN | (inline ? UmrCtrlFlag.INLINE : 0),
+    flags: UmrCtrlFlag.TRANSLATION_OFFSET_EN | UmrCtrlFlag.CHECK_NOT_FREE | (inline ? UmrCtrlFlag.INLINE : 0),
     xltOctowords: xltOctowords(bytes),
     xltOffset: p.xltOffsetOcto,
     mkeyMask: 0,

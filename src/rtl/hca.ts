@@ -230,12 +230,14 @@ export class Hca extends Module {
     const faults = this.pagefault;
     this.dmaFence = new DmaFence(this, 'dma_fence');
     const fence = this.dmaFence;
-    // invalidating UMRs complete behind it (umr/umr_engine.ts)
+    // the data path's translations hold it per mkey (translation/atu.ts); invalidating UMRs
+    // complete behind it (umr/umr_engine.ts)
+    this.atu.fence = fence;
     this.umrEngine.fence = fence;
     this.cmdif.dmaFence = fence;
     this.requester = new Requester(this, 'requester', {
       clock,
-      ports: { atu: this.atu.port('requester', 8), dma: this.pcie.port('requester', { reqCapacity: 8, respCapacity: 16 }) },
+      ports: { atu: this.atu.port('requester', 8, true), dma: this.pcie.port('requester', { reqCapacity: 8, respCapacity: 16 }) },
       deps: { qps, payloads, faults, fence },
       contexts: cfg.requesterContexts,
       hcaIndex: Number(name.slice(3)),
@@ -245,7 +247,7 @@ export class Hca extends Module {
     this.responder = new Responder(this, 'responder', {
       clock,
       ports: {
-        atu: this.atu.port('responder', 8),
+        atu: this.atu.port('responder', 8, true),
         dma: this.pcie.port('responder', { reqCapacity: 8, respCapacity: 16 }),
         cqWriter: this.cqWriter.req,
         // SEND_WITH_INV invalidates through the UMR engine, timed and cache-coherent like LOCAL_INV

@@ -5,8 +5,8 @@
  * old page, never in a buffer allocated after.
  */
 import { describe, expect, it } from 'vitest';
-import { Access, DmaViolationError, Testbed } from '../../src/index.ts';
-import { rcPair } from '../support/rc_pair.ts';
+import { Access, DmaViolationError, Testbed, incRkey, type Qp } from '../../src/index.ts';
+import { rcPair, type RcPair } from '../support/rc_pair.ts';
 
 const MB = 1024 * 1024;
 
@@ -126,5 +126,75 @@ describe('DMA fence', () => {
       expect(tb.stats()['tb.hca0.dma_fence'].drains_waited).toBeGreaterThanOrEqual(1);
     });
     expect(tb.checkers[0].violationCount).toBe(0); // (the checker would have stopped the run)
+  });
+
+  /**
+   * A 256 KiB READ into a fast-registration MR, and right after, on another QP of the adapter, a
+   * LOCAL_INV (of that MR, or of another one): the times each completes, and whether the READ
+   * was still placing data when the LOCAL_INV completed. On the LOCAL_INV's completion the
+   * consumer unmaps the MR's pages (unmapSg, munmap), as a kernel ULP does.
+   */
+  async function readThenLocalInv(tb: Testbed, sameMr: boolean): Promise<{ readDone: number; invDone: number; holdsAtInv: number }> {
+    const LEN = 256 * 1024;
+    let out = { readDone: 0, invDone: 0, holdsAtInv: 0 };
+    await tb.run(async () => {
+      const p: RcPair = await rcPair(tb);
+      const qpB: Qp = await p.pd0.createQp({ sendCq: p.cq0, recvCq: p.cq0 });
+      await qpB.connect(await p.pd1.createQp({ sendCq: p.cq1, recvCq: p.cq1 }));
+      const h0 = tb.host(0);
+      const b = tb.host(1).alloc(LEN);
+      tb.host(1).fill(b.addr, LEN, 0x5a);
+      const mr1 = await p.pd1.regMr(b.addr, LEN, Access.LOCAL_WRITE | Access.REMOTE_READ);
+      const regs = [];
+      for (let i = 0; i < 2; i++) {
+        const a = h0.alloc(LEN, { align: 4096 });
+        const fmr = await p.pd0.allocMr('MEM_REG', LEN / 4096);
+        fmr.mapSg([{ addr: a.addr, length: LEN }]);
+        const key = incRkey(fmr.rkey);
+        p.qp0.postSend({ wrId: 10 + i, opcode: 'REG_MR', mr: fmr, key, access: Access.LOCAL_WRITE, signaled: true });
+        await p.cq0.wait(1);
+        regs.push({ a, fmr, key });
+      }
+      const [r, other] = regs;
+      const target = sameMr ? r : other;
+      p.qp0.postSend({ wrId: 1, opcode: 'RDMA_READ', sgList: [{ addr: r.a.addr, length: LEN, lkey: r.key }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
+      for (let i = 0; i < 100 && tb.hca(0).dmaFence.holds === 0; i++) await tb.delay(1_000);
+      qpB.postSend({ wrId: 2, opcode: 'LOCAL_INV', invalidateRkey: target.key, signaled: true });
+      for (let n = 0; n < 2; n++) {
+        const [wc] = await p.cq0.wait(1);
+        expect(wc.status).toBe('SUCCESS');
+        if (wc.wrId === 2) {
+          out = { ...out, invDone: tb.now, holdsAtInv: tb.hca(0).dmaFence.holdsOn(r.fmr.index) };
+          target.fmr.unmapSg();
+          await h0.munmap(target.a.addr, LEN);
+          h0.fill(h0.alloc(LEN).addr, LEN, 0x11); // whatever the frames hold now is the process's
+        } else out = { ...out, readDone: tb.now };
+      }
+    });
+    return out;
+  }
+
+  it("a consumer's LOCAL_INV of a fast-registration MR completes only once a READ into it has placed its data: its pages can go at once", async () => {
+    const tb = new Testbed({ hcas: 2, trace: { checkDma: true }, config: { mrCacheLimit: 0 } });
+    const t = await readThenLocalInv(tb, true);
+    expect(t.holdsAtInv).toBe(0); // nothing translated through the MR was still moving
+    expect(t.invDone).toBeGreaterThanOrEqual(t.readDone - 2_000_000); // held to the READ's last landing (its CQE follows)
+    expect(tb.stats()['tb.hca0.umr_engine'].fenced).toBe(1);
+    expect(tb.checkers[0].violationCount).toBe(0);
+  });
+
+  it('without the LOCAL_INV held, the READ lands in the frames the consumer freed: the DMA checker stops the run', async () => {
+    const tb = new Testbed({ hcas: 2, trace: { checkDma: true }, config: { mrCacheLimit: 0 } });
+    tb.hca(0).umrEngine.fence = null;
+    await expect(readThenLocalInv(tb, true)).rejects.toBeInstanceOf(DmaViolationError);
+  });
+
+  it('DMA through another mkey does not delay a LOCAL_INV: it completes while the READ still moves', async () => {
+    const tb = new Testbed({ hcas: 2, trace: { checkDma: true }, config: { mrCacheLimit: 0 } });
+    const t = await readThenLocalInv(tb, false);
+    expect(t.holdsAtInv).toBeGreaterThan(0); // the READ through the other MR was not over
+    expect(t.readDone - t.invDone).toBeGreaterThan(5_000_000);
+    expect(tb.stats()['tb.hca0.umr_engine'].fenced).toBe(0);
+    expect(tb.checkers[0].violationCount).toBe(0);
   });
 });

@@ -140,14 +140,16 @@ export class WirePcap {
     const data = m.payload ?? new Uint8Array(0);
     const n = Link.packets(data.length, mtu);
     const write = m.op === 'WRITE' || m.op === 'WRITE_IMM';
+    // a resend after an RNR NAK with bytes placed starts at the NAK'd packet: no RETH, its PSN
+    const skip = Math.floor((m.offset ?? 0) / mtu);
     p.payload = data;
     let t = 0;
     for (let i = 0; i < n; i++) {
-      const first = i === 0;
+      const first = i === 0 && skip === 0;
       const last = i === n - 1;
       p.payloadOff = i * mtu;
       p.payloadLen = Math.min(mtu, data.length - i * mtu);
-      p.psn = (psn0 + i) & 0xffffff;
+      p.psn = (psn0 + skip + i) & 0xffffff;
       p.ackReq = last;
       p.se = last && m.se;
       p.reth = write && first ? { va: m.raddr, rkey: m.rkey, length: m.length } : undefined;

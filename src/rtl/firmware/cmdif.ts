@@ -399,7 +399,7 @@ export class Cmdif extends Module {
   }
 
   /** The DMA fence DESTROY_MKEY completes behind (hca.ts sets it; null: none). */
-  dmaFence: { drain(): Promise<void> } | null = null;
+  dmaFence: { drain(index: number): Promise<void> } | null = null;
 
   /** The firmware: one command at a time, in posting order. */
   private async serve(): Promise<void> {
@@ -424,7 +424,7 @@ export class Cmdif extends Module {
       const { out, failed } = await this.executeWithPages(cmd);
       // DESTROY_MKEY returns once the DMA translated through the mkey has finished, as the
       // invalidating UMR completes (umr/umr_engine.ts): the driver then frees the MR's pages
-      if (failed === null && op === 'DESTROY_MKEY' && this.dmaFence !== null) await this.dmaFence.drain();
+      if (failed === null && op === 'DESTROY_MKEY' && this.dmaFence !== null && 'index' in cmd) await this.dmaFence.drain(cmd.index);
       this.sLatency.add(this.sim.now - p.posted);
       const status = statusOf(failed);
       if (this.tap !== null) this.tap.command(op, opcodeOf(op), p.posted, start, status, false);

@@ -43,8 +43,8 @@ export class DmaMover {
   private readonly landBufs: (PooledBuf | null)[] = [];
   private landHead = 0;
   /** DMA fence holds to release once the writes in flight have landed. */
-  private afterLanded: number[] = [];
-  private fence: { release(epoch: number): void } | null = null;
+  private readonly afterLanded: number[] = [];
+  private fence: { release(token: number): void } | null = null;
   private readonly landTarget: EventTarget = { fire: (): void => this.landedOne() };
 
   /**
@@ -140,11 +140,11 @@ export class DmaMover {
    * has landed in host memory (at once when none is in flight): a posted write is not over when
    * it is issued.
    */
-  releaseWhenLanded(fence: { release(epoch: number): void }, epoch: number): void {
-    if (this.writesOut === 0) fence.release(epoch);
+  releaseWhenLanded(fence: { release(token: number): void }, token: number): void {
+    if (this.writesOut === 0) fence.release(token);
     else {
       this.fence = fence;
-      this.afterLanded.push(epoch);
+      this.afterLanded.push(token);
     }
   }
 
@@ -159,8 +159,9 @@ export class DmaMover {
     }
     if (this.writesOut === 0 && this.afterLanded.length > 0) {
       const held = this.afterLanded;
-      this.afterLanded = [];
-      for (const e of held) this.fence!.release(e);
+      const n = held.length;
+      for (let i = 0; i < n; i++) this.fence!.release(held[i]);
+      held.length = 0; // (release never issues a write of this mover: nothing was added meanwhile)
     }
   }
 

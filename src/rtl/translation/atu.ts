@@ -15,6 +15,13 @@ import { IB_LOCAL_WRITE, IB_REMOTE_ATOMIC, IB_REMOTE_WRITE } from '../memory/icm
 import { MKEY_QPN_NONE, MkcAccessMode, NULL_MKEY, mkeyIndex } from '../formats/constants.ts';
 import { MKEY_KIND_MR } from '../memory/icm_mkey.ts';
 import type { AtuError, AtuRequest, AtuResponse, AtuResult, PhysSegment } from './atu_types.ts';
+import { INDIRECT_SLOT } from './dma_fence.ts';
+
+/** The DMA fence as the ATU uses it (translation/dma_fence.ts). */
+export interface AtuFence {
+  hold(index: number): number;
+  release(token: number): void;
+}
 
 /** Bytes of a KSM entry (reserved u32, key u32, va u64). */
 const KSM_ENTRY = 16;
@@ -32,6 +39,8 @@ const WRITE_ACCESS = IB_LOCAL_WRITE | IB_REMOTE_WRITE | IB_REMOTE_ATOMIC;
 /** A client's connection to the ATU. */
 export interface AtuPort {
   readonly name: string;
+  /** Its translations hold the DMA fence (the requester's and responder's ports). */
+  readonly fenced: boolean;
   req: Fifo<AtuRequest>;
   resp: Fifo<AtuResponse>;
 }
@@ -73,6 +82,9 @@ interface Ctx {
   started: number;
   mkeyMisses: number;
   mttMisses: number;
+  /** DMA fence holds of the translation (0: none): its mkey's, and the INDIRECT slot's. */
+  fenceKey: number;
+  fenceInd: number;
   /** Reused request objects: a context has at most one lookup of each kind in flight. */
   mkReq: { index: number; ctx: number };
   mttReq: { ctx: number; addr: number };
@@ -101,6 +113,8 @@ export class Atu extends Module {
   private readonly mtt: ReqResp<MttReq, MttResp>;
   private readonly walker: ReqResp<KlmWalkReq, KlmWalkResp>;
   private rr = 0;
+  /** The DMA fence fenced ports' translations hold (hca.ts sets it; null: none). */
+  fence: AtuFence | null = null;
   /** Contexts not IDLE (so an idle ATU skips the context loop). */
   private nBusy = 0;
   private readonly rReqValid: Reg;
@@ -150,6 +164,8 @@ export class Atu extends Module {
         started: 0,
         mkeyMisses: 0,
         mttMisses: 0,
+        fenceKey: 0,
+        fenceInd: 0,
         mkReq: { index: 0, ctx: i },
         mttReq: { ctx: i, addr: 0 },
         rState: this.probe(`ctx${i}_state`, AtuCtxState.width, { enum: AtuCtxState }),
@@ -179,9 +195,10 @@ export class Atu extends Module {
   }
 
   /** A new client port (declare before tracing starts). */
-  port(name: string, capacity = 4): AtuPort {
+  port(name: string, capacity = 4, fenced = false): AtuPort {
     const p: AtuPort = {
       name,
+      fenced,
       req: new Fifo<AtuRequest>(this, `${name}_req`, { capacity }),
       resp: new Fifo<AtuResponse>(this, `${name}_resp`, { capacity }),
     };
@@ -205,7 +222,9 @@ export class Atu extends Module {
       if (c.state === CTX.IDLE) continue;
       if (c.state === CTX.RESPOND) {
         if (c.port!.resp.canPush()) {
-          c.port!.resp.push({ tag: c.req!.tag, result: c.result!, mkeyMisses: c.mkeyMisses, mttMisses: c.mttMisses });
+          c.port!.resp.push({ tag: c.req!.tag, result: c.result!, mkeyMisses: c.mkeyMisses, mttMisses: c.mttMisses, fenceKey: c.fenceKey, fenceInd: c.fenceInd, partial: c.result!.kind === 'fault' ? c.segs : null });
+          c.fenceKey = 0;
+          c.fenceInd = 0;
           this.finish(c);
           respValid = 1;
         }
@@ -289,6 +308,9 @@ export class Atu extends Module {
     this.rReqVa.set(req.va);
     // a zero-length access checks nothing (spec/semantics.md "Data path")
     if (req.length === 0) return this.respond(c, { kind: 'ok', segments: [] });
+    // the DMA fence: held from before the mkey is looked up, so an invalidation that lands
+    // after this waits for the DMA this answer leads to (one before it is seen by the lookup)
+    if (port.fenced && this.fence !== null) c.fenceKey = this.fence.hold(mkeyIndex(req.key));
     this.push(c, req.key, true, req.va, req.length, req.va, 0);
     // issue the lookup in this same cycle
     if (this.mkc.req.canPush()) {
@@ -342,6 +364,7 @@ export class Atu extends Module {
         f.done = 0;
         return this.setState(c, CTX.MTT_REQ);
       case MkcAccessMode.KLMS: {
+        this.holdIndirect(c);
         f.depth = f.klmsAbove + 1;
         if (f.depth > this.maxIndirection) return this.fail(c, 'INDIRECTION', f.key);
         const off = f.va - e.start;
@@ -354,6 +377,7 @@ export class Atu extends Module {
       case MkcAccessMode.KSM: {
         // fixed-size entries of 2^log_page_size bytes (implicit ODP: 1 GiB), read through the MTT
         // cache as two 8-byte halves (key, then va): spec/mlx5.md "Implicit ODP"
+        this.holdIndirect(c);
         f.depth = f.klmsAbove + 1;
         if (f.depth > this.maxIndirection) return this.fail(c, 'INDIRECTION', f.key);
         if (f.va < e.start) return this.fail(c, 'BOUNDS', f.key);
@@ -364,6 +388,14 @@ export class Atu extends Module {
       default:
         return this.fail(c, 'INVALID_KEY', f.key); // other modes are not modelled
     }
+  }
+
+  /**
+   * The walk enters an indirect mkey: the keys it reaches are not the request's, so the answer
+   * also holds the INDIRECT slot (every invalidation waits for it), taken before those lookups.
+   */
+  private holdIndirect(c: Ctx): void {
+    if (c.fenceKey !== 0 && c.fenceInd === 0) c.fenceInd = this.fence!.hold(INDIRECT_SLOT);
   }
 
   /** The KSM entry of the parent frame's next byte: key (phase 0) or va (phase 1). */
@@ -471,6 +503,13 @@ export class Atu extends Module {
 
   private respond(c: Ctx, result: AtuResult): void {
     c.result = result;
+    if (result.kind === 'error' && c.fenceKey !== 0) {
+      // no DMA follows an error: its holds end here
+      this.fence!.release(c.fenceKey);
+      this.fence!.release(c.fenceInd);
+      c.fenceKey = 0;
+      c.fenceInd = 0;
+    }
     this.rRespKind.set(result.kind === 'ok' ? 0 : result.kind === 'error' ? 1 : 2);
     this.rRespError.set(result.kind === 'error' ? AtuErrorCode.valueOf(result.error) : 0);
     if (result.kind === 'ok') {

@@ -37,4 +37,16 @@ export interface AtuResponse {
   /** Lookups of this translation that missed the mkey cache and the MTT cache (the transaction log). */
   mkeyMisses?: number;
   mttMisses?: number;
+  /**
+   * DMA fence holds the answer carries (translation/dma_fence.ts), on a fenced port: the mkey's
+   * and, if the walk entered a KLM or KSM mkey, the INDIRECT slot's; 0 for none. The client
+   * releases them when the DMA through the answer is over (an error answer carries none).
+   */
+  fenceKey?: number;
+  fenceInd?: number;
+  /**
+   * A fault's answer: the physical segments of the `bytesCommitted` bytes translated before the
+   * page not present (a responder places the packets before it: bytes_committed), else null.
+   */
+  partial?: PhysSegment[] | null;
 }

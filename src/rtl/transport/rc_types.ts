@@ -19,6 +19,12 @@ export interface RcRequest {
   raddr: number;
   rkey: number;
   length: number;
+  /**
+   * Bytes of the message the responder placed before an RNR NAK of a page fault (its
+   * bytes_committed): this try carries the rest, from `raddr` (already advanced) on, as the
+   * requester resends from the NAK'd packet. 0 for a whole message.
+   */
+  offset: number;
   /** SEND and WRITE data. */
   payload: Uint8Array | null;
   /** The pooled buffer behind `payload`, if any: the requester holds it until the ACK. */
@@ -45,6 +51,8 @@ export interface RcResponse {
   seq: number;
   kind: 'ACK' | 'NAK' | 'READ_DATA' | 'ATOMIC_DATA';
   nak?: RcNak;
+  /** An RNR NAK after the message's first bytes were placed: bytes of it placed (a packet boundary). */
+  committed?: number;
   data?: Uint8Array;
   /** The pooled buffer behind READ `data`, carrying the responder's reference to the requester. */
   dataBuf?: PooledBuf | null;

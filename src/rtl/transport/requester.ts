@@ -98,16 +98,18 @@ export interface RequesterOptions extends WireOptions<
   readonly sgeCycles?: number;
 }
 
-/** The DMA fence's holds (translation/dma_fence.ts): a message holds from its translation to the end of its DMA. */
+/**
+ * The DMA fence (translation/dma_fence.ts): the ATU's answers carry holds (the mkey's, the
+ * INDIRECT slot's), which a message releases when its DMA through them is over.
+ */
 export interface DmaFenceHolds {
-  hold(): number;
-  release(epoch: number): void;
+  release(token: number): void;
 }
 
 interface Ctx {
   readonly idx: number;
-  /** Its DMA fence hold's epoch while its translated DMA is not over, else 0. */
-  hold: number;
+  /** The DMA fence holds its translations carry, while its DMA through them is not over. */
+  readonly holds: number[];
   readonly mover: DmaMover;
   stage: number;
   job: ReqJob | null;
@@ -138,6 +140,11 @@ interface Ctx {
   started: number;
   /** The fault this message waits on (PAGE_FAULT), so a late resume never reaches a reused context. */
   faultToken: number;
+  /**
+   * Bytes of a WRITE the responder placed before an RNR NAK of a page fault (bytes_committed):
+   * every later try sends only the rest (the NAK'd packet on).
+   */
+  placed: number;
 }
 
 interface ReqQp {
@@ -260,9 +267,9 @@ export class Requester extends Module implements EventTarget, FaultClient {
     this.port.resp.consumer = this;
     this.port.req.producer = this;
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
-        idx: i, hold: 0, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
+        idx: i, holds: [], mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
         ptrs: [], results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null, answerData: null,
-        answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0, faultToken: 0,
+        answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0, faultToken: 0, placed: 0,
       }), this.stats, 'contexts');
     this.ctxs = this.ctxTable.all;
     this.sMessages = this.stats.counter('messages');
@@ -322,6 +329,8 @@ export class Requester extends Module implements EventTarget, FaultClient {
       const r = this.atu.resp.pop();
       const c = this.ctxs[Math.floor(r.tag / ATU_TAG_SPAN)];
       c.results[r.tag % ATU_TAG_SPAN] = r;
+      if (r.fenceKey) c.holds.push(r.fenceKey);
+      if (r.fenceInd) c.holds.push(r.fenceInd);
       if (--c.answersDue === 0 && c.issued === c.ptrs.length) this.translated(c);
     }
     if (this.timerDue) {
@@ -416,6 +425,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     c.timeoutAt = Infinity;
     c.abort = false;
     c.syndrome = 0;
+    c.placed = 0;
     let inline: Uint8Array[] | null = null;
     let length = 0;
     for (const d of job.wqe.data) {
@@ -452,7 +462,6 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (refused !== 0) return this.finish(c, refused); // its QP's later messages are flushed
     if (c.ptrs.length > 0) {
       c.stage = XLATE;
-      this.holdFence(c);
       this.xlateQ.push(c);
     } else {
       c.stage = READY;
@@ -555,7 +564,6 @@ export class Requester extends Module implements EventTarget, FaultClient {
       c.answersDue = 0;
       c.local = [];
       c.stage = XLATE;
-      this.holdFence(c);
       this.xlateQ.push(c);
       this.unpark(c.q!);
     }
@@ -586,7 +594,6 @@ export class Requester extends Module implements EventTarget, FaultClient {
       if (x.stage !== PAGE_FAULT) continue;
       if (x.faultToken !== 0) return;
       x.stage = XLATE;
-      this.holdFence(x);
       this.xlateQ.push(x);
     }
   }
@@ -646,6 +653,9 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (c.psn < 0) c.psn = q.nextPsn++;
     const isAtomic = w.kind === 'atomic';
     const carries = !(c.op === 'READ' || isAtomic);
+    // after an RNR NAK that placed part of a WRITE: from the NAK'd packet on
+    const off = c.placed;
+    const whole = carries ? (c.payload ?? EMPTY) : null;
     const m: RcRequest = {
       op: c.op,
       srcHca: this.hcaIndex,
@@ -653,10 +663,11 @@ export class Requester extends Module implements EventTarget, FaultClient {
       dstQpn: qp.remoteQpn,
       seq: c.psn,
       wqeIndex: w.ctrl.wqeIndex,
-      raddr: w.kind === 'send' ? 0 : w.raddr.raddr,
+      raddr: w.kind === 'send' ? 0 : w.raddr.raddr + off,
       rkey: w.kind === 'send' ? 0 : w.raddr.rkey,
-      length: isAtomic ? 8 : c.length,
-      payload: carries ? (c.payload ?? EMPTY) : null,
+      length: isAtomic ? 8 : c.length - off,
+      offset: off,
+      payload: whole !== null && off > 0 ? whole.subarray(off) : whole,
       payloadBuf: carries ? c.payloadBuf : null,
       imm: w.ctrl.imm,
       invRkey: w.ctrl.imm,
@@ -704,8 +715,10 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (a.kind === 'NAK') {
       switch (a.nak) {
         case 'RNR': {
-          // receiver not ready: wait the RNR timer, then send it and the later ones again
+          // receiver not ready: wait the RNR timer, then send it and the later ones again (a
+          // WRITE whose first packets were placed before a page fault: only the rest of it)
           const qp = q!.qp;
+          if (a.committed !== undefined && a.committed > c.placed) c.placed = a.committed;
           if (qp.rnrRetry !== 7 && c.rnrTries++ >= qp.rnrRetry) return this.finish(c, CqeSyndrome.RNR_RETRY_EXC_ERR);
           this.sRetries.inc();
           this.goBack(q!, c);
@@ -862,16 +875,12 @@ export class Requester extends Module implements EventTarget, FaultClient {
     }
   }
 
-  /** The message starts translating: it holds the DMA fence until its DMA is over. */
-  private holdFence(c: Ctx): void {
-    if (this.fence !== null && c.hold === 0) c.hold = this.fence.hold();
-  }
-
+  /** The message's DMA through its translations is over (once its posted writes land). */
   private releaseFence(c: Ctx): void {
-    if (c.hold !== 0) {
-      c.mover.releaseWhenLanded(this.fence!, c.hold);
-      c.hold = 0;
-    }
+    const h = c.holds;
+    if (h.length === 0) return;
+    for (let i = 0; i < h.length; i++) c.mover.releaseWhenLanded(this.fence!, h[i]);
+    h.length = 0;
   }
 
   /** A completion was handed over: the context is free again. */

@@ -105,8 +105,8 @@ interface RespQp {
 
 interface Ctx {
   readonly idx: number;
-  /** Its DMA fence hold's epoch while the context lives, else 0. */
-  hold: number;
+  /** The DMA fence holds its translations carry, until the context ends (its DMA is over by then). */
+  readonly holds: number[];
   readonly mover: DmaMover;
   stage: number;
   m: RcRequest | null;
@@ -121,6 +121,12 @@ interface Ctx {
    */
   stale: boolean;
   segs: PhysSegment[];
+  /**
+   * A WRITE that met a page not present after its first packets: those packets' bytes, placed
+   * before the RNR NAK that reports them (bytes_committed); 0 otherwise.
+   */
+  partial: number;
+  partialReport: FaultReport | null;
   pending: AtuResponse | null;
   issued: boolean;
   answer: RcResponse | null;
@@ -202,7 +208,7 @@ export class Responder extends Module implements FaultClient {
   private readonly sInvalidations;
   private readonly sInvLatency;
   private readonly faults: FaultReporter | null;
-  /** The DMA fence: a message holds it from admission to the end of its context (its DMA is over by then). */
+  /** The DMA fence: a message releases its translations' holds at the end of its context (its DMA is over by then). */
   private readonly fence: DmaFenceHolds | null;
   private readonly sFaultRnr;
 
@@ -240,7 +246,7 @@ export class Responder extends Module implements FaultClient {
       this.rinv.resp.consumer = this;
     }
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
-        idx: i, hold: 0, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false, stale: false,
+        idx: i, holds: [], mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false, stale: false, partial: 0, partialReport: null,
         segs: [], pending: null, issued: false, answer: null, cqes: [], recvSges: [], recvResults: [], recvIssued: 0,
         rwqeAsked: false, rwqeData: null, atomicPhase: 0, invIssued: false, invDone: null, invStarted: 0,
         invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), active: false, label: 0, parked: false,
@@ -345,6 +351,8 @@ export class Responder extends Module implements FaultClient {
       const r = this.atu.resp.pop();
       const c = this.ctxs[Math.floor(r.tag / ATU_TAG_SPAN)];
       const t = r.tag % ATU_TAG_SPAN;
+      if (r.fenceKey) c.holds.push(r.fenceKey);
+      if (r.fenceInd) c.holds.push(r.fenceInd);
       if (t === RKEY_TAG) c.pending = r;
       else c.recvResults[t] = r;
       this.activate(c);
@@ -434,7 +442,6 @@ export class Responder extends Module implements FaultClient {
     }
     rq.ePsn++;
     const c = this.ctxTable.take()!;
-    if (this.fence !== null) c.hold = this.fence.hold();
     c.mover.qpn = qp.qpn;
     c.m = m;
     c.qp = qp;
@@ -520,6 +527,13 @@ export class Responder extends Module implements FaultClient {
       case WRITE_DATA:
         c.mover.step();
         if (c.mover.done) {
+          if (c.partial > 0) {
+            // the packets before the fault are placed: now the fault and the RNR NAK
+            const rep = c.partialReport!;
+            c.partialReport = null;
+            this.pageFault(c, rep);
+            return true;
+          }
           this.commit(c);
           this.afterWrite(c);
           return true;
@@ -614,7 +628,8 @@ export class Responder extends Module implements FaultClient {
       this.done(c);
       return false;
     }
-    const r = c.pending.result;
+    const pend = c.pending;
+    const r = pend.result;
     c.pending = null;
     if (c.stale) {
       // an earlier message of the QP was NAK'd RNR: this try is discarded before its checks (its
@@ -625,12 +640,25 @@ export class Responder extends Module implements FaultClient {
     }
     if (r.kind === 'fault' && this.faults !== null) {
       const write = m.op !== 'READ';
-      this.pageFault(c, {
+      // the packets of a WRITE before the one the page is in are placed first (the hardware
+      // moves a message packet by packet); the fault reports them as bytes_committed, of the
+      // whole operation (rdma_va and rdma_op_len as its first packet's RETH gave them), and the
+      // requester sends only the rest (odp.c:1455-1459 skips them in the fault's range)
+      const part = this.placeable(c, r.bytesCommitted, pend);
+      const report: FaultReport = {
         subType: PageFaultSubtype.RDMA,
         flags: PageFaultFlag.RDMA | (write ? PageFaultFlag.WRITE : 0),
-        qpn: qp.qpn, bytesCommitted: 0, packetLength: Math.min(m.length, qp.mtu, 0xffff),
-        rKey: m.rkey >>> 0, rdmaVa: m.raddr, rdmaOpLen: m.length,
-      });
+        qpn: qp.qpn, bytesCommitted: m.offset + part, packetLength: Math.min(m.length - part, qp.mtu, 0xffff),
+        rKey: m.rkey >>> 0, rdmaVa: m.raddr - m.offset, rdmaOpLen: m.length + m.offset,
+      };
+      if (part > 0) {
+        c.partial = part;
+        c.partialReport = report;
+        c.mover.scatter(clip(pend.partial!, part), m.payload!.subarray(0, part), m.payloadBuf ?? null);
+        c.stage = WRITE_DATA;
+        return true;
+      }
+      this.pageFault(c, report);
       return true;
     }
     if (r.kind !== 'ok') {
@@ -690,6 +718,18 @@ export class Responder extends Module implements FaultClient {
     }
     this.sFaultRnr.inc();
     this.nak(c, 'RNR');
+  }
+
+  /**
+   * Bytes of a faulting WRITE placed before its RNR NAK: the whole packets (path MTU) of the
+   * `translated` bytes before the page not present, when the fault will be reported now (the
+   * QP has none with the driver, the message is not stale); 0 for any other operation.
+   */
+  private placeable(c: Ctx, translated: number, r: AtuResponse): number {
+    const m = c.m!;
+    if ((m.op !== 'WRITE' && m.op !== 'WRITE_IMM') || c.stale || c.rq!.fault !== 'none' || !r.partial) return 0;
+    const mtu = c.qp!.mtu;
+    return Math.floor(Math.min(translated, m.length) / mtu) * mtu;
   }
 
   /** @internal The driver resumed the QP's fault: later tries translate again, or fail after ERROR. */
@@ -785,7 +825,7 @@ export class Responder extends Module implements FaultClient {
     }
     if (m.op === 'SEND' || m.op === 'SEND_IMM' || m.op === 'WRITE_IMM') {
       const op = m.op === 'SEND' ? CqeOpcode.RESP_SEND : m.op === 'SEND_IMM' ? CqeOpcode.RESP_SEND_IMM : CqeOpcode.RESP_WR_IMM;
-      this.recvCqe(c, op, 0, m.length, m.op === 'SEND' ? 0 : m.imm, m.se);
+      this.recvCqe(c, op, 0, m.length + m.offset, m.op === 'SEND' ? 0 : m.imm, m.se);
     }
     this.ack(c, { kind: 'ACK' });
   }
@@ -897,6 +937,7 @@ export class Responder extends Module implements FaultClient {
       for (let i = list.indexOf(c) + 1; i < list.length; i++) list[i].stale = true;
     } else this.sNaks.inc();
     c.answer = { dstHca: m.srcHca, dstQpn: m.srcQpn, seq: m.seq, kind: 'NAK', nak: k };
+    if (k === 'RNR' && c.partial > 0) c.answer.committed = m.offset + c.partial;
     c.stage = c.cqes.length > 0 ? CQE : ANSWER;
   }
 
@@ -941,14 +982,17 @@ export class Responder extends Module implements FaultClient {
   }
 
   private recycle(c: Ctx): void {
-    if (c.hold !== 0) {
-      c.mover.releaseWhenLanded(this.fence!, c.hold);
-      c.hold = 0;
+    const h = c.holds;
+    if (h.length > 0) {
+      for (let i = 0; i < h.length; i++) c.mover.releaseWhenLanded(this.fence!, h[i]);
+      h.length = 0;
     }
     c.stage = IDLE;
     c.m = null;
     c.qp = null;
     c.rq = null;
+    c.partial = 0;
+    c.partialReport = null;
     c.segs = [];
     c.cqes = [];
     this.ctxTable.give(c);
@@ -989,6 +1033,17 @@ function lowerBound(list: readonly Ctx[], label: number): number {
 /** The first index whose label is > `label`. */
 function upperBound(list: readonly Ctx[], label: number): number {
   return lowerBound(list, label + 1);
+}
+
+/** The first `n` bytes of a segment list. */
+function clip(segs: readonly PhysSegment[], n: number): PhysSegment[] {
+  const out: PhysSegment[] = [];
+  for (let i = 0; i < segs.length && n > 0; i++) {
+    const l = Math.min(segs[i].length, n);
+    out.push({ pa: segs[i].pa, length: l });
+    n -= l;
+  }
+  return out;
 }
 
 function sumLen(sges: readonly { length: number }[], n: number): number {

@@ -30,19 +30,22 @@
  *
  * Errors never change ICM: every check runs before the first write.
  *
- * An invalidating UMR is a DMA fence (issue 18 item 5): a pooled MR's revoke (FREE | KEY), a
- * window's unbind, or a translation update that rewrites an entry that
- * translated (an ODP zap: the engine reads the old entries it replaces, FETCH_OLD, and compares)
- * completes only once every DMA translated before its writes landed has finished: the engine
- * marks a point of the DMA fence (translation/dma_fence.ts) when the last write has landed and
- * keeps the completion until the point has passed. mlx5 relies on exactly this (Linux 6.12
- * drivers/infiniband/hw/mlx5/umr.c:406-413 mlx5r_umr_revoke_mr; mlx5_ib_invalidate_range in
- * odp.c unmaps the pages once the zap UMR returned). The wait is the whole pipeline's (every
- * message translated before, not only those through this mkey: README "Where the hardware has
- * no answer"). The engine does not wait in it: the job is parked (`fenced`, waves) and the next
- * one starts, so a fault's map UMR posted on another QP is not held; a map (entries that were
- * not present, or unchanged) fences nothing. A remote invalidation (SEND_WITH_INV) is not
- * fenced: the message that carries it holds the fence itself.
+ * An invalidating UMR is a DMA fence (issue 18 item 5): a LOCAL_INV (a consumer's, or a
+ * READ_WITH_INV's), a pooled MR's revoke (FREE | KEY), a window's unbind, or a translation
+ * update that rewrites an entry that translated (an ODP zap: the engine reads the old entries it
+ * replaces, FETCH_OLD, and compares) completes only once every DMA translated through the target
+ * mkey before its writes landed has finished: the engine marks a point of the DMA fence
+ * (translation/dma_fence.ts) for the target's index when the last write has landed and keeps
+ * the completion until the point has passed. mlx5 relies on exactly this (Linux 6.12
+ * drivers/infiniband/hw/mlx5/umr.c:414-421 mlx5r_umr_revoke_mr; odp.c:258-330
+ * mlx5_ib_invalidate_range unmaps the pages once the zap UMR returned; a kernel consumer unmaps
+ * its scatter list once its LOCAL_INV completed). The wait is per mkey: DMA through other mkeys
+ * does not delay it, DMA through any KLM or KSM mkey does (README "Where the hardware has no
+ * answer"). The engine does not wait in it: the job is parked (`fenced`, waves) and the next one
+ * starts, and a parked completion goes out as soon as its own point passes, whatever the order;
+ * a map (entries that were not present, or unchanged) fences nothing. A remote invalidation
+ * (SEND_WITH_INV) is not fenced: the message carrying it may hold the very mkey it invalidates
+ * (its receive buffer), and would wait for itself.
  *
  * A second pair of queues, `rinv`, takes the responder's remote invalidations (SEND_WITH_INV):
  * a LOCAL_INV WQE the responder builds, executed as kind REMOTE_INV under the "Remote
@@ -58,7 +61,7 @@ import type { UmrDone, UmrIcmWriter, UmrJob } from './umr_types.ts';
 import { decodeIcmMkey, encodeIcmMkey, readIcmPrivate, unallocatedMkey, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { MKEY_CONTEXT_SIZE, decodeMkeyContext, mkcTranslationsOctwordSize, type MkeyContext } from '../formats/mkey_context.ts';
 import { decodeKlm, type Klm } from '../formats/klm.ts';
-import { CqeSyndrome, mkeyIndex } from '../formats/constants.ts';
+import { CqeSyndrome, UmrCtrlFlag, mkeyIndex } from '../formats/constants.ts';
 import {
   UMR_KIND,
   UmrKind,
@@ -76,17 +79,18 @@ import {
   type XltPlan,
 } from './umr_ops.ts';
 import { MKEY_KIND_MR, MKEY_KIND_MW1 } from '../memory/icm_mkey.ts';
+import type { FencePoint } from '../translation/dma_fence.ts';
 
 /** The DMA fence as the UMR engine uses it (translation/dma_fence.ts). */
 export interface UmrDmaFence {
-  mark(): number;
-  passed(point: number): boolean;
-  notify(point: number, target: { fire(): void }): void;
+  mark(index: number): FencePoint;
+  passed(point: FencePoint): boolean;
+  notify(point: FencePoint, target: { fire(): void }): void;
 }
 
 /** An invalidating UMR done but for its fence: its completion waits for the point to pass. */
 interface Fenced {
-  point: number;
+  point: FencePoint;
   remote: boolean;
   done: UmrDone;
   started: number;
@@ -462,8 +466,9 @@ export class UmrEngine extends Module implements EventTarget {
   /** Whether the job's writes take away a translation DMA may have used (it completes behind the fence). */
   private invalidates(w: UmrWqe, t: MkeyEntry): boolean {
     switch (w.kind) {
-      // a consumer's LOCAL_INV or (re)bind frees no page (they stay pinned, or mapped, until
-      // dereg or the MMU notifier, whose UMRs are held): not held, so FRWR I/Os still pipeline
+      // a consumer's LOCAL_INV: once it completes the consumer may unmap the pages (a kernel
+      // ULP's ib_dma_unmap_sg); per mkey, so FRWR I/Os through other MRs still pipeline
+      case UMR_KIND.LOCAL_INV:
       case UMR_KIND.UNBIND:
         return true; // the MR cache's revoke (FREE | KEY), a window's unbind
       case UMR_KIND.XLT_UPDATE: {
@@ -487,18 +492,32 @@ export class UmrEngine extends Module implements EventTarget {
     }
   }
 
-  /** Completions whose fence point has passed go out, oldest first, while their queue has room. */
+  /**
+   * A translation update that failed "fail if free" (umr.c:594-597) on a target that a LOCAL_INV
+   * just freed: the driver takes that failure as leave to let the pages go (odp.c:308-330), so
+   * it completes behind the same fence as that LOCAL_INV (which may still be held).
+   */
+  private failedOnFree(w: UmrWqe, t: MkeyEntry | null): boolean {
+    return w.kind === UMR_KIND.XLT_UPDATE && t !== null && t.allocated && t.free && (w.flags & UmrCtrlFlag.CHECK_NOT_FREE) !== 0;
+  }
+
+  /**
+   * Completions whose fence point has passed go out (each mkey's wait is its own: not in the
+   * order they were parked), while their queue has room.
+   */
   private releaseFenced(): void {
     const f = this.fenced;
-    while (f.length > 0 && this.fence!.passed(f[0].point)) {
-      const j = f[0];
+    let kept = 0;
+    for (let i = 0; i < f.length; i++) {
+      const j = f[i];
       const out = j.remote ? this.rinv.resp : this.resp;
-      if (!out.canPush()) return; // woken when the consumer pops
-      f.shift();
-      out.push(j.done);
-      this.sFenceWait.add(this.sim.now - j.started);
-      this.rFenced.set(f.length);
+      if (this.fence!.passed(j.point) && out.canPush()) {
+        out.push(j.done);
+        this.sFenceWait.add(this.sim.now - j.started);
+      } else f[kept++] = j; // not passed, or no room (woken when the consumer pops)
     }
+    f.length = kept;
+    this.rFenced.set(kept);
   }
 
   /** CHECK: the translation rules, then the plan of writes (none on error). */
@@ -598,14 +617,14 @@ export class UmrEngine extends Module implements EventTarget {
     const syn = this.syn;
     const done = { tag: this.job!.tag, syndrome: syn };
     const fence = this.fence;
-    if (fence !== null && syn === 0 && !this.remote && this.writes.length > 0 && this.invalidates(w, this.target!)) {
-      const point = fence.mark();
-      if (!fence.passed(point) || this.fenced.length > 0) {
+    if (fence !== null && !this.remote && (syn === 0 ? this.writes.length > 0 && this.invalidates(w, this.target!) : this.failedOnFree(w, this.target))) {
+      const point = fence.mark(this.target!.index);
+      if (!fence.passed(point)) {
         // held: later jobs go on meanwhile (IDLE); the fence wakes the engine when it passes
         this.fenced.push({ point, remote: false, done, started: this.sim.now });
         this.rFenced.set(this.fenced.length);
         this.sFenced.inc();
-        if (!fence.passed(point)) fence.notify(point, this.fenceWake);
+        fence.notify(point, this.fenceWake);
       } else this.resp.push(done);
     } else (this.remote ? this.rinv.resp : this.resp).push(done);
     this.sJobs.inc();

@@ -640,14 +640,28 @@ describe('UmrEngine: CHECK_FREE / CHECK_NOT_FREE and the DMA fence (issue 18)', 
     expect(b.sim.stats()['tb.hca0.umr_engine'].errors_loc_qp_op_err).toBe(2);
   });
 
-  it('holds a zap and a revoke until the DMA translated before them is over; a map and a consumer LOCAL_INV are not held, and jobs behind a held one go on', async () => {
+  it('a translation update that fails "fail if free" completes behind the DMA through its mkey (a LOCAL_INV that freed it may still be held)', async () => {
+    const b = bench();
+    frmr(b, 5, 8);
+    const fence = b.hca.dmaFence;
+    await b.sim.run(async () => {
+      const h = fence.hold(5);
+      await b.umr.req.pushWait({ tag: 100, qpn: QPN, pd: PD, fre: true, wqe: xltUpdate(makeKey(5, 0), 0, new Array<number>(8).fill(0), UmrCtrlFlag.CHECK_NOT_FREE) });
+      await b.sim.delay(20_000_000);
+      expect(b.umr.resp.canPop()).toBe(false);
+      fence.release(h);
+      expect(await b.umr.resp.popWait()).toEqual({ tag: 100, syndrome: QP_OP });
+    });
+  });
+
+  it('holds a zap, a LOCAL_INV and a revoke until the DMA translated through their mkey before them is over; a map, and DMA through another mkey, hold nothing, and jobs behind a held one go on', async () => {
     const b = bench();
     const key = makeKey(6, 1);
     userMr(b, 6, 1, 0, 16, { pgAccess: true, mtt: [...Array.from({ length: 8 }, (_, i) => mrPage(6, i) + 3), ...new Array<number>(8).fill(0)] });
     frmr(b, 7, 4);
     const fence = b.hca.dmaFence;
     await b.sim.run(async () => {
-      const hold = fence.hold(); // a message translated through the MR, its DMA not over
+      const hold = fence.hold(6); // a message translated through the MR (index 6), its DMA not over
       // a map over entries that were not present: done at once
       const map = await b.post(xltUpdate(key, 8, Array.from({ length: 8 }, (_, i) => page(500 + i)), UmrCtrlFlag.CHECK_NOT_FREE));
       expect(map.syndrome).toBe(OK);
@@ -665,10 +679,18 @@ describe('UmrEngine: CHECK_FREE / CHECK_NOT_FREE and the DMA fence (issue 18)', 
       fence.release(hold);
       expect(await b.umr.resp.popWait()).toEqual({ tag: 100, syndrome: OK });
       expect(b.sim.now - t).toBeLessThan(100_000);
-      // a consumer's LOCAL_INV frees no page: not held
-      const h2 = fence.hold();
+      // a consumer's LOCAL_INV of another mkey (index 7): DMA through index 6 does not hold it
+      const h2 = fence.hold(6);
       await b.umr.req.pushWait({ tag: 102, qpn: QPN, pd: PD, fre: true, wqe: localInv(makeKey(7, 1)) });
       expect(await b.umr.resp.popWait()).toEqual({ tag: 102, syndrome: OK });
+      // ...but DMA through its own mkey does: held until that DMA is over
+      expect((await b.post(regMr(makeKey(7, 2), 0, 4096, mtts(1, 1)))).syndrome).toBe(OK);
+      const h7 = fence.hold(7);
+      await b.umr.req.pushWait({ tag: 104, qpn: QPN, pd: PD, fre: true, wqe: localInv(makeKey(7, 2)) });
+      await b.sim.delay(20_000_000);
+      expect(b.umr.resp.canPop()).toBe(false);
+      fence.release(h7);
+      expect(await b.umr.resp.popWait()).toEqual({ tag: 104, syndrome: OK });
       // the MR cache's revoke (FREE | KEY, a new tag) is held
       await b.umr.req.pushWait({ tag: 103, qpn: QPN, pd: PD, fre: true, wqe: wqe((v) => buildLocalInvWqe(v, 0, { wqeIndex: 1, qpn: QPN, key, newTag: 9 })) });
       await b.sim.delay(20_000_000);
@@ -677,6 +699,6 @@ describe('UmrEngine: CHECK_FREE / CHECK_NOT_FREE and the DMA fence (issue 18)', 
       expect(await b.umr.resp.popWait()).toEqual({ tag: 103, syndrome: OK });
     });
     const st = b.sim.stats()['tb.hca0.umr_engine'];
-    expect(st.fenced).toBe(2);
+    expect(st.fenced).toBe(3);
   });
 });
