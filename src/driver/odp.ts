@@ -839,7 +839,7 @@ export class OdpHandler {
             } catch (e) {
               // "fail if free": a consumer's LOCAL_INV freed the mkey (its completion came once
               // the DMA through it was over, and so does this failure: umr_engine.ts); mlx5
-              // ignores the zap's result and unmaps the pages all the same (odp.c:308-330)
+              // ignores the zap's result and unmaps the pages all the same (odp.c:327-340)
               if (!(e instanceof VerbsError)) throw e;
               this.failedUpdates++;
             }

@@ -4,8 +4,8 @@
  * MLX5_UMR_CHECK_FREE, "fail if free", on an update that does not enable the mkey (ODP maps and
  * zaps, an implicit parent's KSM entries), MLX5_UMR_CHECK_NOT_FREE, "fail if not free", on one
  * that enables it (here: the REG_MR that enables a cache mkey). When the check fails the UMR
- * completes LOC_QP_OP_ERR and writes nothing; the driver then recovers its UMR QP (umr.c:394-405)
- * and, for a zap, lets the pages go all the same (odp.c:308-330 ignores the zap's result).
+ * completes LOC_QP_OP_ERR and writes nothing; the driver then recovers its UMR QP (umr.c:391-408)
+ * and, for a zap, lets the pages go all the same (odp.c:327-340 ignores the zap's result).
  */
 import { describe, expect, it } from 'vitest';
 import { Access, Testbed, VerbsError } from '../../src/index.ts';

@@ -9,7 +9,7 @@
  * stopped reaching the old pages. mlx5 relies on that UMR completing only once such DMA is over
  * (Linux 6.12 drivers/infiniband/hw/mlx5/umr.c:414-421, mlx5r_umr_revoke_mr: "Upon return the
  * NIC will not be doing any DMA to the pages under the MR, and any DMA in progress will be
- * completed"; odp.c:258-330 mlx5_ib_invalidate_range unmaps the pages once the zap UMR returned).
+ * completed"; odp.c:259-350 mlx5_ib_invalidate_range unmaps the pages once the zap UMR returned).
  *
  * Per mkey, with counters and no allocation on the data path:
  * - The ATU takes a hold on the mkey index of each request of a fenced port (the requester's

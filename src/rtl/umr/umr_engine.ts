@@ -37,7 +37,7 @@
  * mkey before its writes landed has finished: the engine marks a point of the DMA fence
  * (translation/dma_fence.ts) for the target's index when the last write has landed and keeps
  * the completion until the point has passed. mlx5 relies on exactly this (Linux 6.12
- * drivers/infiniband/hw/mlx5/umr.c:414-421 mlx5r_umr_revoke_mr; odp.c:258-330
+ * drivers/infiniband/hw/mlx5/umr.c:414-421 mlx5r_umr_revoke_mr; odp.c:259-350
  * mlx5_ib_invalidate_range unmaps the pages once the zap UMR returned; a kernel consumer unmaps
  * its scatter list once its LOCAL_INV completed). The wait is per mkey: DMA through other mkeys
  * does not delay it, DMA through any KLM or KSM mkey does (README "Where the hardware has no
@@ -494,7 +494,7 @@ export class UmrEngine extends Module implements EventTarget {
 
   /**
    * A translation update that failed "fail if free" (umr.c:594-597) on a target that a LOCAL_INV
-   * just freed: the driver takes that failure as leave to let the pages go (odp.c:308-330), so
+   * just freed: the driver takes that failure as leave to let the pages go (odp.c:327-340), so
    * it completes behind the same fence as that LOCAL_INV (which may still be held).
    */
   private failedOnFree(w: UmrWqe, t: MkeyEntry | null): boolean {
