@@ -6,6 +6,12 @@ import { readMkey } from '../rtl/firmware/icm_writer.ts';
 
 const PAGE = 4096;
 /**
+ * The empty lists every MR starts with, shared (mapSg replaces them, nothing adds to them): two
+ * arrays per MR were 60 bytes of each of a million live MRs.
+ */
+const NO_PAGES: number[] = [];
+const NO_ELEMENTS: { dma: number; length: number }[] = [];
+/**
  * KLMs reserved per SG_GAPS element: an element is a host virtual range, and host pages are
  * scattered, so it becomes one KLM per physically contiguous run (a DMA-mapped element on Linux
  * is contiguous already). 16 covers an element of 60 KiB over scattered pages.
@@ -87,8 +93,8 @@ export class Mr {
    * Fast registration: the mapped list (mapSg): the MTT entries REG_MR writes (MEM_REG: DMA
    * addresses of pages of 2^mttLogPageSize bytes) or the KLM elements (SG_GAPS).
    */
-  pages: number[] = [];
-  elements: { dma: number; length: number }[] = [];
+  pages: number[] = NO_PAGES;
+  elements: { dma: number; length: number }[] = NO_ELEMENTS;
   /** mapSg's page size. */
   pageSize = PAGE;
   /**
@@ -114,7 +120,20 @@ export class Mr {
    * The frames this registration pins (regMr: pin_user_pages over its range), released by dereg
    * once the device can no longer reach them; null for ODP and fast-registration MRs.
    */
-  pins: Float64Array | null = null;
+  get pins(): Float64Array | null {
+    const p = this.pinned;
+    return typeof p === 'number' ? Float64Array.of(p) : p;
+  }
+
+  set pins(frames: Float64Array | null) {
+    this.pinned = frames !== null && frames.length === 1 ? frames[0] : frames;
+  }
+
+  /**
+   * `pins` as held: a one-page MR's single frame as a number (a typed array and its buffer per
+   * MR were some 300 bytes each of a million live MRs), else the list.
+   */
+  private pinned: number | Float64Array | null = null;
   /** Fast registration: every frame a mapSg of this MR mapped for the device, held until dereg. */
   private sgPins: Set<number> | null = null;
   /** An ODP MR (Access.ON_DEMAND; an implicit one too): the driver's paging state, else null. */
@@ -280,8 +299,10 @@ export class Mr {
   /** @internal dereg, once the device can no longer reach them: the frames go back to their process (or, unmapped meanwhile, free). */
   releasePins(): void {
     const mem = this.pd.ctx.hca.mem;
-    if (this.pins !== null) this.pd.ctx.hca.host.unpin(this.pins);
-    this.pins = null;
+    const p = this.pinned;
+    if (typeof p === 'number') mem.unpin(p);
+    else if (p !== null) this.pd.ctx.hca.host.unpin(p);
+    this.pinned = null;
     if (this.sgPins !== null) for (const f of this.sgPins) mem.unpin(f);
     this.sgPins = null;
   }

@@ -205,7 +205,7 @@ export class Testbed {
   busyModules(): string[] {
     const out: string[] = [];
     for (const c of this.sim.clocks) if (c.awakeCount > 0) out.push(c.clkSignal.path);
-    for (const m of this.sim.top.walk()) if (m.hasWork()) out.push(m.path);
+    for (const m of this.sim.workModules()) if (m.hasWork()) out.push(m.path);
     // commands the driver posted and has not had back (waiting for an entry, or for the EQE)
     for (const h of this.hcas) if (CmdQueue.pendingOn(h) > 0) out.push(`${h.path} command queue (driver)`);
     return out;

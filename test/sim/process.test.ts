@@ -64,6 +64,30 @@ describe('software processes', () => {
     await expect(sim.run(async () => { await ev.wait(); })).rejects.toThrow(/stalled at 0 ps: the main process waits/);
   });
 
+  it('ask a module created after a stall check whether it holds work (the list of such modules is made again)', async () => {
+    const sim = new Sim();
+    const ev = new SimEvent(sim);
+    // an idle module's timer, 5 us away, brings what main waits for; a long jump with no clock
+    // and only a Module's timer pending is stalled unless some module holds work
+    class Timer extends Module {
+      fire(): void {
+        ev.notify();
+      }
+    }
+    class Busy extends Module {
+      override hasWork(): boolean {
+        return true;
+      }
+    }
+    const t = new Timer(sim, sim.top, 'timer');
+    expect(sim.workModules()).toEqual([]);
+    const b = new Busy(sim, sim.top, 'busy');
+    expect(sim.workModules()).toEqual([b]);
+    sim.at(5_000_000, t);
+    await sim.run(async () => { await ev.wait(); });
+    expect(sim.now).toBe(5_000_000);
+  });
+
   it('refuse to let time pass outside run()', () => {
     const sim = new Sim();
     expect(() => sim.delay(10)).toThrow(/only passes inside run\(\)/);
