@@ -11,6 +11,10 @@ import { OPTIMAL_RECLAIMED_PAGES } from '../../src/driver/core/pagealloc.ts';
 import { CmdStatus } from '../../src/rtl/firmware/cmd_types.ts';
 import { PAGE_REQUEST_BATCH, RECLAIM_ABOVE, RECLAIM_IDLE_PS } from '../../src/rtl/firmware/fw_pages.ts';
 import { QPC_ICM_BYTES } from '../../src/rtl/memory/icm.ts';
+import { CmdOpcode, ManagePagesOpMod } from '../../src/rtl/formats/constants.ts';
+import { join } from 'node:path';
+import { readVcdFile } from '../support/vcd_read.ts';
+import { tempDir } from '../support/tmp.ts';
 
 const MiB = 2 ** 20;
 
@@ -19,6 +23,28 @@ function logCommands(tb: Testbed): string[] {
   tb.hca(0).cmdif.tap = { command: (op, _opcode, _posted, _start, status) => log.push(status === 0 ? op : `${op}!${status}`) };
   return log;
 }
+
+describe('the page lane in the waves', () => {
+  it('cmdif.pg_*: start-up gives the boot and init pages, close takes them back, between TEARDOWN_HCA and DISABLE_HCA on cmdif.opcode', async () => {
+    const vcd = join(tempDir('mlx5sim-pg-'), 'pg.vcd');
+    const tb = new Testbed({ config: { mrCacheLimit: 0 }, trace: { vcd, scopes: ['tb.hca0.cmdif'] } });
+    await tb.run(async () => {
+      await tb.openDevice(0);
+      await tb.closeDevice(0);
+    });
+    await tb.close();
+    const v = await readVcdFile(vcd);
+    const of = (sig: string): number[] => v.changes.filter(([, p, x]) => p === `tb.hca0.cmdif.${sig}` && x !== null).map(([, , x]) => x as number);
+    const ops = of('pg_opcode');
+    expect(ops.filter((x) => x === CmdOpcode.MANAGE_PAGES).length).toBeGreaterThanOrEqual(3);
+    expect(of('pg_op_mod')).toEqual(expect.arrayContaining([ManagePagesOpMod.ALLOCATION_SUCCESS, ManagePagesOpMod.HCA_RETURN_PAGES]));
+    const given = tb.stats()['tb.hca0.pages'].given as number;
+    expect(of('pg_pages')).toEqual(expect.arrayContaining([1, 19, given]));
+    const fg = of('opcode');
+    expect(fg.indexOf(CmdOpcode.TEARDOWN_HCA)).toBeLessThan(fg.indexOf(CmdOpcode.DISABLE_HCA));
+    expect(fg).toContain(CmdOpcode.QUERY_PAGES);
+  });
+});
 
 describe('ICM pages returned', () => {
   it('close: TEARDOWN_HCA, MANAGE_PAGES HCA_RETURN_PAGES until every page is back and freed, DISABLE_HCA; then EIO', async () => {

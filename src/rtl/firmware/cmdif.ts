@@ -21,6 +21,11 @@
  * (mlx5 keeps at most 8 cache CREATE_MKEYs in flight, asynchronous commands: MAX_PENDING_REG_MR
  * in drivers/infiniband/hw/mlx5/mr.c; that firmware executes them concurrently is assumed).
  * Traced: `bg_busy` while a round executes, `bg_queued` commands waiting for one.
+ *
+ * The page entry (the driver's MANAGE_PAGES: the pages given at start-up and on PAGE_REQUEST,
+ * the pages reclaimed; cmd.c's pages queue) runs in a lane of its own, traced as `pg_busy`,
+ * `pg_opcode` (cmd_opcode), `pg_op_mod` (manage_pages_op_mod: ALLOCATION_SUCCESS, _FAIL,
+ * HCA_RETURN_PAGES), `pg_pages` (the pages the command gives or takes back) and `pg_status`.
  */
 import { MLX5_INVALID_LKEY, NULL_MKEY } from '../formats/constants.ts';
 import type { QpErrorEvent } from '../formats/constants.ts';
@@ -65,6 +70,9 @@ export * from './cmd_types.ts';
 
 /** Delivery statuses traced as `cmd_deliv_status` (MLX5_CMD_DELIVERY_STAT_*). */
 export const CmdDeliveryStatusEnum = new EnumType('cmd_deliv_status', Object.fromEntries(Object.entries(CmdDeliveryStatus).map(([k, v]) => [v, k])));
+
+/** MANAGE_PAGES op_mods traced as `manage_pages_op_mod` (pg_op_mod). */
+export const ManagePagesOpModEnum = new EnumType('manage_pages_op_mod', Object.fromEntries(Object.entries(ManagePagesOpMod).map(([k, v]) => [v, k])));
 
 /** The states of the command interface. */
 export const [CmdifState, CMDIF] = enumType('cmdif_state', ['IDLE', 'EXEC', 'FETCH']);
@@ -220,6 +228,13 @@ export class Cmdif extends Module {
   /** Traced: background commands waiting for a round (saturates at 255). */
   readonly bgQueued: Signal;
 
+  /** Traced: the page entry's command executing (MANAGE_PAGES), its opcode, op_mod, pages and last status. */
+  readonly pgBusy: Signal;
+  readonly pgOpcode: Signal;
+  readonly pgOpMod: Signal;
+  readonly pgPages: Signal;
+  readonly pgStatus: Signal;
+
   /** Traced: the entry of the latest doorbell bit the queue engine took. */
   readonly entry: Signal;
   /** Traced: the delivery status of the last entry given back (cmd_deliv_status). */
@@ -282,6 +297,11 @@ export class Cmdif extends Module {
     this.status = this.signal('status', CmdStatusEnum.width, { enum: CmdStatusEnum });
     this.bgBusy = this.signal('bg_busy', 1);
     this.bgQueued = this.signal('bg_queued', 8);
+    this.pgBusy = this.signal('pg_busy', 1);
+    this.pgOpcode = this.signal('pg_opcode', CmdOpcodeEnum.width, { enum: CmdOpcodeEnum });
+    this.pgOpMod = this.signal('pg_op_mod', ManagePagesOpModEnum.width, { enum: ManagePagesOpModEnum });
+    this.pgPages = this.signal('pg_pages', 32);
+    this.pgStatus = this.signal('pg_status', CmdStatusEnum.width, { enum: CmdStatusEnum });
     this.entry = this.signal('entry', Math.log2(MLX5_MAX_COMMANDS));
     this.delivStatus = this.signal('deliv_status', CmdDeliveryStatusEnum.width, { enum: CmdDeliveryStatusEnum });
     this.cmdq = new CmdQueueEngine({
@@ -500,15 +520,27 @@ export class Cmdif extends Module {
       const cmd = await p.fetched;
       if (cmd === null) continue;
       const op = opName(cmd);
+      const mod = op === 'MANAGE_PAGES' && !(cmd instanceof CmdError) ? (cmd as CmdInputs['MANAGE_PAGES']).opMod : -1;
+      this.pgBusy.setNow(1);
+      this.pgOpcode.setNow(opcodeOf(op));
+      this.pgOpMod.setNow(mod >= 0 && mod <= ManagePagesOpMod.HCA_RETURN_PAGES ? mod : 0);
+      this.pgPages.setNow(0);
       const start = this.sim.now;
       await this.sim.delay(this.latencyOf(op));
       this.perOp.get(op)?.inc();
       const { out, failed } = await this.executeWithPages(cmd);
-      if (this.tap !== null) this.tap.command(op, opcodeOf(op), p.posted, start, statusOf(failed), false);
+      // the pages moved: given (the input's list) or returned (the output's)
+      if (failed === null && mod === ManagePagesOpMod.ALLOCATION_SUCCESS) this.pgPages.setNow(Math.min(2 ** 32 - 1, (cmd as CmdInputs['MANAGE_PAGES']).pas?.length ?? 0));
+      else if (failed === null && mod === ManagePagesOpMod.HCA_RETURN_PAGES) this.pgPages.setNow((out as CmdOutputs['MANAGE_PAGES']).pas.length);
+      const status = statusOf(failed);
+      this.pgStatus.setNow(status);
+      if (this.tap !== null) this.tap.command(op, opcodeOf(op), p.posted, start, status, false);
       if (failed !== null) this.sErrors.inc();
       p.settle(cmd, out, failed);
     }
     this.pageServing = false;
+    this.pgBusy.setNow(0);
+    this.pgOpcode.setNow(0);
   }
 
   /**
