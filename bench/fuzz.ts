@@ -63,7 +63,7 @@ export async function benchFuzz(): Promise<void> {
 async function benchCmdFuzz(seed: number): Promise<void> {
   const total = Number(process.env.CMD_FUZZ_CASES ?? 5000);
   const t0 = performance.now();
-  const r = { bench: 'fuzz', case: 'cmd', cases: 0, commands: 0, crashes: 0, unclearStatus: 0, brokenAfter: 0, seconds: 0 };
+  const r = { bench: 'fuzz', case: 'cmd', cases: 0, commands: 0, crashes: 0, unclearStatus: 0, brokenAfter: 0, closeFailures: 0, seconds: 0 };
   let reported = 0;
   for (let done = 0; done < total; done += CHUNK) {
     for (const cmds of fc.sample(fc.array(post, { minLength: 1, maxLength: 8 }), { numRuns: Math.min(CHUNK, total - done), seed: seed + done })) {
@@ -73,6 +73,7 @@ async function benchCmdFuzz(seed: number): Promise<void> {
       for (const b of bad) {
         if (b.startsWith('crash')) r.crashes++;
         else if (b.startsWith('the adapter')) r.brokenAfter++;
+        else if (b.startsWith('close')) r.closeFailures++; // the driver's close left pages or a live firmware
         else r.unclearStatus++;
       }
       if (bad.length > 0 && reported++ < 5) console.error(JSON.stringify({ case: r.cases, failure: bad, cmds }));

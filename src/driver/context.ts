@@ -100,6 +100,16 @@ export class Context {
     hca.msix.onFatal((what) => tb.sim.after(hca.cfg.interruptPs, { fire: () => this.enterError(what) }));
   }
 
+  /**
+   * @internal The adapter is going away (tb.closeDevice): the MR cache stops, and the context is
+   * in error as a disassociated one is (DEVICE_FATAL, then EIO: uverbs_std_types_async_fd.c:31,
+   * uverbs_main.c:1261-1263).
+   */
+  removed(): void {
+    this.pool.stop();
+    this.enterError('the device was closed (tb.closeDevice)');
+  }
+
   /** The device is in error: DEVICE_FATAL to the application, and every wait looks again. */
   private enterError(what: string): void {
     if (this.fatal !== null) return;

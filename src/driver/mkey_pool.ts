@@ -143,6 +143,8 @@ export class MkeyPool {
   private readonly out = new Map<number, Ent>();
   private readonly mod: MrCacheModule;
   private loaded = false;
+  /** The device is going away (tb.closeDevice): no more fills or shrinks. */
+  private stopped = false;
   private pdn = -1;
   private fillDelay = false;
   private lastAdd = 0;
@@ -305,7 +307,7 @@ export class MkeyPool {
 
   /** queue_adjust_cache_locked (mr.c:505-532): fill below the limit up to twice it, shrink above twice it. */
   private queueAdjust(ent: Ent): void {
-    if (ent.tmp || this.fillDelay || !this.loaded) return;
+    if (ent.tmp || this.fillDelay || !this.loaded || this.stopped) return;
     const ci = ent.keys.length;
     if (ci < ent.limit) {
       ent.fillToHighWater = true;
@@ -326,7 +328,7 @@ export class MkeyPool {
     const gen = ++ent.workGen;
     ent.workAt = this.ctx.tb.now + delay;
     const start = (): void => {
-      if (ent.workGen !== gen) return;
+      if (ent.workGen !== gen || this.stopped) return;
       ent.workAt = -1;
       const run = this.wqTail.then(() => this.work(ent));
       this.wqTail = run;
@@ -364,6 +366,15 @@ export class MkeyPool {
       await this.destroyAll([key]);
       this.queueAdjust(ent);
     }
+  }
+
+  /**
+   * The device is going away: no work starts from now on (mr.c:1011-1021 mlx5_mkey_cache_cleanup
+   * disables every entry and cancels its work). The cache's mkeys are left to TEARDOWN_HCA, which
+   * drops every object (a shortcut: mlx5 destroys them one by one first, mr.c:1027).
+   */
+  stop(): void {
+    this.stopped = true;
   }
 
   /** someone_adding (mr.c:479-498): some bucket is below its limit. */

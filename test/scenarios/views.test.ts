@@ -25,8 +25,8 @@ const NUMERIC = new Set([
   'pcie.rd_addr', 'pcie.rd_len', 'pcie.rd_tag', 'pcie.wr_addr', 'pcie.wr_len', 'mtt.lookup_addr', 'pagefault.fault_va',
   'atu.in_key', 'atu.in_va', 'klm_walker.key', 'klm_walker.entry', 'klm_walker.offset', 'umr_engine.key', 'responder.rkey',
   'requester.length', 'mkey_cache.lookup_index', 'mkey_cache.fill_index', 'sq.wqe_index',
-  // the command queue entry the firmware took last (its doorbell bit)
-  'cmdif.entry',
+  // the command queue entry the firmware took last (its doorbell bit); the pages a MANAGE_PAGES moved
+  'cmdif.entry', 'cmdif.pg_pages',
   // queue and event numbers
   'sq.qpn', 'requester.qpn', 'responder.qpn', 'umr_engine.qpn', 'pagefault.qpn', 'cq_writer.cqn', 'cq_writer.armed_cqn',
   'eq_writer.eqn', 'eq_writer.msix_vector',

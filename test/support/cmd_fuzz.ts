@@ -7,7 +7,12 @@
  * wrong entry type, reserved bytes set, a misaligned pointer, an entry not handed to the
  * hardware, the doorbell rung twice. Every entry must come back to software with the delivery
  * status mlx5 defines for its fault (or OK and a command status), never a crash, and the
- * adapter must still move data afterwards.
+ * adapter must still move data afterwards. Then the driver closes the adapter (TEARDOWN_HCA, the
+ * pages reclaimed, DISABLE_HCA): every page comes back but those a raw HCA_RETURN_PAGES took.
+ *
+ * A well-formed TEARDOWN_HCA (profile 0) is never posted raw: it ends the adapter's life behind
+ * the driver's back, after which no data moves, as on real hardware; its profile is made one
+ * that is not modelled (BAD_PARAM) instead, and the close exercises the real one.
  */
 import fc from 'fast-check';
 import { Access, Testbed } from '../../src/index.ts';
@@ -63,6 +68,7 @@ const FIELDS = [
   'mtt', 'klm', 'xltCapacity', 'kind', 'index', 'flagsQpn', 'size', 'bufAddr', 'eventMask', 'eqn', 'dbrAddr',
   'cqn', 'sendCqn', 'recvCqn', 'sqSize', 'rqSize', 'transport', 'maxSendSge', 'maxRecvSge', 'sqBufAddr', 'rqBufAddr', 'pas', 'fre',
   'accessFlags', 'port', 'pkeyIndex', 'remoteQpn', 'remoteHca', 'mtu', 'rqPsn', 'sqPsn', 'timeout', 'retryCnt', 'rnrRetry', 'maxRdAtomic',
+  'profile', 'numEntries', 'functionId',
 ];
 
 /** A field's value: small and in range, at the edges of widths, or not a number at all. */
@@ -92,11 +98,21 @@ const BASE: Record<string, Record<string, unknown>> = {
   RTR2RTS_QP: { qpn: 0x100, maxRdAtomic: 4 },
   '2ERR_QP': { qpn: 0x100 },
   DEALLOC_PD: { pd: 1 },
+  TEARDOWN_HCA: { profile: 1 },
+  DISABLE_HCA: {},
+  MANAGE_PAGES: { opMod: 2, numEntries: 4 },
 };
+
+/** A TEARDOWN_HCA whose profile would be the graceful close gets a profile not modelled (see the file comment). */
+function harmless(c: FuzzCmd): FuzzCmd {
+  if (c.op !== 'TEARDOWN_HCA') return c;
+  const p = c.fields.profile;
+  return p === undefined || p === 0 || p === -0 || p === null || p === false || (typeof p === 'number' && !(p >= 1 && p < 2 ** 16)) ? { ...c, fields: { ...c.fields, profile: 1 } } : c;
+}
 
 export const command: fc.Arbitrary<FuzzCmd> = fc
   .record({ op: fc.constantFrom(...OPS), fields: fc.dictionary(fc.constantFrom(...FIELDS), wild, { maxKeys: 4 }), keepBase: fc.boolean() })
-  .map(({ op, fields, keepBase }) => ({ op, fields: keepBase ? { ...(BASE[op] ?? {}), ...fields } : fields }));
+  .map(({ op, fields, keepBase }) => harmless({ op, fields: keepBase ? { ...(BASE[op] ?? {}), ...fields } : fields }));
 
 export const post: fc.Arbitrary<FuzzPost> = fc.record({
   cmd: command,
@@ -113,7 +129,7 @@ function inputOf(p: FuzzPost): Uint8Array {
   } catch {
     b = new Uint8Array(16 + (p.n % 40)).map((_, i) => (i * 37 + p.n) & 0xff);
   }
-  if (p.fault === 'opcode') new DataView(b.buffer, b.byteOffset).setUint16(0, (0x0c00 + p.n) & 0xffff); // reserved opcodes
+  if (p.fault === 'opcode') new DataView(b.buffer, b.byteOffset).setUint16(0, 0x0c00 + (p.n % 0x2000)); // reserved opcodes (none modelled from 0xc00)
   if (p.fault === 'garbage') b = new Uint8Array(16 + (p.n % 1200)).map((_, i) => (i * 131 + p.n * 7) & 0xff);
   return b;
 }
@@ -160,12 +176,16 @@ class RawPoster {
   private readonly area: { addr: number; length: number };
   private token = 0x80;
   private readonly entryVa: number;
+  /** Pages a raw HCA_RETURN_PAGES took from the firmware (the driver still counts them given). */
+  taken = 0;
 
   constructor(
     private readonly tb: Testbed,
     private readonly hca: Hca,
     queueVa: number,
     private readonly entry: number,
+    /** Gives the entry back to the driver. */
+    readonly release: () => void,
   ) {
     const host = tb.host(0);
     this.area = host.alloc(512 * 1024);
@@ -179,7 +199,13 @@ class RawPoster {
     const host = this.tb.host(0);
     const input = inputOf(p);
     const inBlocks = cmdBlocksFor(input.length);
-    const outlen = cmdOutputLength({ op: 'ALLOC_PD' } as Cmd);
+    // room for the command's output when it encodes (HCA_RETURN_PAGES: its pages), else a header's
+    let outlen = cmdOutputLength({ op: 'ALLOC_PD' } as Cmd);
+    try {
+      outlen = Math.max(outlen, cmdOutputLength({ ...p.cmd.fields, op: p.cmd.op } as unknown as Cmd));
+    } catch {
+      // not a command: the header's room
+    }
     const outBlocks = cmdBlocksFor(outlen);
     if ((inBlocks + outBlocks) * CMD_BLOCK_ALIGN > this.area.length) return [];
     this.token = this.token === 0xff ? 1 : this.token + 1;
@@ -261,6 +287,10 @@ class RawPoster {
       const status = host.read(this.entryVa + CmdEntryOff.OUT, 1)[0];
       if (!STATUSES.has(status)) bad.push(`${what}: unknown command status ${status}`);
       if (p.fault === 'opcode' && status !== CmdStatus.BAD_OP) bad.push(`${what}: a reserved opcode got status ${status}`);
+      // pages the firmware gave back to this poster: output_num_entries at output byte 8 (inline)
+      const out = host.read(this.entryVa + CmdEntryOff.OUT, CMD_INLINE_BYTES);
+      const ov = new DataView(out.buffer, out.byteOffset);
+      if (status === CmdStatus.OK && ov.getUint16(0) === 0 && inOp(input) === CmdOpcode.MANAGE_PAGES && inOpMod(input) === 2) this.taken += ov.getUint32(8);
     }
     if (p.fault === 'ring_twice' && this.stat('doorbell_busy') !== busyBefore + 1) bad.push('ring_twice: the second ring was not refused');
     return bad;
@@ -269,6 +299,14 @@ class RawPoster {
   private stat(name: string): number {
     return this.tb.stats()['tb.hca0.cmdif'][name] as number;
   }
+}
+
+function inOp(b: Uint8Array): number {
+  return b.length >= 2 ? (b[0] << 8) | b[1] : -1;
+}
+
+function inOpMod(b: Uint8Array): number {
+  return b.length >= 8 ? (b[6] << 8) | b[7] : -1;
 }
 
 /**
@@ -289,7 +327,7 @@ export async function runCmdCase(posts: readonly FuzzPost[]): Promise<string[]> 
       const { cqn } = await ctx.cmdq.exec({ op: 'CREATE_CQ', size: 64, eqn });
       await ctx.cmdq.exec({ op: 'CREATE_QP', pd, sendCqn: cqn, recvCqn: cqn, sqSize: 64, rqSize: 64 });
       const entry = await ctx.cmdq.reserveEntry();
-      const raw = new RawPoster(tb, tb.hca(0), ctx.cmdq.queueAddress, entry);
+      const raw = new RawPoster(tb, tb.hca(0), ctx.cmdq.queueAddress, entry, () => ctx.cmdq.releaseEntry(entry));
       for (const p of posts) bad.push(...(await raw.post(p)));
       // the adapter still works: a connected pair moves data
       const { pd0, pd1, qp0, cq0 } = await rcPair(tb);
@@ -301,6 +339,12 @@ export async function runCmdCase(posts: readonly FuzzPost[]): Promise<string[]> 
       qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 64, lkey: mr0.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
       const [wc] = await cq0.wait(1, { timeout: 1e10 });
       if (wc.status !== 'SUCCESS' || tb.host(1).read(b.addr, 1)[0] !== 0x5a) bad.push(`the adapter no longer works: ${wc.status}`);
+      // the driver lets the adapter go: every page it gave comes back, but those the poster took
+      raw.release();
+      const left = await tb.closeDevice(0);
+      if (left > raw.taken) bad.push(`close: ${left} pages not returned; the raw postings took ${raw.taken}`);
+      const hca = tb.hca(0);
+      if (hca.cmdif.hcaState !== 'DISABLED' || hca.pages.heldPages().length !== 0) bad.push(`close: the firmware is ${hca.cmdif.hcaState} holding ${hca.pages.heldPages().length} pages`);
     });
   } catch (e) {
     bad.push(`crash: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`);

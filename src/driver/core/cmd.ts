@@ -17,6 +17,11 @@
  * `exec` is the ordinary path; `execBackground` is the lane the MR cache fills and empties itself
  * through (mlx5's `mlx5_cmd_exec_cb`, asynchronous commands): entries of their own
  * (formats/cmd_layout.ts CMD_BG_FIRST), so they never wait behind the caller's commands.
+ *
+ * `close` is mlx5_core's unload of the device (main.c:1586-1610 mlx5_uninit_one): the command
+ * EQ given up for polling (eq.c:719-732 destroy_async_eqs, after every command in flight has
+ * finished), TEARDOWN_HCA (main.c:1281 mlx5_function_close), every page reclaimed, DISABLE_HCA
+ * (main.c:1233 mlx5_function_disable), and the queue closed: a later command is VerbsError EIO.
  */
 import type { Hca } from '../../rtl/hca.ts';
 import type { Sim } from '../../sim/index.ts';
@@ -130,6 +135,10 @@ export class CmdQueue {
   poolBlocks = 0;
   /** Commands in post() now. */
   pending = 0;
+  /** Set when close begins (mlx5_cmd_disable at its end): no caller's command is sent any more. */
+  private closing: Promise<void> | null = null;
+  /** Told when pending drops to 0 (close waits for the commands in flight). */
+  private idleWaiters: (() => void)[] = [];
 
   /**
    * @internal An entry of the ordinary lane kept out of the driver's use until `releaseEntry`:
@@ -176,14 +185,48 @@ export class CmdQueue {
 
   /** Runs one command and resolves with its output (rejects with CmdError on a bad status). */
   async exec<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
+    this.checkUp(cmd.op);
     await this.start();
     return this.post(cmd, 'fg');
   }
 
   /** As `exec`, in the background lane (never ahead of or in the way of `exec`'s commands). */
   async execBackground<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
+    this.checkUp(cmd.op);
     await this.start();
     return this.post(cmd, 'bg');
+  }
+
+  /** True once `close` began: the adapter is being (or was) let go. */
+  get closed(): boolean {
+    return this.closing !== null;
+  }
+
+  /** A command after close: EIO, as every access to a removed device (uverbs_main.c:1261-1263). */
+  private checkUp(op: string): void {
+    if (this.closing !== null) throw new VerbsError('EIO', `${op}: the device was closed (tb.closeDevice): its driver let the adapter go`);
+  }
+
+  /**
+   * mlx5_core's unload: waits for the commands in flight, leaves events for polling, then
+   * TEARDOWN_HCA, reclaims every page the firmware holds, DISABLE_HCA. Returns the pages the
+   * firmware did not give back (0). A queue never started has nothing to close.
+   */
+  close(): Promise<number> {
+    const run = async (): Promise<number> => {
+      if (this.up === null) return 0;
+      await this.up;
+      // mlx5_cmd_use_polling takes every entry (cmd.c mlx5_cmd_change_mod): the commands in flight end first
+      while (this.pending > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+      this.events = false;
+      await this.post({ op: 'TEARDOWN_HCA' }, 'fg');
+      const left = (await this.pageAlloc?.reclaimStartupPages()) ?? 0;
+      await this.post({ op: 'DISABLE_HCA' }, 'fg');
+      return left;
+    };
+    const p = this.closing === null ? run() : this.closing.then(() => this.pageAlloc?.holding ?? 0);
+    this.closing ??= p.then(() => undefined);
+    return p;
   }
 
   /** mlx5_cmd_enable, then the command EQ (polled until it exists) and mlx5_cmd_use_events. */
@@ -304,6 +347,11 @@ export class CmdQueue {
       return await this.send(cmd, lane);
     } finally {
       this.pending--;
+      if (this.pending === 0 && this.idleWaiters.length > 0) {
+        const w = this.idleWaiters;
+        this.idleWaiters = [];
+        for (const f of w) f();
+      }
     }
   }
 

@@ -10,8 +10,16 @@
  * - When the host has no memory for them (give_pages: alloc_4k fails), the pages taken so far
  *   go back and the firmware is told with MANAGE_PAGES ALLOCATION_FAIL (page_notify_fail).
  *
- * The pages are pinned for the device's life: the DMA-ownership checker counts them as the
- * device's. The firmware never asks for pages back here (fw_pages.ts), so none is returned.
+ * - On a PAGE_REQUEST with a negative num_pages (pagealloc.c:651-659, at most 50,000): the
+ *   firmware gives pages back; the driver asks for them with MANAGE_PAGES HCA_RETURN_PAGES
+ *   (reclaim_pages, op_mod MLX5_PAGES_TAKE), whose output lists the pages returned, and frees
+ *   each (free_4k: unpinned, unmapped); a failure of an event's reclaim is ignored
+ *   (pagealloc.c:555-559).
+ * - At close, after TEARDOWN_HCA (mlx5_reclaim_startup_pages, pagealloc.c:703-764): reclaims of
+ *   optimal_reclaimed_pages() (768) pages at a time until the driver holds none.
+ *
+ * A page is pinned while the firmware holds it: the DMA-ownership checker counts it as the
+ * device's until it comes back.
  */
 import type { Hca } from '../../rtl/hca.ts';
 import type { Sim } from '../../sim/index.ts';
@@ -20,6 +28,18 @@ import { ManagePagesOpMod, QueryPagesOpMod } from '../../rtl/formats/constants.t
 import { HostError } from '../../rtl/memory/host_space.ts';
 import { VerbsError } from '../verbs_error.ts';
 import { DMA_PAGE, driverAlloc } from './dma_pool.ts';
+import { CmdError } from '../../rtl/firmware/cmd_types.ts';
+import { CMD_BLOCK_DATA, CMD_INLINE_BYTES } from '../../rtl/formats/cmd_layout.ts';
+import { MANAGE_PAGES_OUT } from '../../rtl/formats/cmd_pages.ts';
+import { PAS_ENTRY_BYTES } from '../../rtl/formats/cmd_hdr.ts';
+
+/** The most pages one firmware request may ask back (pagealloc.c:613-617 MAX_RECLAIM_NPAGES). */
+export const MAX_RECLAIM_NPAGES = 50_000;
+/**
+ * Pages one close-time reclaim asks for (pagealloc.c:686-700 optimal_reclaimed_pages): what the
+ * entry's 16 output bytes and 12 mailbox blocks hold after manage_pages_out's header, 768.
+ */
+export const OPTIMAL_RECLAIMED_PAGES = (CMD_INLINE_BYTES + 12 * CMD_BLOCK_DATA - MANAGE_PAGES_OUT.bytes) / PAS_ENTRY_BYTES;
 
 /** The command senders pagealloc uses: the ordinary lane, and the page entry for MANAGE_PAGES (cmd.c pages_queue). */
 export interface PageCmds {
@@ -28,10 +48,16 @@ export interface PageCmds {
 }
 
 export class PageAlloc {
-  /** Pages given to the firmware, asked for by PAGE_REQUEST, and given back (none: no reclaim). */
+  /** Pages given to the firmware, asked for by PAGE_REQUEST, and given back by it. */
   given = 0;
   requested = 0;
   returned = 0;
+  /** Pages the firmware asked to give back (negative PAGE_REQUESTs). */
+  reclaimAsked = 0;
+  /** Pages the firmware returned that the driver never gave (someone else's MANAGE_PAGES): skipped. */
+  unknownReturned = 0;
+  /** Each page the firmware holds: its DMA address to the virtual address the driver freed it by (pagealloc.c's fw_page tree). */
+  private readonly held = new Map<number, number>();
   /** Pages the driver could not allocate (pagealloc.c fw_pages_alloc_failed). */
   allocFailed = 0;
 
@@ -53,11 +79,66 @@ export class PageAlloc {
   onPageRequest(data: Uint8Array): void {
     const v = new DataView(data.buffer, data.byteOffset, data.byteLength);
     const npages = v.getInt32(4);
-    if (npages <= 0) return; // a reclaim request: not modelled (the firmware never sends one)
+    if (npages === 0) return;
+    if (npages < 0) {
+      const n = Math.min(-npages, MAX_RECLAIM_NPAGES);
+      this.reclaimAsked += n;
+      void this.sim.spawn(async () => {
+        await this.reclaimPages(n, true);
+      });
+      return;
+    }
     this.requested += npages;
     void this.sim.spawn(async () => {
       await this.givePages(npages, true);
     });
+  }
+
+  /** Pages the firmware holds now (given and not returned). */
+  get holding(): number {
+    return this.held.size;
+  }
+
+  /**
+   * reclaim_pages: MANAGE_PAGES HCA_RETURN_PAGES for `n` pages on the page entry; each page the
+   * output lists is freed to the host. The pages returned (0 when an event's reclaim failed).
+   */
+  async reclaimPages(n: number, event: boolean): Promise<number> {
+    let pas: readonly number[];
+    try {
+      ({ pas } = await this.cmds.execPages({ op: 'MANAGE_PAGES', opMod: ManagePagesOpMod.HCA_RETURN_PAGES, numEntries: n }));
+    } catch (e) {
+      if (event && e instanceof CmdError) return 0; // pagealloc.c:555-559: a failed event reclaim is ignored
+      throw e;
+    }
+    // pagealloc.c:566-571: more pages than asked is corruption
+    if (pas.length > n) throw new Error(`pagealloc: the firmware returned ${pas.length} pages, the driver asked ${n}`);
+    const host = this.hca.host;
+    for (const pa of pas) {
+      const va = this.held.get(pa);
+      if (va === undefined) {
+        this.unknownReturned++; // pagealloc.c:277-280 free_4k: "page not found", skipped
+        continue;
+      }
+      this.held.delete(pa);
+      // free_4k: the device's no more, then the page goes back to the host
+      host.unpin(Float64Array.of(pa));
+      await host.munmap(va, DMA_PAGE);
+      this.returned++;
+    }
+    return pas.length;
+  }
+
+  /**
+   * mlx5_reclaim_startup_pages (after TEARDOWN_HCA): reclaims until the driver holds no page; a
+   * reclaim that brings none back ends it (mlx5 retries until its timeout, then gives up with a
+   * warning: pagealloc.c:703-733). The pages still held.
+   */
+  async reclaimStartupPages(): Promise<number> {
+    while (this.held.size > 0) {
+      if ((await this.reclaimPages(OPTIMAL_RECLAIMED_PAGES, false)) === 0) break;
+    }
+    return this.held.size;
   }
 
   /**
@@ -77,10 +158,11 @@ export class PageAlloc {
       if (event) await this.cmds.execPages({ op: 'MANAGE_PAGES', opMod: ManagePagesOpMod.ALLOCATION_FAIL });
       return false;
     }
-    host.pin(va, n * DMA_PAGE); // the device's for good (the DMA checker's "ICM page")
+    host.pin(va, n * DMA_PAGE); // the device's until it gives the page back (the DMA checker's "ICM page")
     const pas: number[] = [];
     for (let i = 0; i < n; i++) pas.push(host.dmaAddress(va + i * DMA_PAGE));
     await this.cmds.execPages({ op: 'MANAGE_PAGES', opMod: ManagePagesOpMod.ALLOCATION_SUCCESS, pas });
+    for (let i = 0; i < n; i++) this.held.set(pas[i], va + i * DMA_PAGE);
     this.given += n;
     return true;
   }

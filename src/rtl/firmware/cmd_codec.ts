@@ -548,7 +548,7 @@ const CODECS: { readonly [K in CmdName]: CmdCodec<K> } = {
   ENABLE_HCA: voidOut('ENABLE_HCA', ENABLE_HCA_IN, ENABLE_HCA_OUT, (c) => ({ function_id: c.functionId ?? 0 }), (f) => ({ functionId: f.function_id! })),
   DISABLE_HCA: voidOut('DISABLE_HCA', DISABLE_HCA_IN, DISABLE_HCA_OUT, (c) => ({ function_id: c.functionId ?? 0 }), (f) => ({ functionId: f.function_id! })),
   INIT_HCA: voidOut('INIT_HCA', INIT_HCA_IN, INIT_HCA_OUT, none, empty),
-  TEARDOWN_HCA: voidOut('TEARDOWN_HCA', TEARDOWN_HCA_IN, TEARDOWN_HCA_OUT, none, empty),
+  TEARDOWN_HCA: voidOut('TEARDOWN_HCA', TEARDOWN_HCA_IN, TEARDOWN_HCA_OUT, (c) => ({ profile: c.profile ?? 0 }), (f) => ({ profile: f.profile! })),
   QUERY_PAGES: {
     inLayout: QUERY_PAGES_IN,
     outLayout: QUERY_PAGES_OUT,

@@ -60,8 +60,10 @@ import {
 } from '../formats/cmd_layout.ts';
 import { CMD_HDR_BYTES, decodeCmdInput, encodeCmdError, encodeCmdOutput } from './cmd_codec.ts';
 import { CmdError, type Cmd, type CmdName } from './cmd_types.ts';
-import { CmdOpcode } from '../formats/constants.ts';
+import { CmdOpcode, ManagePagesOpMod } from '../formats/constants.ts';
 import { EQE_DATA_SIZE } from '../formats/eqe.ts';
+import { MANAGE_PAGES_OUT } from '../formats/cmd_pages.ts';
+import { PAS_ENTRY_BYTES } from '../formats/cmd_hdr.ts';
 
 /** A process's DMA through one PCIe port: reads matched to their responses by tag. */
 export class FwDma {
@@ -114,6 +116,19 @@ export class FwDma {
     }
     this.draining = false;
   }
+}
+
+/**
+ * HCA_RETURN_PAGES with too little output for the pages it asks back fails before it runs
+ * (BAD_OUTPUT_LEN), so no page leaves the firmware without its address reaching the driver
+ * (pagealloc.c reclaim_pages sizes the output for input_num_entries pages).
+ */
+function returnRoom(cmd: Cmd, outlen: number): Cmd | CmdError {
+  if (cmd.op !== 'MANAGE_PAGES' || cmd.opMod !== ManagePagesOpMod.HCA_RETURN_PAGES) return cmd;
+  const n = cmd.numEntries ?? 0;
+  const need = MANAGE_PAGES_OUT.bytes + n * PAS_ENTRY_BYTES;
+  if (outlen >= need) return cmd;
+  return new CmdError('MANAGE_PAGES', CmdOpcode.MANAGE_PAGES, cmd.opMod, 'BAD_OUTPUT_LEN', 'output_len', `HCA_RETURN_PAGES of ${n} pages needs ${need} output bytes; outlen is ${outlen}`);
 }
 
 /** A delivery failure: the status and why (counted by name). */
@@ -242,7 +257,7 @@ export class CmdQueueEngine {
           return null;
         }
         const d = decodeCmdInput(r);
-        return d.ok ? d.cmd : d.error;
+        return d.ok ? returnRoom(d.cmd, (entry as CmdEntry).outlen) : d.error;
       } finally {
         this.fetchEnded();
       }

@@ -248,7 +248,8 @@ export interface CmdInputs {
   /** Start-up (mlx5_core main.c): ENABLE_HCA, then QUERY_PAGES boot and MANAGE_PAGES, then INIT_HCA. */
   ENABLE_HCA: { functionId?: number };
   INIT_HCA: Record<never, never>;
-  TEARDOWN_HCA: Record<never, never>;
+  /** profile: 0 graceful close (what mlx5_cmd_teardown_hca sends, fw.c:307), 1 force close, 2 prepare fast teardown (mlx5_ifc.h MLX5_TEARDOWN_HCA_IN_PROFILE_*). */
+  TEARDOWN_HCA: { profile?: number };
   DISABLE_HCA: { functionId?: number };
   /** opMod: QueryPagesOpMod (boot, init, regular). */
   QUERY_PAGES: { opMod: number; functionId?: number };

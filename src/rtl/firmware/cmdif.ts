@@ -21,6 +21,11 @@
  * (mlx5 keeps at most 8 cache CREATE_MKEYs in flight, asynchronous commands: MAX_PENDING_REG_MR
  * in drivers/infiniband/hw/mlx5/mr.c; that firmware executes them concurrently is assumed).
  * Traced: `bg_busy` while a round executes, `bg_queued` commands waiting for one.
+ *
+ * The page entry (the driver's MANAGE_PAGES: the pages given at start-up and on PAGE_REQUEST,
+ * the pages reclaimed; cmd.c's pages queue) runs in a lane of its own, traced as `pg_busy`,
+ * `pg_opcode` (cmd_opcode), `pg_op_mod` (manage_pages_op_mod: ALLOCATION_SUCCESS, _FAIL,
+ * HCA_RETURN_PAGES), `pg_pages` (the pages the command gives or takes back) and `pg_status`.
  */
 import { MLX5_INVALID_LKEY, NULL_MKEY } from '../formats/constants.ts';
 import type { QpErrorEvent } from '../formats/constants.ts';
@@ -66,6 +71,9 @@ export * from './cmd_types.ts';
 /** Delivery statuses traced as `cmd_deliv_status` (MLX5_CMD_DELIVERY_STAT_*). */
 export const CmdDeliveryStatusEnum = new EnumType('cmd_deliv_status', Object.fromEntries(Object.entries(CmdDeliveryStatus).map(([k, v]) => [v, k])));
 
+/** MANAGE_PAGES op_mods traced as `manage_pages_op_mod` (pg_op_mod). */
+export const ManagePagesOpModEnum = new EnumType('manage_pages_op_mod', Object.fromEntries(Object.entries(ManagePagesOpMod).map(([k, v]) => [v, k])));
+
 /** The states of the command interface. */
 export const [CmdifState, CMDIF] = enumType('cmdif_state', ['IDLE', 'EXEC', 'FETCH']);
 
@@ -80,7 +88,7 @@ export interface CmdifOptions {
 /** What the firmware uses: the ICM writer (every change of ICM goes through it) and the mkey table's size. */
 export interface CmdifDeps {
   readonly writer: Pick<IcmWriter, 'createMkey' | 'readMkey' | 'destroyMkey' | 'contextBytes'>;
-  readonly icm: Pick<Icm, 'mkeyEntries'>;
+  readonly icm: Pick<Icm, 'mkeyEntries' | 'qpc' | 'cqc' | 'eqc' | 'releaseAll'>;
   /** The pages the driver gives (MANAGE_PAGES); absent: no page commands (a lone firmware). */
   readonly pages?: FwPages;
   /** Host memory's size: a given page must lie in it. */
@@ -94,14 +102,34 @@ export interface CmdifDeps {
 }
 
 /**
- * The HCA's start-up state (mlx5_core main.c mlx5_function_enable / mlx5_function_open):
- * READY until the driver sends ENABLE_HCA (a testbench without the driver's start-up finds the
- * firmware ready, its ICM taken from host memory: a model convenience), ENABLED from ENABLE_HCA
- * (only the start-up commands run: QUERY_PAGES, MANAGE_PAGES, QUERY_HCA_CAP, INIT_HCA; any other
- * fails BAD_SYS_STATE), UP from INIT_HCA.
+ * The HCA's life as mlx5_core drives it (main.c mlx5_function_enable / mlx5_function_open at
+ * start-up, mlx5_function_close / mlx5_function_disable at close, main.c:1158-1316):
+ * - READY until the driver sends ENABLE_HCA (a testbench without the driver's start-up finds the
+ *   firmware ready, its ICM taken from host memory: a model convenience);
+ * - ENABLED from ENABLE_HCA: only the start-up commands run (QUERY_PAGES, MANAGE_PAGES,
+ *   QUERY_HCA_CAP, INIT_HCA, and DISABLE_HCA, mlx5_function_enable's error path main.c:1207-1212);
+ * - UP from INIT_HCA: every command;
+ * - TORN_DOWN from TEARDOWN_HCA: every object is gone and ICM is empty; only QUERY_PAGES,
+ *   MANAGE_PAGES (the driver takes its pages back) and DISABLE_HCA run;
+ * - DISABLED from DISABLE_HCA: only ENABLE_HCA runs (the function starts again).
+ * A command the state does not allow fails BAD_SYS_STATE, naming the state (the PRM is not
+ * public: the status is the one mlx5 defines for "bad system state", cmd.c cmd_status_to_err).
  */
-export type HcaState = 'READY' | 'ENABLED' | 'UP';
-const STARTUP_OPS: ReadonlySet<string> = new Set(['QUERY_PAGES', 'MANAGE_PAGES', 'QUERY_HCA_CAP', 'INIT_HCA']);
+export type HcaState = 'READY' | 'ENABLED' | 'UP' | 'TORN_DOWN' | 'DISABLED';
+const ALLOWED: Readonly<Partial<Record<HcaState, ReadonlySet<string>>>> = {
+  ENABLED: new Set(['QUERY_PAGES', 'MANAGE_PAGES', 'QUERY_HCA_CAP', 'INIT_HCA', 'DISABLE_HCA']),
+  TORN_DOWN: new Set(['QUERY_PAGES', 'MANAGE_PAGES', 'DISABLE_HCA']),
+  DISABLED: new Set(['ENABLE_HCA']),
+};
+const STATE_RULE: Readonly<Record<HcaState, string>> = {
+  READY: '',
+  ENABLED: 'hca_not_initialized',
+  UP: '',
+  TORN_DOWN: 'hca_torn_down',
+  DISABLED: 'hca_disabled',
+};
+/** TEARDOWN_HCA's profiles (mlx5_ifc.h MLX5_TEARDOWN_HCA_IN_PROFILE_*): only the graceful close mlx5_cmd_teardown_hca sends (fw.c:307) is modelled. */
+const TEARDOWN_GRACEFUL = 0;
 
 /** Wiring of the command interface (no clock: firmware runs as a process), its configuration and options. */
 export interface CmdifWiring extends UnclockedWireOptions<{ readonly dma: DmaPort }, CmdifDeps>, CmdifOptions {
@@ -200,6 +228,13 @@ export class Cmdif extends Module {
   /** Traced: background commands waiting for a round (saturates at 255). */
   readonly bgQueued: Signal;
 
+  /** Traced: the page entry's command executing (MANAGE_PAGES), its opcode, op_mod, pages and last status. */
+  readonly pgBusy: Signal;
+  readonly pgOpcode: Signal;
+  readonly pgOpMod: Signal;
+  readonly pgPages: Signal;
+  readonly pgStatus: Signal;
+
   /** Traced: the entry of the latest doorbell bit the queue engine took. */
   readonly entry: Signal;
   /** Traced: the delivery status of the last entry given back (cmd_deliv_status). */
@@ -262,6 +297,11 @@ export class Cmdif extends Module {
     this.status = this.signal('status', CmdStatusEnum.width, { enum: CmdStatusEnum });
     this.bgBusy = this.signal('bg_busy', 1);
     this.bgQueued = this.signal('bg_queued', 8);
+    this.pgBusy = this.signal('pg_busy', 1);
+    this.pgOpcode = this.signal('pg_opcode', CmdOpcodeEnum.width, { enum: CmdOpcodeEnum });
+    this.pgOpMod = this.signal('pg_op_mod', ManagePagesOpModEnum.width, { enum: ManagePagesOpModEnum });
+    this.pgPages = this.signal('pg_pages', 32);
+    this.pgStatus = this.signal('pg_status', CmdStatusEnum.width, { enum: CmdStatusEnum });
     this.entry = this.signal('entry', Math.log2(MLX5_MAX_COMMANDS));
     this.delivStatus = this.signal('deliv_status', CmdDeliveryStatusEnum.width, { enum: CmdDeliveryStatusEnum });
     this.cmdq = new CmdQueueEngine({
@@ -480,15 +520,27 @@ export class Cmdif extends Module {
       const cmd = await p.fetched;
       if (cmd === null) continue;
       const op = opName(cmd);
+      const mod = op === 'MANAGE_PAGES' && !(cmd instanceof CmdError) ? (cmd as CmdInputs['MANAGE_PAGES']).opMod : -1;
+      this.pgBusy.setNow(1);
+      this.pgOpcode.setNow(opcodeOf(op));
+      this.pgOpMod.setNow(mod >= 0 && mod <= ManagePagesOpMod.HCA_RETURN_PAGES ? mod : 0);
+      this.pgPages.setNow(0);
       const start = this.sim.now;
       await this.sim.delay(this.latencyOf(op));
       this.perOp.get(op)?.inc();
       const { out, failed } = await this.executeWithPages(cmd);
-      if (this.tap !== null) this.tap.command(op, opcodeOf(op), p.posted, start, statusOf(failed), false);
+      // the pages moved: given (the input's list) or returned (the output's)
+      if (failed === null && mod === ManagePagesOpMod.ALLOCATION_SUCCESS) this.pgPages.setNow(Math.min(2 ** 32 - 1, (cmd as CmdInputs['MANAGE_PAGES']).pas?.length ?? 0));
+      else if (failed === null && mod === ManagePagesOpMod.HCA_RETURN_PAGES) this.pgPages.setNow((out as CmdOutputs['MANAGE_PAGES']).pas.length);
+      const status = statusOf(failed);
+      this.pgStatus.setNow(status);
+      if (this.tap !== null) this.tap.command(op, opcodeOf(op), p.posted, start, status, false);
       if (failed !== null) this.sErrors.inc();
       p.settle(cmd, out, failed);
     }
     this.pageServing = false;
+    this.pgBusy.setNow(0);
+    this.pgOpcode.setNow(0);
   }
 
   /**
@@ -523,18 +575,34 @@ export class Cmdif extends Module {
     if (cmd === null || typeof cmd !== 'object') return this.fail('BAD_OP', 'opcode', `no command in the mailbox (${typeof cmd})`);
     const modded = cmd.op === 'QUERY_HCA_CAP' || cmd.op === 'QUERY_PAGES' || cmd.op === 'MANAGE_PAGES';
     this.curOpMod = modded && Number.isInteger(cmd.opMod) ? cmd.opMod & 0xffff : 0;
-    if (this.hcaState === 'ENABLED' && !STARTUP_OPS.has(cmd.op)) {
-      this.fail('BAD_SYS_STATE', 'hca_not_initialized', `${cmd.op} before INIT_HCA (only the start-up commands run after ENABLE_HCA)`);
+    const allowed = ALLOWED[this.hcaState];
+    if (allowed !== undefined && !allowed.has(cmd.op)) {
+      const why = this.hcaState === 'ENABLED' ? 'before INIT_HCA (only the start-up commands run after ENABLE_HCA)' : this.hcaState === 'TORN_DOWN' ? 'after TEARDOWN_HCA (only QUERY_PAGES, MANAGE_PAGES and DISABLE_HCA run)' : 'after DISABLE_HCA (only ENABLE_HCA runs)';
+      this.fail('BAD_SYS_STATE', STATE_RULE[this.hcaState], `${cmd.op} ${why}`);
     }
     switch (cmd.op) {
       case 'ENABLE_HCA':
-        if (this.hcaState !== 'READY' || this.pages === null) this.fail('BAD_SYS_STATE', 'hca_enabled', `ENABLE_HCA in state ${this.hcaState}`);
+        if ((this.hcaState !== 'READY' && this.hcaState !== 'DISABLED') || this.pages === null) this.fail('BAD_SYS_STATE', 'hca_enabled', `ENABLE_HCA in state ${this.hcaState}`);
+        this.uint('function_id', cmd.functionId ?? 0, 16);
         this.hcaState = 'ENABLED';
         return undefined;
       case 'INIT_HCA':
         if (this.hcaState !== 'ENABLED') this.fail('BAD_SYS_STATE', 'hca_init_state', `INIT_HCA in state ${this.hcaState} (ENABLE_HCA first, once)`);
+        // the context tables' first pages, from the init pages (fw_pages.ts INIT_PAGES)
+        try {
+          this.icm.qpc.reserve(FIRST_QPN);
+          this.icm.cqc.reserve(FIRST_CQN);
+          this.icm.eqc.reserve(FIRST_EQN);
+        } catch (e) {
+          if (e instanceof IcmNoMemory) this.fail('NO_RESOURCES', 'icm_pages', e.message);
+          throw e;
+        }
         this.hcaState = 'UP';
         return undefined;
+      case 'TEARDOWN_HCA':
+        return this.teardownHca(cmd);
+      case 'DISABLE_HCA':
+        return this.disableHca(cmd);
       case 'QUERY_PAGES':
         return this.queryPages(cmd);
       case 'MANAGE_PAGES':
@@ -617,10 +685,57 @@ export class Cmdif extends Module {
         pages.allocationFailed();
         return { pas: [] };
       case ManagePagesOpMod.HCA_RETURN_PAGES:
-        return { pas: [] }; // the firmware gives no page back (fw_pages.ts)
+        // pagealloc.c reclaim_pages: at most input_num_entries pages come back, listed in the output
+        return { pas: pages.giveBack(this.uint('input_num_entries', c.numEntries ?? 0, 32)) };
       default:
         return this.fail('BAD_PARAM', 'op_mod', `op_mod ${String(c.opMod)} is not ALLOCATION_FAIL (0), ALLOCATION_SUCCESS (1) or HCA_RETURN_PAGES (2)`);
     }
+  }
+
+  /**
+   * TEARDOWN_HCA (graceful close, fw.c:307 mlx5_cmd_teardown_hca): the firmware drops every object
+   * the driver left (mlx5 destroys them all first; here a QP or an MR still live goes too), frees
+   * all of ICM into its page pool, and asks for no page from now on: the driver reclaims them.
+   */
+  private teardownHca(c: CmdInputs['TEARDOWN_HCA']): CmdOutputs['TEARDOWN_HCA'] {
+    const profile = this.uint('profile', c.profile ?? 0, 16);
+    if (profile !== TEARDOWN_GRACEFUL) this.fail('BAD_PARAM', 'teardown_profile', `profile ${profile} is not modelled (only 0, graceful close)`);
+    if (this.hcaState !== 'UP') this.fail('BAD_SYS_STATE', 'hca_teardown_state', `TEARDOWN_HCA in state ${this.hcaState} (INIT_HCA first)`);
+    for (const qpn of [...this.qps.keys()]) {
+      this.qps.delete(qpn);
+      for (const l of this.destroyListeners) l('QP', qpn);
+    }
+    for (const cqn of [...this.cqs.keys()]) {
+      this.cqs.delete(cqn);
+      this.cqns.release(cqn);
+      for (const l of this.destroyListeners) l('CQ', cqn);
+    }
+    for (const eqn of [...this.eqs.keys()]) {
+      this.eqs.delete(eqn);
+      this.eqns.release(eqn);
+    }
+    for (const index of this.mkeys.liveNumbers()) {
+      if (this.writer.readMkey(index).allocated) this.writer.destroyMkey(index);
+      this.mkeys.release(index);
+    }
+    for (const pd of this.pds.liveNumbers()) this.pds.release(pd);
+    this.icm.releaseAll();
+    this.pages?.tornDown();
+    this.hcaState = 'TORN_DOWN';
+  }
+
+  /**
+   * DISABLE_HCA (main.c:842 mlx5_core_disable_hca), after TEARDOWN_HCA and the reclaim of every
+   * page (main.c:1233), or in place of INIT_HCA on start-up's error path. Pages the driver did
+   * not take back are dropped (fw_pages.ts disabled).
+   */
+  private disableHca(c: CmdInputs['DISABLE_HCA']): CmdOutputs['DISABLE_HCA'] {
+    this.uint('function_id', c.functionId ?? 0, 16);
+    if (this.hcaState !== 'TORN_DOWN' && this.hcaState !== 'ENABLED') {
+      this.fail('BAD_SYS_STATE', 'hca_disable_state', `DISABLE_HCA in state ${this.hcaState} (TEARDOWN_HCA first)`);
+    }
+    this.pages?.disabled();
+    this.hcaState = 'DISABLED';
   }
 
   private fail(status: CmdStatusName, rule: string, detail: string): never {
@@ -830,6 +945,7 @@ export class Cmdif extends Module {
     const eventMask = this.uint('event_mask', c.eventMask ?? 0, 32);
     const eqn = this.eqns.alloc();
     if (eqn < 0) this.fail('NO_RESOURCES', 'eq_exhausted', `all ${this.caps.general.cur.maxEq} EQs exist`);
+    this.contextIn(this.icm.eqc, eqn, () => this.eqns.release(eqn));
     this.eqs.set(eqn, Object.freeze({ eqn, size, bufAddr, eventMask }));
     return { eqn };
   }
@@ -843,6 +959,7 @@ export class Cmdif extends Module {
     const pages = this.pagesOf(c.pas, c.logPageSize, size * 64, bufAddr);
     const cqn = this.cqns.alloc();
     if (cqn < 0) this.fail('NO_RESOURCES', 'cq_exhausted', 'no free CQ number');
+    this.contextIn(this.icm.cqc, cqn, () => this.cqns.release(cqn));
     this.cqs.set(cqn, Object.freeze({ cqn, size, eqn, bufAddr, dbrAddr, pages }));
     return { cqn };
   }
@@ -858,7 +975,23 @@ export class Cmdif extends Module {
     }
     this.cqs.delete(cqn);
     this.cqns.release(cqn);
+    this.icm.cqc.remove(cqn);
     for (const l of this.destroyListeners) l('CQ', cqn);
+  }
+
+  /**
+   * The object `n`'s context in its ICM table (its page taken from the given pages if it is the
+   * page's first); a shortage gives the number back (`undo`) and throws as ICM does
+   * (IcmNeedPages: the command waits for a PAGE_REQUEST; IcmNoMemory: NO_RESOURCES).
+   */
+  private contextIn(table: Icm['qpc'], n: number, undo: () => void): void {
+    try {
+      table.add(n);
+    } catch (e) {
+      undo();
+      if (e instanceof IcmNoMemory) this.fail('NO_RESOURCES', 'icm_pages', e.message);
+      throw e;
+    }
   }
 
   /**
@@ -870,6 +1003,7 @@ export class Cmdif extends Module {
   private destroyQp(c: CmdInputs['DESTROY_QP']): CmdOutputs['DESTROY_QP'] {
     const qp = this.qpOf(c.qpn);
     this.qps.delete(qp.qpn);
+    this.icm.qpc.remove(qp.qpn);
     // the number comes back only after every other QP number had its turn (RoundRobinAllocator):
     // a type-2 window still bound to this QP must not match a new QP soon, as the reference
     // model compares QP objects
@@ -942,6 +1076,7 @@ export class Cmdif extends Module {
     }
     const qpn = this.qpns.alloc((n) => this.qps.has(n));
     if (qpn < 0) this.fail('NO_RESOURCES', 'qp_exhausted', `all ${g.maxQp} QPs exist`);
+    this.contextIn(this.icm.qpc, qpn, () => this.qpns.undo());
     const cfg = this.cfg;
     this.qps.set(qpn, {
       qpn,

@@ -31,6 +31,11 @@ export class IndexAllocator {
     return this.live.size;
   }
 
+  /** Every number allocated now, ascending (TEARDOWN_HCA frees them all). */
+  liveNumbers(): number[] {
+    return [...this.live].sort((a, b) => a - b);
+  }
+
   /** True when `n` is allocated. */
   has(n: number): boolean {
     return this.live.has(n);
@@ -116,10 +121,20 @@ export class RoundRobinAllocator {
       throw new RangeError(`RoundRobinAllocator: need integers 0 <= first < limit, got [${first}, ${limit})`);
     }
     this.next = first;
+    this.before = first;
   }
+
+  /** Takes back the last alloc (its command failed before the number was used): the same number comes next. */
+  undo(): void {
+    this.next = this.before;
+  }
+
+  /** `next` before the last alloc (undo puts it back). */
+  private before: number;
 
   /** The next number not live, or -1 when every number is. */
   alloc(live: (n: number) => boolean): number {
+    this.before = this.next;
     const span = this.limit - this.first;
     for (let i = 0; i < span; i++) {
       const n = this.next;

@@ -13,6 +13,14 @@
  */
 import { FRAME_SIZE, type HostMem } from './host_mem.ts';
 import { hex } from '../formats/field.ts';
+import { IcmContextTable } from './icm_ctx_table.ts';
+
+/** Bytes of a QP context in ICM: mlx5_ifc.h qpc (0x480 bits, 144 B) rounded up to a power of two (model choice). */
+export const QPC_ICM_BYTES = 256;
+/** Bytes of a CQ context in ICM: mlx5_ifc.h cqc (0x200 bits). */
+export const CQC_ICM_BYTES = 64;
+/** Bytes of an EQ context in ICM: mlx5_ifc.h eqc (0x200 bits). */
+export const EQC_ICM_BYTES = 64;
 
 /** Bytes of one mkey context in the table (spec/mlx5.md "mkey context (64 bytes)"). */
 export const MKEY_CONTEXT_BYTES = 64;
@@ -116,6 +124,10 @@ export class Icm implements DeviceMemory {
   pages: IcmPageSource | null = null;
   /** In pool mode, the page an untouched mkey table page reads as (all zeros: free mkeys), 0 before one. */
   private zeroPage = 0;
+  /** The QP, CQ and EQ context tables (icm_ctx_table.ts): a page per so many objects, taken as they are made. */
+  readonly qpc: IcmContextTable;
+  readonly cqc: IcmContextTable;
+  readonly eqc: IcmContextTable;
 
   constructor(
     /** The host memory ICM lives in. */
@@ -128,6 +140,11 @@ export class Icm implements DeviceMemory {
     }
     this.mkeyEntries = n;
     this.mkeyPages = new Float64Array(Math.ceil(n / CONTEXTS_PER_FRAME));
+    const take = (k: number, what: string): number[] => this.takeFrames(k, what);
+    const release = (pas: number[]): void => this.releaseFrames(pas);
+    this.qpc = new IcmContextTable('QP contexts', QPC_ICM_BYTES, take, release);
+    this.cqc = new IcmContextTable('CQ contexts', CQC_ICM_BYTES, take, release);
+    this.eqc = new IcmContextTable('EQ contexts', EQC_ICM_BYTES, take, release);
   }
 
   /** Host pages holding mkey contexts so far. */
@@ -172,9 +189,40 @@ export class Icm implements DeviceMemory {
     return pa + (index % CONTEXTS_PER_FRAME) * MKEY_CONTEXT_BYTES;
   }
 
-  /** Host pages ICM holds now: the mkey table's, the translation tables', the zero page. */
+  /** Host pages ICM holds now: the mkey table's, the context tables', the translation tables', the zero page. */
   get pagesInUse(): number {
-    return this.mkeyPagesUsed + this.xltPagesBacked + (this.zeroPage !== 0 ? 1 : 0);
+    return this.mkeyPagesUsed + this.xltPagesBacked + (this.zeroPage !== 0 ? 1 : 0) + this.qpc.pagesInUse + this.cqc.pagesInUse + this.eqc.pagesInUse;
+  }
+
+  /**
+   * TEARDOWN_HCA: the firmware lets all of ICM go (every object was destroyed first, cmdif.ts):
+   * the mkey table's pages, the zero page, the context tables' and any translation table's go
+   * back to the firmware's pool, from which the driver reclaims them.
+   */
+  releaseAll(): void {
+    const pas: number[] = [];
+    for (let p = 0; p < this.mkeyPages.length; p++) {
+      if (this.mkeyPages[p] === 0) continue;
+      pas.push(this.mkeyPages[p]);
+      this.mkeyPages[p] = 0;
+    }
+    this.mkeyPagesUsed = 0;
+    if (this.zeroPage !== 0) pas.push(this.zeroPage);
+    this.zeroPage = 0;
+    for (let p = 0; p < this.xltPages.length; p++) {
+      if (this.xltPages[p] === 0) continue;
+      pas.push(this.xltPages[p]);
+      this.xltPages[p] = 0;
+    }
+    this.xltPagesBacked = 0;
+    this.blocks.clear();
+    this.xltInUse = 0;
+    this.freeList.length = 0;
+    if (this.xltTop > 0) this.freeList.push({ addr: ICM_XLT_BASE, len: this.xltTop });
+    if (pas.length > 0) this.releaseFrames(pas);
+    this.qpc.clear();
+    this.cqc.clear();
+    this.eqc.clear();
   }
 
   /**

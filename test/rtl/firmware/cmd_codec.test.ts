@@ -34,7 +34,7 @@ function hdr(b: Uint8Array, op: CmdName, opMod = 0): void {
 }
 
 describe('command inputs: known values at known bytes', () => {
-  it('start-up: ENABLE/DISABLE_HCA function_id @10, INIT_HCA 32 bytes, TEARDOWN_HCA 16', () => {
+  it('start-up: ENABLE/DISABLE_HCA function_id @10, INIT_HCA 32 bytes, TEARDOWN_HCA 16 with profile @10', () => {
     for (const op of ['ENABLE_HCA', 'DISABLE_HCA'] as const) {
       const b = encodeCmdInput({ op, functionId: 0x1234 });
       hdr(b, op);
@@ -43,6 +43,24 @@ describe('command inputs: known values at known bytes', () => {
     }
     expect(encodeCmdInput({ op: 'INIT_HCA' }).length).toBe(32);
     hdr(encodeCmdInput({ op: 'TEARDOWN_HCA' }), 'TEARDOWN_HCA');
+    // mlx5_ifc.h teardown_hca_in: profile[0x10] at bit 0x50
+    const t = encodeCmdInput({ op: 'TEARDOWN_HCA', profile: 2 });
+    expect(t.length).toBe(16);
+    expect(hexAt(t, 10, 2)).toBe('0002');
+    expect(hexAt(encodeCmdInput({ op: 'TEARDOWN_HCA' }), 10, 2)).toBe('0000');
+  });
+
+  it('MANAGE_PAGES HCA_RETURN_PAGES: input_num_entries @12; the output lists the pages at 16 + 8 i, output_num_entries @8', () => {
+    const b = encodeCmdInput({ op: 'MANAGE_PAGES', opMod: ManagePagesOpMod.HCA_RETURN_PAGES, numEntries: 768 });
+    hdr(b, 'MANAGE_PAGES', 2);
+    expect(b.length).toBe(16);
+    expect(hexAt(b, 12, 4)).toBe('00000300');
+    const out = encodeCmdOutput('MANAGE_PAGES', { pas: [0x1234000, 0x5000] });
+    expect(out.length).toBe(32);
+    expect(hexAt(out, 8, 4)).toBe('00000002');
+    expect(hexAt(out, 16, 8)).toBe('0000000001234000');
+    expect(hexAt(out, 24, 8)).toBe('0000000000005000');
+    expect(decodeCmdOutput({ op: 'MANAGE_PAGES', opMod: ManagePagesOpMod.HCA_RETURN_PAGES, numEntries: 2 }, out)).toEqual({ pas: [0x1234000, 0x5000] });
   });
 
   it('QUERY_PAGES: op_mod @6, function_id @10; MANAGE_PAGES: input_num_entries @12, pas[] from byte 16', () => {
@@ -298,7 +316,7 @@ const anyCmd: fc.Arbitrary<Cmd> = fc.oneof(
   opt({ op: fc.constant('ENABLE_HCA' as const), functionId: u(16) }, ['op']),
   opt({ op: fc.constant('DISABLE_HCA' as const), functionId: u(16) }, ['op']),
   fc.constant({ op: 'INIT_HCA' as const }),
-  fc.constant({ op: 'TEARDOWN_HCA' as const }),
+  opt({ op: fc.constant('TEARDOWN_HCA' as const), profile: u(16) }, ['op']),
   opt({ op: fc.constant('QUERY_PAGES' as const), opMod: fc.constantFrom(1, 2, 3), functionId: u(16) }, ['op', 'opMod']),
   opt({ op: fc.constant('MANAGE_PAGES' as const), opMod: fc.constant(ManagePagesOpMod.ALLOCATION_SUCCESS), functionId: u(16), pas: fc.array(page, { maxLength: 6 }) }, ['op', 'opMod', 'pas']),
   opt({ op: fc.constant('MANAGE_PAGES' as const), opMod: fc.constantFrom(0, 2), functionId: u(16), numEntries: u(32) }, ['op', 'opMod']),
@@ -360,6 +378,8 @@ function decoded(c: Cmd): Cmd {
     case 'ENABLE_HCA':
     case 'DISABLE_HCA':
       return { functionId: 0, ...c };
+    case 'TEARDOWN_HCA':
+      return { profile: 0, ...c };
     case 'QUERY_PAGES':
       return { functionId: 0, ...c };
     case 'MANAGE_PAGES':

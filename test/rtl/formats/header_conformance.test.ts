@@ -16,6 +16,8 @@
  * line): if the header comes to agree, the note goes.
  */
 import { describe, expect, it } from 'vitest';
+import { CQC_ICM_BYTES, EQC_ICM_BYTES, QPC_ICM_BYTES } from '../../../src/rtl/memory/icm.ts';
+import { OPTIMAL_RECLAIMED_PAGES } from '../../../src/driver/core/pagealloc.ts';
 import * as formats from '../../../src/rtl/formats/index.ts';
 import {
   encodeCqe,
@@ -378,6 +380,25 @@ const sh = (name: string, by: number): string => `(${name}) >> ${by}`;
 const both = (e: string): ConstMap => ({ k: e, dv: e });
 const ctz = (name: string): string => `__builtin_ctzll(${name})`;
 
+/**
+ * The ICM page lane's facts outside formats/ (firmware/fw_pages.ts, driver/core/pagealloc.ts,
+ * memory/icm.ts, firmware/cmdif.ts), each against its header expression: [name, model value, C].
+ */
+const PAGE_FACTS: readonly (readonly [string, number, string])[] = [
+  ['PAGE_REQUEST EQE func_id byte (fw_pages.ts, pagealloc.ts)', 2, 'offsetof(struct mlx5_eqe_page_req, func_id)'],
+  ['PAGE_REQUEST EQE num_pages byte (fw_pages.ts, pagealloc.ts)', 4, 'offsetof(struct mlx5_eqe_page_req, num_pages)'],
+  ['teardown_hca_in.profile byte (cmd_codec.ts)', 10, 'offsetof(struct mlx5_ifc_teardown_hca_in_bits, profile) / 8'],
+  ['TEARDOWN_HCA graceful profile (cmdif.ts)', 0, 'MLX5_TEARDOWN_HCA_IN_PROFILE_GRACEFUL_CLOSE'],
+  ['CQC_ICM_BYTES: cqc', CQC_ICM_BYTES, 'sizeof(struct mlx5_ifc_cqc_bits) / 8'],
+  ['EQC_ICM_BYTES: eqc', EQC_ICM_BYTES, 'sizeof(struct mlx5_ifc_eqc_bits) / 8'],
+  ['QPC_ICM_BYTES: qpc rounded up to a power of two', QPC_ICM_BYTES, '(1 << (64 - __builtin_clzll(sizeof(struct mlx5_ifc_qpc_bits) / 8 - 1)))'],
+  [
+    'OPTIMAL_RECLAIMED_PAGES (pagealloc.c:686-700: 12 blocks)',
+    OPTIMAL_RECLAIMED_PAGES,
+    '(sizeof(((struct mlx5_cmd_layout *)0)->out) + 12 * sizeof(((struct mlx5_cmd_prot_block *)0)->data) - sizeof(struct mlx5_ifc_manage_pages_out_bits) / 8) / (sizeof(((struct mlx5_ifc_manage_pages_out_bits *)0)->pas[0]) / 8)',
+  ],
+];
+
 /** Every number formats/ exports, by name (`Table.KEY` for a key of a table of numbers). */
 const CONSTS: Record<string, ConstMap> = {
   // the command queue's own bytes (formats/cmd_layout.ts): device.h's entry, mailbox block and
@@ -686,6 +707,7 @@ describe(`formats/ against Linux ${version} include/linux/mlx5 and rdma-core mlx
     if (m.k !== undefined) queries.add(`k:const:${m.k}`);
     if (m.dv !== undefined) queries.add(`dv:const:${m.dv}`);
   }
+  for (const [, , q] of PAGE_FACTS) queries.add(`k:const:${q}`);
   /** The mkc member (mlx5_ifc_mkc_bits) that bit `pos` of a context lies in. */
   const mkcFieldAt = (a: Answers, pos: number): string | undefined =>
     mkc.find((f) => {
@@ -782,6 +804,16 @@ describe(`formats/ against Linux ${version} include/linux/mlx5 and rdma-core mlx
     }
     expect(problems, problems.join('\n')).toEqual([]);
     expect(seen.size).toBeGreaterThan(150);
+  });
+
+  it('the ICM page lane: PAGE_REQUEST EQE bytes, TEARDOWN_HCA\'s profile, the context tables\' entry sizes, the close\'s reclaim batch', () => {
+    const a = ask();
+    const problems: string[] = [];
+    for (const [name, v, q] of PAGE_FACTS) {
+      const h = a.values.get(`k:const:${q}`);
+      if (h !== BigInt(v)) problems.push(`${name}: ${v}, the header's ${String(h)}`);
+    }
+    expect(problems, problems.join('\n')).toEqual([]);
   });
 
   it('every command structure has the header\'s size, and its nested structures and lists the header\'s offsets', () => {
