@@ -83,6 +83,7 @@ export class Module {
       if (parent.children.some((c) => c.name === name)) throw new Error(`module ${this.path} declared twice`);
       parent.children.push(this);
     }
+    sim.addModule(this);
   }
 
   /** The clock that ticks this module, or null for a plain scope. */

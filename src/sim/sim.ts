@@ -80,10 +80,27 @@ export class Sim {
   private failed = false;
   /** What processes wait for now (`waitingFor`), in the order they began: named by a stall. */
   private readonly waits: Waiter[] = [];
+  /**
+   * The modules that override `hasWork`, in creation order (a few per adapter of the ~20 it has):
+   * `anyWork` looks at these only, with no walk of the tree (quiesce looks after every event).
+   */
+  private readonly workers: Module[] = [];
 
   constructor(opts: { seed?: number; top?: string } = {}) {
     this.rng = new Rng(opts.seed ?? 1);
     this.top = new Module(this, null, opts.top ?? 'tb');
+  }
+
+  /** @internal Called by the Module constructor. */
+  addModule(m: Module): void {
+    if (m.hasWork !== Module.prototype.hasWork) this.workers.push(m);
+  }
+
+  /** Whether some module has work in flight now (`Module.hasWork`). */
+  anyWork(): boolean {
+    const w = this.workers;
+    for (let i = 0; i < w.length; i++) if (w[i].hasWork()) return true;
+    return false;
   }
 
   /** @internal */
@@ -181,7 +198,7 @@ export class Sim {
    */
   private stalled(): boolean {
     if (this.nextClock !== null) return false;
-    for (const m of this.top.walk()) if (m.hasWork()) return false;
+    if (this.anyWork()) return false;
     let live = false;
     this.queue.forEachPending((_t, target) => {
       if (!(target instanceof Module) || target.hasWork()) live = true;
