@@ -54,10 +54,20 @@ export function runPipeline(stages: number, cycles: number, vcdPath?: string): R
   return out;
 }
 
-/** `npm run bench -- kernel`: the two sizes of the SystemC reference, then K=64 traced. */
+/**
+ * `npm run bench -- kernel`: the two sizes of the SystemC reference, then K=64 traced. Each size
+ * is timed warm, as JIT benchmarks are: a run of the same pipeline at a quarter of the cycles
+ * first, discarded. Cold, the timed run also pays for V8 compiling the tick loop from its first
+ * feedback, and the rate then depended on what the process had run before (one run each,
+ * 64 x 2e6: ~70 M stage-cycles/s alone, ~139 M after the verbs cases in the same process;
+ * back-to-back runs in one process: the third up to 1.5x the first). The SystemC reference is
+ * compiled ahead of time and has nothing to warm.
+ */
 export function benchKernel(): void {
+  runPipeline(64, 500_000); // warm-up
   const a = runPipeline(64, 2_000_000);
   console.log(JSON.stringify(a));
+  runPipeline(4, 5_000_000); // warm-up
   const b = runPipeline(4, 20_000_000);
   console.log(JSON.stringify(b));
   const dir = mkdtempSync(join(tmpdir(), 'mlx5sim-bench-'));

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Access, Testbed, type Mr, type Qp, type Cq } from '../src/index.ts';
+import { Access, Testbed, type Mr, type Qp, type Cq, type TestbedOptions } from '../src/index.ts';
 import { openReadPair } from '../experiments/support/read_pair.ts';
 import { xorshift } from '../experiments/support/random_reads.ts';
 
@@ -108,8 +108,8 @@ export async function runCase(c: 'rdma-write-4k' | 'frwr-cycle', ops: number, vc
  * simulated and wall-clock rates over `ops` READs after `warm` READs of warm-up, and the stats
  * of the run (for the limiting resource).
  */
-export async function readDeep(qps: number, depth: number, ops: number, warm: number, vcd?: string, mrs = 1): Promise<{ json: Record<string, unknown>; stats: Record<string, Record<string, unknown>> }> {
-  const tb = new Testbed({ hcas: 2, ...(vcd ? { trace: { vcd, gtkw: false } } : {}) });
+export async function readDeep(qps: number, depth: number, ops: number, warm: number, vcd?: string, mrs = 1, config: TestbedOptions['config'] = {}): Promise<{ json: Record<string, unknown>; stats: Record<string, Record<string, unknown>> }> {
+  const tb = new Testbed({ hcas: 2, config, ...(vcd ? { trace: { vcd, gtkw: false } } : {}) });
   let seconds = 0;
   let cpuSeconds = 0;
   let simPs = 0;

@@ -80,12 +80,22 @@ export class Sim {
   private failed = false;
   /** What processes wait for now (`waitingFor`), in the order they began: named by a stall. */
   private readonly waits: Waiter[] = [];
-  /** The modules that may hold work (`hasWork` overridden), in tree order; null: to be listed again. */
+  /**
+   * The modules that may hold work (`hasWork` overridden), in tree order; null: to be listed
+   * again. A stall check and `anyWork` (quiesce looks after every event) ask only these.
+   */
   private workers: Module[] | null = null;
 
   constructor(opts: { seed?: number; top?: string } = {}) {
     this.rng = new Rng(opts.seed ?? 1);
     this.top = new Module(this, null, opts.top ?? 'tb');
+  }
+
+  /** Whether some module has work in flight now (`Module.hasWork`). */
+  anyWork(): boolean {
+    const w = this.workModules();
+    for (let i = 0; i < w.length; i++) if (w[i].hasWork()) return true;
+    return false;
   }
 
   /** @internal */

@@ -19,7 +19,7 @@ function verbsError(f: () => unknown): string {
 
 describe('bad arguments are VerbsError EINVAL naming the argument', () => {
   it('postSend, postRecv, bindMw and cq.wait', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { pd0, pd1, cq0, qp0, qp1 } = await rcPair(tb);
       const a = tb.host(0).alloc(4096);
@@ -102,7 +102,7 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
   });
 
   it('atomic operands are any 64-bit value: -1 (two\'s complement) and 2n ** 64n - 1n add 2^64 - 1, i.e. subtract one', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { pd0, pd1, cq0, qp0 } = await rcPair(tb);
       const a = tb.host(0).alloc(4096);
@@ -121,7 +121,7 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
   });
 
   it('postSend, postRecv and bindMw outside tb.run() throw (before, a postSend there was taken and ran in the next run)', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     const got = await tb.run(async () => {
       const p = await rcPair(tb);
       const a = tb.host(0).alloc(4096);
@@ -146,7 +146,7 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
   });
 
   it("cq.wait's ETIMEDOUT keeps the completions it polled in `partial`", async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { pd0, pd1, cq0, qp0 } = await rcPair(tb);
       const a = tb.host(0).alloc(4096);
@@ -199,7 +199,7 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
   });
 
   it('two connects of one QP at once: the second is EBUSY before it sends a command, so no QP is left half-connected; destroy waits for a connect', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { pd0, pd1, cq0, cq1 } = await rcPair(tb);
       const x = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
@@ -220,7 +220,7 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
   });
 
   it('createQp, connect and mapSg refuse what is not theirs: null, a QP as its own peer, a connected QP, a QP of another Testbed', async () => {
-    const other = new Testbed({ hcas: 1 });
+    const other = new Testbed({ hcas: 1, config: { mrCacheLimit: 0 } });
     let foreign: import('../../src/index.ts').Qp | null = null;
     await other.run(async () => {
       const c = await other.openDevice(0);
@@ -228,7 +228,7 @@ describe('bad arguments are VerbsError EINVAL naming the argument', () => {
       const cq = await c.createCq(8);
       foreign = await pd.createQp({ sendCq: cq, recvCq: cq });
     });
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { pd0, cq0, qp0, qp1 } = await rcPair(tb);
       await expect(pd0.createQp(null as never)).rejects.toThrow(/EINVAL: createQp: the attributes must be an object/);

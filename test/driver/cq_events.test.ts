@@ -30,7 +30,7 @@ async function setup(tb: Testbed) {
 
 describe('completion events', () => {
   it('an armed CQ raises one event for its next CQE, after the interrupt and the handler latency; then it must be armed again', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const s = await setup(tb);
       for (let i = 1; i <= 3; i++) s.recv(i);
@@ -73,7 +73,7 @@ describe('completion events', () => {
   });
 
   it('arming a CQ that already holds unpolled CQEs raises the event at once (no lost wake-up)', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const s = await setup(tb);
       s.recv(1);
@@ -89,7 +89,7 @@ describe('completion events', () => {
   });
 
   it('solicited-only: an unsolicited CQE raises nothing, a solicited one raises the event', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const s = await setup(tb);
       for (let i = 1; i <= 2; i++) s.recv(i);
@@ -104,7 +104,7 @@ describe('completion events', () => {
   });
 
   it('reqNotify needs a channel; a channel of another context is refused', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const p = await rcPair(tb);
       expect(() => p.cq0.reqNotify()).toThrow(/no completion channel/);
@@ -121,7 +121,7 @@ describe('completion events', () => {
   });
 
   it('the doorbell record holds the arm word after reqNotify', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const s = await setup(tb);
       s.cq.reqNotify({ solicitedOnly: true });
@@ -133,7 +133,7 @@ describe('completion events', () => {
 
 describe('asynchronous events', () => {
   it('a remote access violation moves the responder QP to ERR and raises QP_ACCESS_ERR with its number', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const p = await rcPair(tb);
       const a = tb.host(0).alloc(4096);
@@ -169,7 +169,7 @@ async function smallCq(tb: Testbed) {
 
 describe('CQ overrun', () => {
   it('10 completions into a 4-entry CQ nobody polls: CQ_ERROR (overrun), the QPs on it to ERR, no CQE written past the ring', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { p, cq, qp, write } = await smallCq(tb);
       for (let i = 0; i < 10; i++) {
@@ -185,7 +185,7 @@ describe('CQ overrun', () => {
   });
 
   it('a CQ polled as it fills never overruns', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { cq, write } = await smallCq(tb);
       for (let i = 0; i < 20; i++) {

@@ -40,7 +40,7 @@ async function setup(tb: Testbed) {
 
 describe('qp.destroy (ibv_destroy_qp)', () => {
   it('the firmware forgets the QP; every later call on it is EINVAL', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const s = await setup(tb);
       const qpn = s.qp0.qpNum;
@@ -66,7 +66,7 @@ describe('qp.destroy (ibv_destroy_qp)', () => {
   });
 
   it("messages to a destroyed QP are dropped: the peer's send times out (RETRY_EXC_ERR), and its posted receives never complete", async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const s = await setup(tb);
       s.qp0.postRecv({ wrId: 50, sgList: [{ addr: s.a.addr, length: 64, lkey: s.mr0.lkey }] });
@@ -84,7 +84,7 @@ describe('qp.destroy (ibv_destroy_qp)', () => {
   });
 
   it('outstanding work of a destroyed QP does not complete; the CQ and the peer stay usable', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const s = await setup(tb);
       // work in flight when the destroy executes: a SEND the peer answers with RNR NAKs (no
@@ -112,7 +112,7 @@ describe('qp.destroy (ibv_destroy_qp)', () => {
   });
 
   it('a type-2 window bound to the QP stays bound after destroy (IBTA leaves it): its MR cannot be deregistered', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const s = await setup(tb);
       const mw = await s.pd0.allocMw(2);
@@ -202,7 +202,7 @@ describe('pd.dealloc (ibv_dealloc_pd)', () => {
     // job after the post and when DESTROY_QP takes effect after it is issued; the second lines
     // the two up on the same edge (the window is one cycle wide).
     const run = async (destroyAt: number | null): Promise<{ post2push: number; exec2effect: number; sent: number }> => {
-      const tb = new Testbed({ hcas: 2 });
+      const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
       let post2push = -1;
       let exec2effect = -1;
       let sent = 0;

@@ -53,7 +53,7 @@ describe('the driver sees only what mlx5_ib sees', () => {
   });
 
   it("a responder moved to ERR by a remote access error: its driver learns it from QUERY_QP, the requester's from its error completion", async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { pd0, pd1, cq0, qp0, qp1 } = await rcPair(tb);
       const a = tb.host(0).alloc(4096);
@@ -74,7 +74,7 @@ describe('the driver sees only what mlx5_ib sees', () => {
   });
 
   it('receive queue room comes back when receive completions are polled', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const [c0, c1] = [await tb.openDevice(0), await tb.openDevice(1)];
       const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];

@@ -20,7 +20,7 @@ describe('objects of another adapter', () => {
   it('REG_MR and BIND_MW naming another adapter\'s MR or window, and createQp with its CQ or another Testbed\'s, are EINVAL', async () => {
     const other = new Testbed();
     const otherCq = await other.run(async () => (await other.openDevice(0)).createCq(8));
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { c1, pd0, pd1, cq0, qp0 } = await rcPair(tb);
       const foreignMr = await pd1.allocMr('MEM_REG', 4);
@@ -47,7 +47,7 @@ describe('objects of another adapter', () => {
 
 describe('the send ring is counted in WQEBBs', () => {
   it('maxSendWr 4 with 30 SGEs: the ring holds four of the largest WQEs (mlx5 calc_sq_size); the fifth is ENOMEM, and each completes as posted', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { pd0, pd1, cq0, cq1 } = await rcPair(tb);
       const qp = await pd0.createQp({ sendCq: cq0, recvCq: cq0, maxSendWr: 4, maxSendSge: 30 });
@@ -73,7 +73,7 @@ describe('the send ring is counted in WQEBBs', () => {
   });
 
   it('maxInlineData 900: four 900 B inline WRITEs fit the ring and land; more than the QP reports is ENOMEM (libmlx5 set_data_inl_seg)', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { pd0, pd1, cq0, cq1 } = await rcPair(tb);
       const qp = await pd0.createQp({ sendCq: cq0, recvCq: cq0, maxSendWr: 4, maxInlineData: 900 });
@@ -94,7 +94,7 @@ describe('the send ring is counted in WQEBBs', () => {
   });
 
   it('the default QP holds 220 B of inline data; maxInlineData past what a WQE holds (972) is EINVAL', async () => {
-    const tb = new Testbed({ hcas: 1 });
+    const tb = new Testbed({ hcas: 1, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const ctx = await tb.openDevice(0);
       const pd = await ctx.allocPd();

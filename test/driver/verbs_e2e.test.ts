@@ -24,9 +24,13 @@ async function expectErr(f: () => unknown, errno: string, rule: RegExp): Promise
   expect((err as VerbsError).message).toMatch(rule);
 }
 
+/** A small MR cache (buckets of 4 to 64 MTT entries, 8 mkeys each): its pre-fill is over in 40 CREATE_MKEYs, not 6,120. */
+const SMALL_MR_CACHE = { mrCacheLimit: 4, mrCacheLastOrder: 4 } as const;
+
 describe('verbs calls: synchronous failures (spec/semantics.md "Verbs calls")', () => {
   it('every row of the table', async () => {
-    const tb = new Testbed({ hcas: 1 });
+    // no MR cache pre-fill: the quiesce below would wait for its 6,120 CREATE_MKEYs
+    const tb = new Testbed({ hcas: 1, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const ctx = await tb.openDevice(0);
       const attr = await ctx.queryDevice();
@@ -345,7 +349,7 @@ describe('zero-based MRs at addresses inside a page (semantics.md: "a zero-based
   // drivers/infiniband/core/uverbs_cmd.c:710, EINVAL), as start_addr is also the page offset
   // (mlx5_ib.h:1720-1723). They are EINVAL now, and the zero-based MRs start on a page.
   it('regMr (CREATE_MKEY and the pool) and REG_MR (MEM_REG, SG_GAPS): iova 0 is the first registered byte', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: SMALL_MR_CACHE });
     await tb.run(async () => {
       const { c0, pd0, cq0, qp0, buf, read } = await setup(tb);
       const h = tb.host(0);
@@ -440,7 +444,7 @@ describe('zero-based MRs at addresses inside a page (semantics.md: "a zero-based
 
 describe('translation lists by pointer (over 64 bytes): each posted UMR has its own descriptor buffer', () => {
   it('two REG_MRs posted back to back, and two pooled regMr at once, each map their own pages', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: SMALL_MR_CACHE });
     await tb.run(async () => {
       const { pd0, pd1, cq0, cq1, qp0, qp1 } = await rcPair(tb);
       const [h0, h1] = [tb.host(0), tb.host(1)];

@@ -20,7 +20,7 @@ async function verbsError(f: () => unknown): Promise<string> {
 
 describe('outside tb.run()', () => {
   it('every verb is VerbsError EINVAL naming itself, and tb.host/hca/openDevice of no adapter are EINVAL', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     const o = await tb.run(async () => {
       const p = await rcPair(tb);
       const ch = p.c0.createCompChannel();
@@ -100,7 +100,7 @@ describe('completion channels and events', () => {
   });
 
   it('destroy with an unacknowledged event is EBUSY; after ackEvents it succeeds; unread events go with the CQ', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { c0, pd0, pd1, cq1 } = await rcPair(tb);
       const ch = c0.createCompChannel();

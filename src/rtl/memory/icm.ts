@@ -72,7 +72,12 @@ export class IcmNeedPages extends Error {
     readonly pages: number,
     readonly what: string,
   ) {
+    // a signal between ICM and the firmware (cmdif catches it and asks the driver for pages),
+    // thrown at every page request of the MR cache's pre-fill: no stack trace to capture
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(`icm: ${pages} more pages needed for ${what} than the firmware holds`);
+    Error.stackTraceLimit = limit;
     this.name = 'IcmNeedPages';
   }
 }

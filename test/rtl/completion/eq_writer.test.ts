@@ -21,7 +21,7 @@ const u16 = (b: Uint8Array, o: number): number => new DataView(b.buffer, b.byteO
 
 describe('EQEs in host memory, field by field', () => {
   it('PAGE_FAULT subtype WQE (requester), subtype RDMA (responder), COMP and WQ_ACCESS_ERROR', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     const qpns: number[] = [];
     let eqn0 = -1;
     let eqn1 = -1;
@@ -69,7 +69,7 @@ describe('EQEs in host memory, field by field', () => {
   });
 
   it('COMP: the cqn at data+24', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     let eqn = -1;
     let cqn = -1;
     await tb.run(async () => {
@@ -96,7 +96,7 @@ describe('EQEs in host memory, field by field', () => {
 
 describe('the EQ ring: owner bit per pass, overrun, one interrupt per arm', () => {
   it('a 2-entry EQ: owner 0 then 1 on the next pass; a third EQE before the consumer moves is an overrun', async () => {
-    const tb = new Testbed({ hcas: 1 });
+    const tb = new Testbed({ hcas: 1, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const hca = tb.hca(0);
       const buf = tb.host(0).alloc(4096);
@@ -126,7 +126,7 @@ describe('the EQ ring: owner bit per pass, overrun, one interrupt per arm', () =
       expect(hca.eqWriter.produced(eqn)).toBe(2);
     });
     // a second run: consume, then the next pass writes owner 1
-    const tb2 = new Testbed({ hcas: 1 });
+    const tb2 = new Testbed({ hcas: 1, config: { mrCacheLimit: 0 } });
     await tb2.run(async () => {
       const hca = tb2.hca(0);
       const buf = tb2.host(0).alloc(4096);

@@ -13,7 +13,7 @@ import { decodeIcmMkey } from '../../../src/rtl/memory/icm_mkey.ts';
 
 describe('ICM table space and data DMAs', () => {
   it('an RDMA WRITE through an MTT entry into ICM table space lands nowhere and is counted', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const [c0, c1] = [await tb.openDevice(0), await tb.openDevice(1)];
       const [pd0, pd1] = [await c0.allocPd(), await c1.allocPd()];
@@ -54,7 +54,7 @@ describe('ICM table space and data DMAs', () => {
   });
 
   it('covers: data clients never reach table space; table clients reach only pages a table holds', () => {
-    const tb = new Testbed({ hcas: 1 });
+    const tb = new Testbed({ hcas: 1, config: { mrCacheLimit: 0 } });
     const icm = tb.hca(0).icm;
     const t = icm.allocXlt(4096);
     expect(icm.covers(t, 64, true)).toBe(true);

@@ -7,23 +7,27 @@ import { Access, Testbed, type Qp, type WorkCompletion } from '../../../src/inde
 import { readDeep } from '../../../bench/verbs.ts';
 import { rcPair } from '../../support/rc_pair.ts';
 
+// none of these studies the MR cache: no pre-fill at open (its 12,240 CREATE_MKEYs would run
+// under every quiesce and every long wait)
+const NO_CACHE = { mrCacheLimit: 0 };
+
 describe('transport pipeline', () => {
   it('8 QPs x 16 outstanding 64 B READs reach 20 M READs per simulated second; one warm READ keeps 2.15 us', async () => {
-    const deep = await readDeep(8, 16, 4000, 1000);
+    const deep = await readDeep(8, 16, 4000, 1000, undefined, 1, NO_CACHE);
     expect(deep.json.simOpsPerSec as number).toBeGreaterThan(20e6);
     // many messages really were in flight at once, on both sides
     expect(deep.stats['tb.hca0.requester'].contexts_peak as number).toBeGreaterThanOrEqual(64);
     expect(deep.stats['tb.hca1.responder'].contexts_peak as number).toBeGreaterThanOrEqual(32);
     // the responder's host reads are the limit: PCIe's outstanding reads fill up
     expect(deep.stats['tb.hca1.pcie'].max_outstanding as number).toBe(64);
-    const one = await readDeep(1, 1, 500, 100);
+    const one = await readDeep(1, 1, 500, 100, undefined, 1, NO_CACHE);
     // 2.15 us per READ end to end (spec/timing.md: ~1.6-2 us ib_read_lat, within 15%)
     expect(1e12 / (one.json.simOpsPerSec as number)).toBeGreaterThan(2.0e6);
     expect(1e12 / (one.json.simOpsPerSec as number)).toBeLessThan(2.3e6);
   });
 
   it('a stalled QP executes nothing while the other QPs of the adapter run; resumed, it completes in order', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: NO_CACHE });
     await tb.run(async () => {
       const { pd0, pd1, cq0, cq1, qp0: a } = await rcPair(tb);
       const b = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
@@ -84,7 +88,7 @@ describe('transport pipeline', () => {
   });
 
   it('a failing READ flushes the later messages of its QP only; the other QP completes', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: NO_CACHE });
     await tb.run(async () => {
       const { pd0, pd1, cq0, cq1, qp0 } = await rcPair(tb);
       const b = await pd0.createQp({ sendCq: cq0, recvCq: cq0 });
@@ -109,7 +113,7 @@ describe('transport pipeline', () => {
   });
 
   it('a WRITE waits for every earlier READ of its QP to read its data, not only the one just before (a zero-length READ between them)', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    const tb = new Testbed({ hcas: 2, config: NO_CACHE });
     await tb.run(async () => {
       const { pd0, pd1, cq0, qp0 } = await rcPair(tb);
       const local = tb.host(0).alloc(16384);

@@ -74,7 +74,8 @@ describe('a WQE the application rewrites in its ring after posting it', () => {
   // tail from the CQE's wqe_counter): one error completion, no flush for the swallowed ones (the
   // device saw no WQE after it), the QP in ERR, and no write of theirs lands.
   it('ds grown to 12 before the fetch swallows the next two WQEs: one error CQE, none for them, nothing written', async () => {
-    const tb = new Testbed({ hcas: 2 });
+    // no MR cache pre-fill: the quiesce below would wait for its 12,240 CREATE_MKEYs
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
       const { pd0, pd1, cq0, qp0 } = await rcPair(tb);
       const a = tb.host(0).alloc(4096);
