@@ -11,7 +11,6 @@ import { MkcAccessMode } from '../rtl/formats/constants.ts';
 import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/memory/icm_mkey.ts';
 import { NULL_MKEY } from '../rtl/formats/constants.ts';
 import { IMPLICIT_ENTRIES, ImplicitOdp, OdpMr, SIZE_MAX } from './odp.ts';
-import { MAX_UMR_CHUNK } from './umr.ts';
 
 const PAGE = 4096;
 /** MEM_REG MTTs per descriptor: 8192 / 4096, the largest pageSize whose 4 KiB fallback always fits. */
@@ -109,9 +108,11 @@ export class Pd {
       mtt.push(host.dmaAddress(addr) - off + 3);
       for (let i = 1; i < entries; i++) mtt.push(host.dmaAddress(addr - off + i * P) + 3);
     }
-    if (!odp && entries <= MAX_UMR_CHUNK / 8) {
-      // create_real_mr (mr.c:1426-1469) with UMR-loadable translations (the device has
-      // umr_extended_translation_offset, umr.h:40-42): alloc_cacheable_mr (mr.c:1121-1168) takes
+    if (!odp) {
+      // create_real_mr (mr.c:1426-1469) with UMR-loadable translations of any size (the device
+      // has umr_extended_translation_offset, so mlx5r_umr_can_load_pas is true, umr.h:22-44;
+      // over MAX_UMR_CHUNK / 8 entries the enabling UMR goes in chunks, umr.ts enableKey):
+      // alloc_cacheable_mr (mr.c:1121-1168) takes
       // an mkey of the MR cache (a hit, or a miss that makes a cache mkey); where no bucket fits,
       // reg_create makes a disabled mkey of its own (CREATE_MKEY, not populated), cacheable too.
       // Either way a UMR enables it (mlx5r_umr_update_mr_pas with MLX5_IB_UPD_XLT_ENABLE), and
@@ -136,10 +137,9 @@ export class Pd {
       key = await this.ctx.umr.enableKey(key, this, access, start, length, mtt, logPageSize);
       return this.track(new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket }));
     }
-    // ODP (pages not present, odp.ts), or translations past one UMR (131,064 MTT entries: the
-    // driver's enabling UMR is not chunked; mlx5 6.12 chunks it, and creates it populated like
-    // this only on a device without umr_extended_translation_offset, mr.c:1434-1446): an mkey
-    // of its own by firmware, destroyed on dereg
+    // ODP (pages not present, odp.ts): an mkey of its own by firmware, destroyed on dereg
+    // (mlx5 creates a pinned MR populated like this only on a device without
+    // umr_extended_translation_offset, mr.c:1434-1446)
     const r = await this.ctx.cmd(
       this.ctx.cmdq.exec({
         op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,

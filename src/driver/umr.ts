@@ -255,20 +255,46 @@ export class DriverUmr {
     key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
     logPageSize = 12,
   ): Promise<number> {
-    await this.postWait('regMr (mkey pool UMR)', (qp, wrId) => this.postEnable(qp, wrId, key, pd, access, start, length, mtt, logPageSize));
+    if (mtt.length * 8 <= MAX_UMR_CHUNK) {
+      await this.postWait('regMr (mkey pool UMR)', (qp, wrId) => this.postEnable(qp, wrId, key, pd, access, start, length, mtt, logPageSize));
+      return key;
+    }
+    // translations past one UMR: mlx5r_umr_update_mr_pas with MLX5_IB_UPD_XLT_ENABLE (umr.c:671-750)
+    // posts one UMR per MLX5_MAX_UMR_CHUNK of entries (the buffer's size, umr.c:487-488; refilled
+    // when full, :706-724), each waited for, each at its offset (umr.c:719-721); the chunks before
+    // the last write translations into the still free mkey ("fail if not free", mask 0), the last
+    // enables it (mlx5r_umr_final_update_xlt, umr.c:637-668, :747-750)
+    const list = mttList(mtt);
+    const lastAt = Math.floor((list.length - 1) / MAX_UMR_CHUNK) * MAX_UMR_CHUNK;
+    for (let done = 0; done < lastAt; done += MAX_UMR_CHUNK) {
+      const chunk = list.subarray(done, done + MAX_UMR_CHUNK);
+      const offset = done / 16;
+      await this.postWait('regMr (chunk of the enabling UMR)', (qp, wrId) => {
+        const listAddr = qp.descriptorList(chunk);
+        qp.postBuilt(wrId, 'REG_MR', (view, common) =>
+          buildXltUpdateWqe(view, 0, { ...common, key, xltOffsetOcto: offset, list: chunk, listAddr, listLkey: UMR_LIST_LKEY, enabling: true }),
+        );
+      });
+    }
+    const last = list.subarray(lastAt);
+    await this.postWait('regMr (mkey pool UMR)', (qp, wrId) =>
+      this.postEnable(qp, wrId, key, pd, access, start, length, mtt, logPageSize, { list: last, xltOffsetOcto: lastAt / 16 }),
+    );
     return key;
   }
 
   private postEnable(
     qp: Qp, wrId: number, key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
-    logPageSize: number,
+    logPageSize: number, chunk?: { list: Uint8Array; xltOffsetOcto: number },
   ): void {
     const bytes = mtt.length * 8;
     let listAddr: number | undefined;
-    if (bytes > 64) listAddr = qp.descriptorList(mttList(mtt));
+    if (chunk !== undefined) listAddr = qp.descriptorList(chunk.list);
+    else if (bytes > 64) listAddr = qp.descriptorList(mttList(mtt));
     qp.postBuilt(wrId, 'REG_MR', (view, common) => {
       const ds = buildRegMrWqe(view, 0, {
         ...common, key,
+        ...(chunk !== undefined ? { chunk: { xltOffsetOcto: chunk.xltOffsetOcto, listBytes: chunk.list.length } } : {}),
         access: { localWrite: (access & 1) !== 0, remoteWrite: (access & 2) !== 0, remoteRead: (access & 4) !== 0, remoteAtomic: (access & 8) !== 0 },
         iova: start, length, translations: { mode: 'MTT', pages: mtt.map((v) => v - (v % 4096)), logPageSize },
         ...(listAddr !== undefined ? { listAddr, listLkey: UMR_LIST_LKEY } : {}),

@@ -162,6 +162,14 @@ export interface RegMrWqeParams extends WqeCommonParams {
    * Documented choice: the driver sets this when an earlier REG_MR of the MR granted it.
    */
   clearAtomic?: boolean;
+  /**
+   * The last chunk of a translation list over one UMR (mlx5r_umr_update_mr_pas, Linux 6.12
+   * drivers/infiniband/hw/mlx5/umr.c:671-750): the data segment covers only `listBytes` (a
+   * multiple of 64) of the list at `listAddr`, written at `xltOffsetOcto` octowords into the
+   * table with TRANSLATION_OFFSET_EN (umr.c:627-635, :721), while the mkey segment still
+   * describes the whole MR.
+   */
+  chunk?: { xltOffsetOcto: number; listBytes: number };
 }
 
 /** Parameters of a LOCAL_INV UMR WQE. */
@@ -391,16 +399,17 @@ export function regMrMkeyMask(remoteAtomic: boolean): number {
  */
 export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): number {
   const list = p.translations;
-  const bytes = xltListBytes(list);
-  const inline = bytes <= UMR_INLINE_THRESHOLD;
+  const bytes = p.chunk?.listBytes ?? xltListBytes(list);
+  const inline = p.chunk === undefined && bytes <= UMR_INLINE_THRESHOLD;
   if (!inline && (p.listAddr === undefined || p.listLkey === undefined)) {
     throw new Error(`a ${bytes}-byte translation list is not inline: listAddr and listLkey are needed`);
   }
+  const xltOffset = p.chunk?.xltOffsetOcto ?? 0;
   const ds = UMR_HEADER_DS + (inline ? xltOctowords(bytes) : DATA_SEG_SIZE / DS_SIZE);
   encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
-    flags: UmrCtrlFlag.CHECK_FREE | (inline ? UmrCtrlFlag.INLINE : 0),
+    flags: UmrCtrlFlag.CHECK_FREE | (inline ? UmrCtrlFlag.INLINE : 0) | (xltOffset > 0 ? UmrCtrlFlag.TRANSLATION_OFFSET_EN : 0),
     xltOctowords: xltOctowords(bytes),
-    xltOffset: 0,
+    xltOffset,
     mkeyMask: regMrMkeyMask((p.access.remoteAtomic ?? false) || (p.clearAtomic ?? false)),
   });
   encodeMkeyContext(view, off + UMR_MKEY_OFF, {
@@ -442,6 +451,14 @@ export interface XltUpdateWqeParams extends WqeCommonParams {
   /** Where the list is when over 64 bytes (a descriptor buffer) and its lkey. */
   listAddr?: number;
   listLkey?: number;
+  /**
+   * A chunk, not the last, of an enabling translation list (mlx5r_umr_update_mr_pas with
+   * MLX5_IB_UPD_XLT_ENABLE, umr.c:671-750): mlx5's CHECK_NOT_FREE, "fail if not free"
+   * (`UmrCtrlFlag.CHECK_FREE` here: umr.c:594-599), and TRANSLATION_OFFSET_EN only past the
+   * first chunk (umr.c:695 sets none, :721 adds it with the offset); the mask stays 0 (only the
+   * last chunk adds the enable, PD, access and translation bits: umr.c:637-668, :747).
+   */
+  enabling?: boolean;
 }
 
 /**
@@ -468,7 +485,9 @@ export function buildXltUpdateWqe(view: DataView, off: number, p: XltUpdateWqePa
   if (inline && bytes > UMR_INLINE_THRESHOLD) throw new Error(`a ${bytes}-byte translation list is not inline: listAddr and listLkey are needed`);
   const ds = UMR_HEADER_DS + (inline ? xltOctowords(bytes) : DATA_SEG_SIZE / DS_SIZE);
   encodeUmrCtrlSeg(view, off + UMR_CTRL_OFF, {
-    flags: UmrCtrlFlag.TRANSLATION_OFFSET_EN | UmrCtrlFlag.CHECK_NOT_FREE | (inline ? UmrCtrlFlag.INLINE : 0),
+    flags: (p.enabling === true
+      ? UmrCtrlFlag.CHECK_FREE | (p.xltOffsetOcto > 0 ? UmrCtrlFlag.TRANSLATION_OFFSET_EN : 0)
+      : UmrCtrlFlag.TRANSLATION_OFFSET_EN | UmrCtrlFlag.CHECK_NOT_FREE) | (inline ? UmrCtrlFlag.INLINE : 0),
     xltOctowords: xltOctowords(bytes),
     xltOffset: p.xltOffsetOcto,
     mkeyMask: 0,
