@@ -421,11 +421,18 @@ export class MkeyPool {
     return makeKey(r.index, 0);
   }
 
-  /** set_cache_mkc (mr.c:244-259): free, UMR-enabled, the driver's PD, room for the entry's translations. */
+  /**
+   * set_cache_mkc (mr.c:244-259): free, UMR-enabled, the driver's PD, room for the entry's
+   * translations. With pg_access (a choice): mlx5 takes ODP MRs from the same entries
+   * (create_user_odp_mr, mr.c:1507; the rb key has no ODP bit), so the hardware honours the
+   * RD/WR bits of UMR-loaded MTT entries, and in this model that is what pg_access means; every
+   * other user of a cache mkey loads its entries with RD | WR (umr.c mlx5r_umr_update_mr_pas:
+   * MLX5_IB_MTT_PRESENT), so for them nothing changes.
+   */
   private cacheMkc(ent: Ent, tag: number): CmdOf<'CREATE_MKEY'> {
     return {
       op: 'CREATE_MKEY', tag, free: true, accessMode: MkcAccessMode.MTT, access: 0, umrEn: true, remoteInval: false,
-      pd: this.pdn, start: 0, length: 0, logPageSize: 12, xltCapacity: ent.ndescs,
+      pd: this.pdn, start: 0, length: 0, logPageSize: 12, xltCapacity: ent.ndescs, pgAccess: true,
     };
   }
 

@@ -109,13 +109,15 @@ export class Pd {
       mtt.push(host.dmaAddress(addr) - off + 3);
       for (let i = 1; i < entries; i++) mtt.push(host.dmaAddress(addr - off + i * P) + 3);
     }
-    if (!odp && entries <= MAX_UMR_CHUNK / 8) {
+    if (entries <= MAX_UMR_CHUNK / 8) {
       // create_real_mr (mr.c:1426-1469) with UMR-loadable translations (the device has
-      // umr_extended_translation_offset, umr.h:40-42): alloc_cacheable_mr (mr.c:1121-1168) takes
-      // an mkey of the MR cache (a hit, or a miss that makes a cache mkey); where no bucket fits,
-      // reg_create makes a disabled mkey of its own (CREATE_MKEY, not populated), cacheable too.
-      // Either way a UMR enables it (mlx5r_umr_update_mr_pas with MLX5_IB_UPD_XLT_ENABLE), and
-      // deregistration revokes it and stores it in the cache (mkey_pool.ts)
+      // umr_extended_translation_offset, umr.h:40-42), and create_user_odp_mr for an ODP MR
+      // (mr.c:1471-1528): alloc_cacheable_mr (mr.c:1121-1168) takes an mkey of the MR cache (a
+      // hit, or a miss that makes a cache mkey); where no bucket fits, reg_create makes a
+      // disabled mkey of its own (CREATE_MKEY, not populated: mr.c:1148), cacheable too. Either
+      // way a UMR enables it (mlx5r_umr_update_mr_pas with MLX5_IB_UPD_XLT_ENABLE; for ODP
+      // mlx5_ib_init_odp_mr's snapshot, odp.c:904-912), and deregistration revokes it and
+      // stores it in the cache (mkey_pool.ts)
       const cached = await this.ctx.pool.alloc(entries);
       let key: number;
       let bucket: number;
@@ -126,20 +128,36 @@ export class Pd {
         const r = await this.ctx.cmd(
           this.ctx.cmdq.exec({
             op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: true, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true,
-            remoteInval: false, pd: this.pdn, start, length, logPageSize, xltCapacity: entries,
+            remoteInval: false, pd: this.pdn, start, length, logPageSize, xltCapacity: entries, ...(odp ? { pgAccess: true } : {}),
           }),
           'regMr',
         );
         key = r.mkey;
         bucket = entries;
       }
-      key = await this.ctx.umr.enableKey(key, this, access, start, length, mtt, logPageSize);
-      return this.track(new Mr(this, key, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket }));
+      const o = { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket };
+      if (!odp) {
+        key = await this.ctx.umr.enableKey(key, this, access, start, length, mtt, logPageSize);
+        return this.track(new Mr(this, key, 'USER', o));
+      }
+      // nothing pinned: the fault handler maps pages on first touch (odp.ts); the MR is the
+      // handler's before its enabling UMR (mlx5r_store_odp_mkey, then mlx5_ib_init_odp_mr)
+      const mr = this.track(new Mr(this, key, 'USER', o));
+      const state = new OdpMr(mr, addr, entries);
+      mr.odp = state;
+      this.ctx.odp.register(state);
+      try {
+        await this.ctx.odp.enable(state, this, access, start, length);
+      } catch (e) {
+        await mr.dereg().catch(() => undefined); // create_user_odp_mr's err_dereg_mr (mr.c:1525-1527)
+        throw e;
+      }
+      return mr;
     }
-    // ODP (pages not present, odp.ts), or translations past one UMR (131,064 MTT entries: the
-    // driver's enabling UMR is not chunked; mlx5 6.12 chunks it, and creates it populated like
-    // this only on a device without umr_extended_translation_offset, mr.c:1434-1446): an mkey
-    // of its own by firmware, destroyed on dereg
+    // ODP (or not) with translations past one UMR (131,064 MTT entries: the driver's enabling
+    // UMR is not chunked; mlx5 6.12 chunks it, and creates it populated like this only on a
+    // device without umr_extended_translation_offset, mr.c:1434-1446): an mkey of its own by
+    // firmware, destroyed on dereg
     const r = await this.ctx.cmd(
       this.ctx.cmdq.exec({
         op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,

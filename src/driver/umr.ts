@@ -254,18 +254,21 @@ export class DriverUmr {
   async enableKey(
     key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
     logPageSize = 12,
+    /** ODP: the entries carry their own RD/WR bits (0: not present), always behind a data segment. */
+    raw = false,
   ): Promise<number> {
-    await this.postWait('regMr (mkey pool UMR)', (qp, wrId) => this.postEnable(qp, wrId, key, pd, access, start, length, mtt, logPageSize));
+    await this.postWait('regMr (mkey pool UMR)', (qp, wrId) => this.postEnable(qp, wrId, key, pd, access, start, length, mtt, logPageSize, raw));
     return key;
   }
 
   private postEnable(
     qp: Qp, wrId: number, key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
     logPageSize: number,
+    raw = false,
   ): void {
     const bytes = mtt.length * 8;
     let listAddr: number | undefined;
-    if (bytes > 64) listAddr = qp.descriptorList(mttList(mtt));
+    if (bytes > 64 || raw) listAddr = qp.descriptorList(mttList(mtt));
     qp.postBuilt(wrId, 'REG_MR', (view, common) => {
       const ds = buildRegMrWqe(view, 0, {
         ...common, key,
