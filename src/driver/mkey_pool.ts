@@ -133,9 +133,6 @@ class MrCacheModule extends Module {
   }
 }
 
-/** Contexts opened per adapter so far (names each context's cache module). */
-const contextsOf = new WeakMap<Module, number>();
-
 export class MkeyPool {
   /** Entries ordered by size (mlx5's rb-tree: one access mode, no access flags or ATS here). */
   private readonly ents: Ent[] = [];
@@ -155,9 +152,8 @@ export class MkeyPool {
   private readonly sRefused: Counter;
 
   constructor(private readonly ctx: Context) {
-    const n = contextsOf.get(ctx.hca) ?? 0;
-    contextsOf.set(ctx.hca, n + 1);
-    this.mod = new MrCacheModule(ctx.tb.sim, ctx.hca, n === 0 ? 'mr_cache' : `mr_cache_ctx${n}`);
+    // one per adapter (Context shares it among the adapter's contexts), as mlx5's dev->cache
+    this.mod = new MrCacheModule(ctx.tb.sim, ctx.hca, 'mr_cache');
     this.sCreated = this.mod.stats.counter('created');
     this.sDestroyed = this.mod.stats.counter('destroyed');
     this.sRefused = this.mod.stats.counter('fills_refused');
