@@ -38,6 +38,9 @@ const QP_EVENTS: Partial<Record<number, AsyncEvent['type']>> = {
  */
 export const NUM_COMP_VECTORS = 8;
 
+/** Each adapter's UMR QP and MR cache (made with its first context, as at mlx5_ib's load). */
+const deviceState = new WeakMap<Hca, { umr: DriverUmr; pool: MkeyPool }>();
+
 export class Context {
   /** The driver's rolling 8-bit key tag (mlx5: a per-device counter), shared by MRs and windows. */
   private tag = 0;
@@ -70,9 +73,9 @@ export class Context {
    */
   umrFence: number = FenceMode.STRONG_ORDERING;
   readonly tb: Testbed;
-  /** @internal The driver's MR cache (free mkeys enabled by UMR). */
+  /** @internal The driver's MR cache (free mkeys enabled by UMR): the adapter's, shared by its contexts. */
   readonly pool: MkeyPool;
-  /** @internal The driver's UMR QP (umr.c): the MR cache's and ODP's translation updates. */
+  /** @internal The driver's UMR QP (umr.c): the MR cache's and ODP's translation updates; the adapter's, shared by its contexts. */
   readonly umr: DriverUmr;
   /** @internal Queue buffers and doorbell records: page lists for the device, reused after destroy. */
   readonly dma: DmaPool;
@@ -89,8 +92,17 @@ export class Context {
     readonly index: number,
   ) {
     this.tb = tb;
-    this.umr = new DriverUmr(this);
-    this.pool = new MkeyPool(this);
+    // the UMR QP and the MR cache are the device's (mlx5_ib's dev->umrc and dev->cache, made at
+    // load: main.c:4552-4563), shared by every context opened on it; the first open makes them
+    const dev = deviceState.get(hca);
+    if (dev !== undefined) {
+      this.umr = dev.umr;
+      this.pool = dev.pool;
+    } else {
+      this.umr = new DriverUmr(this);
+      this.pool = new MkeyPool(this);
+      deviceState.set(hca, { umr: this.umr, pool: this.pool });
+    }
     this.dma = new DmaPool(hca.host);
     this.cmdq = CmdQueue.of(hca, tb.sim);
     this.asyncEvents = new EventFifo<AsyncEvent>(tb.sim, () => this.fatal);

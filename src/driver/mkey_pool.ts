@@ -133,9 +133,6 @@ class MrCacheModule extends Module {
   }
 }
 
-/** Contexts opened per adapter so far (names each context's cache module). */
-const contextsOf = new WeakMap<Module, number>();
-
 export class MkeyPool {
   /** Entries ordered by size (mlx5's rb-tree: one access mode, no access flags or ATS here). */
   private readonly ents: Ent[] = [];
@@ -155,9 +152,8 @@ export class MkeyPool {
   private readonly sRefused: Counter;
 
   constructor(private readonly ctx: Context) {
-    const n = contextsOf.get(ctx.hca) ?? 0;
-    contextsOf.set(ctx.hca, n + 1);
-    this.mod = new MrCacheModule(ctx.tb.sim, ctx.hca, n === 0 ? 'mr_cache' : `mr_cache_ctx${n}`);
+    // one per adapter (Context shares it among the adapter's contexts), as mlx5's dev->cache
+    this.mod = new MrCacheModule(ctx.tb.sim, ctx.hca, 'mr_cache');
     this.sCreated = this.mod.stats.counter('created');
     this.sDestroyed = this.mod.stats.counter('destroyed');
     this.sRefused = this.mod.stats.counter('fills_refused');
@@ -421,11 +417,18 @@ export class MkeyPool {
     return makeKey(r.index, 0);
   }
 
-  /** set_cache_mkc (mr.c:244-259): free, UMR-enabled, the driver's PD, room for the entry's translations. */
+  /**
+   * set_cache_mkc (mr.c:244-259): free, UMR-enabled, the driver's PD, room for the entry's
+   * translations. With pg_access (a choice): mlx5 takes ODP MRs from the same entries
+   * (create_user_odp_mr, mr.c:1507; the rb key has no ODP bit), so the hardware honours the
+   * RD/WR bits of UMR-loaded MTT entries, and in this model that is what pg_access means; every
+   * other user of a cache mkey loads its entries with RD | WR (umr.c mlx5r_umr_update_mr_pas:
+   * MLX5_IB_MTT_PRESENT), so for them nothing changes.
+   */
   private cacheMkc(ent: Ent, tag: number): CmdOf<'CREATE_MKEY'> {
     return {
       op: 'CREATE_MKEY', tag, free: true, accessMode: MkcAccessMode.MTT, access: 0, umrEn: true, remoteInval: false,
-      pd: this.pdn, start: 0, length: 0, logPageSize: 12, xltCapacity: ent.ndescs,
+      pd: this.pdn, start: 0, length: 0, logPageSize: 12, xltCapacity: ent.ndescs, pgAccess: true,
     };
   }
 

@@ -30,6 +30,7 @@
 import type { Context } from './context.ts';
 import { Mr as MrClass, type Mr } from './mr.ts';
 import type { Qp } from './qp.ts';
+import type { Pd } from './pd.ts';
 import { decodeEqePageFault, EQE_DATA_OFFSET, type Eqe } from '../rtl/formats/eqe.ts';
 import { MkcAccessMode, NULL_MKEY, PageFaultFlag, PageFaultSubtype, WqeOpcode } from '../rtl/formats/constants.ts';
 import type { OdpTransportCap } from '../rtl/firmware/hca_caps.ts';
@@ -284,6 +285,39 @@ export class OdpHandler {
     odp.hold();
     try {
       await this.map({ odp, addr: odp.hostAddr, length: odp.mr.length }, 'no_fault');
+    } finally {
+      odp.release();
+    }
+  }
+
+  /**
+   * An ODP MR from the MR cache is enabled (mlx5_ib_init_odp_mr, odp.c:904-912:
+   * pagefault_real_mr with SNAPSHOT | ENABLE over the whole MR): the pages the process already
+   * has resident are mapped, none faulted, and one UMR writes every entry (the others not
+   * present) and enables the mkey. Not counted (mlx5 counts only in the fault and prefetch
+   * paths). An invalidation while the UMR is on its way (mlx5 serialises them on umem_mutex)
+   * zapped entries of `odp.mtt` that the UMR may have written: they are written again.
+   */
+  async enable(odp: OdpMr, pd: Pd, access: number, start: number, length: number): Promise<void> {
+    const host = this.ctx.hca.host;
+    const base = Math.floor(odp.hostAddr / PAGE) * PAGE;
+    const bits = EN_RD | (odp.writable ? EN_WR : 0);
+    const mem = host.mem;
+    for (let i = 0; i < odp.mtt.length; i++) {
+      const va = base + i * PAGE;
+      if (!host.isResident(va, 1)) continue;
+      const e = host.dmaAddress(va) + bits;
+      mem.pin(e - (e % PAGE)); // the device's until its zap drains, as a fault's mapping
+      odp.mtt[i] = e;
+    }
+    const seq = odp.invalSeq;
+    odp.hold();
+    try {
+      await this.ctx.umr.enableKey(odp.mr.deviceKey, pd, access, start, length, odp.mtt.slice(), 12, true);
+      if (odp.invalSeq !== seq) {
+        this.raceRetries++;
+        await this.ctx.umr.updateTranslations(odp.mr.deviceKey, 0, padTo8(odp.mtt));
+      }
     } finally {
       odp.release();
     }
@@ -855,6 +889,13 @@ export class OdpHandler {
     // the process's frames are freed once the device can no longer reach them
     return zaps.length === 0 ? undefined : Promise.all(zaps).then(() => undefined);
   }
+}
+
+/** The entries padded with not-present ones to whole 64-byte units (8 MTT entries). */
+function padTo8(mtt: readonly number[]): number[] {
+  const out = mtt.slice();
+  while (out.length % 8 !== 0) out.push(0);
+  return out;
 }
 
 /** Pages of a range. */

@@ -254,11 +254,14 @@ export class DriverUmr {
   async enableKey(
     key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
     logPageSize = 12,
+    /** ODP: the entries carry their own RD/WR bits (0: not present), always behind a data segment. */
+    raw = false,
   ): Promise<number> {
     if (mtt.length * 8 <= MAX_UMR_CHUNK) {
-      await this.postWait('regMr (mkey pool UMR)', (qp, wrId) => this.postEnable(qp, wrId, key, pd, access, start, length, mtt, logPageSize));
+      await this.postWait('regMr (mkey pool UMR)', (qp, wrId) => this.postEnable(qp, wrId, key, pd, access, start, length, mtt, logPageSize, undefined, raw));
       return key;
     }
+    if (raw) throw new Error('enableKey: an ODP enabling UMR past one chunk (pd.ts registers such an MR by CREATE_MKEY)');
     // translations past one UMR: mlx5r_umr_update_mr_pas with MLX5_IB_UPD_XLT_ENABLE (umr.c:671-750)
     // posts one UMR per MLX5_MAX_UMR_CHUNK of entries (the buffer's size, umr.c:487-488; refilled
     // when full, :706-724), each waited for, each at its offset (umr.c:719-721); the chunks before
@@ -286,11 +289,12 @@ export class DriverUmr {
   private postEnable(
     qp: Qp, wrId: number, key: number, pd: Pd, access: number, start: number, length: number, mtt: readonly number[],
     logPageSize: number, chunk?: { list: Uint8Array; xltOffsetOcto: number },
+    raw = false,
   ): void {
     const bytes = mtt.length * 8;
     let listAddr: number | undefined;
     if (chunk !== undefined) listAddr = qp.descriptorList(chunk.list);
-    else if (bytes > 64) listAddr = qp.descriptorList(mttList(mtt));
+    else if (bytes > 64 || raw) listAddr = qp.descriptorList(mttList(mtt));
     qp.postBuilt(wrId, 'REG_MR', (view, common) => {
       const ds = buildRegMrWqe(view, 0, {
         ...common, key,

@@ -400,7 +400,9 @@ export function regMrMkeyMask(remoteAtomic: boolean): number {
 export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): number {
   const list = p.translations;
   const bytes = p.chunk?.listBytes ?? xltListBytes(list);
-  const inline = p.chunk === undefined && bytes <= UMR_INLINE_THRESHOLD;
+  // a list given by address goes behind a data segment whatever its size (mlx5 never inlines
+  // translations it loads: umr.c:856); so does a chunk of a longer list
+  const inline = p.chunk === undefined && bytes <= UMR_INLINE_THRESHOLD && p.listAddr === undefined;
   if (!inline && (p.listAddr === undefined || p.listLkey === undefined)) {
     throw new Error(`a ${bytes}-byte translation list is not inline: listAddr and listLkey are needed`);
   }

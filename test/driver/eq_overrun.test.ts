@@ -69,6 +69,12 @@ describe('issue 17: EQ sizes and overruns', () => {
     const tb = new Testbed({ hcas: 2, config: { eventEqSize: 16 } });
     await tb.run(async () => {
       const ctx = await tb.openDevice(0);
+      // an ODP MR registered before the overrun (its enabling UMR needs a working device)
+      const { pd0, pd1, cq0, qp0 } = await rcPairOn(ctx, await tb.openDevice(1), { cqe: 4 });
+      const a = tb.host(0).alloc(4096);
+      const b = tb.host(1).alloc(4096);
+      const omr = await pd0.regMr(a.addr, 4096, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      const mr1 = await pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
       const ch = ctx.createCompChannel();
       await armedCqs(tb, ctx, ch, 20); // 40 events for 16 entries
       expect(await ctx.getAsyncEvent({ timeout: 10_000 * US })).toEqual({ type: 'DEVICE_FATAL' });
@@ -90,11 +96,8 @@ describe('issue 17: EQ sizes and overruns', () => {
       expect((err as VerbsError).message).toMatch(/getCqEvent: EQ \d+ \(16 entries\) overran/);
       await expect(ctx.getAsyncEvent()).rejects.toThrow(/EIO: getAsyncEvent: EQ/);
       // a page fault now would be lost: the faulting QP's wait fails instead of hanging
-      const { pd0, pd1, cq0, qp0 } = await rcPairOn(ctx, await tb.openDevice(1), { cqe: 4 });
-      const a = tb.host(0).alloc(4096);
-      const b = tb.host(1).alloc(4096);
-      const omr = await pd0.regMr(a.addr, 4096, Access.ON_DEMAND | Access.LOCAL_WRITE);
-      const mr1 = await pd1.regMr(b.addr, 4096, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+      // a new ODP MR's enabling UMR fails as mlx5r_umr_post_send does in INTERNAL_ERROR (umr.c:258-259)
+      await expect(pd0.regMr(a.addr, 4096, Access.ON_DEMAND | Access.LOCAL_WRITE)).rejects.toThrow(/EIO/);
       qp0.postSend({ wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 8, lkey: omr.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true });
       await expect(cq0.wait(1)).rejects.toThrow(/EIO: cq\.wait: 0 of 1 completions, and the device is in error: EQ/);
     });

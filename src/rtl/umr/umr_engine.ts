@@ -553,7 +553,10 @@ export class UmrEngine extends Module implements EventTarget {
         this.ctxWrite(t.index, (c, p) => {
           applyMask(c, p, w);
           if (kind === UMR_KIND.BIND_MW && !binds) c.free = true; // a type-1 bind of length 0 unbinds
-          if (kind === UMR_KIND.REG_MR || binds) p.xltCount = x === null ? 0 : x.first + x.used;
+          // an ODP table's (pg_access) zero entries are "not present", not padding: they count,
+          // as CREATE_MKEY with pg_access counts its whole table (icm_writer.ts createMkey)
+          if (kind === UMR_KIND.REG_MR && p.pgAccess) p.xltCount = x === null ? 0 : x.first + x.count;
+          else if (kind === UMR_KIND.REG_MR || binds) p.xltCount = x === null ? 0 : x.first + x.used;
           else if (kind === UMR_KIND.XLT_UPDATE && x !== null) p.xltCount = Math.max(p.xltCount, x.first + x.used);
         }),
       );
