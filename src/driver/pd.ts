@@ -11,7 +11,6 @@ import { MkcAccessMode } from '../rtl/formats/constants.ts';
 import { MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../rtl/memory/icm_mkey.ts';
 import { NULL_MKEY } from '../rtl/formats/constants.ts';
 import { IMPLICIT_ENTRIES, ImplicitOdp, OdpMr, SIZE_MAX } from './odp.ts';
-import { MAX_UMR_CHUNK } from './umr.ts';
 
 const PAGE = 4096;
 /** MEM_REG MTTs per descriptor: 8192 / 4096, the largest pageSize whose 4 KiB fallback always fits. */
@@ -109,73 +108,49 @@ export class Pd {
       mtt.push(host.dmaAddress(addr) - off + 3);
       for (let i = 1; i < entries; i++) mtt.push(host.dmaAddress(addr - off + i * P) + 3);
     }
-    if (!odp || entries <= MAX_UMR_CHUNK / 8) {
-      // create_real_mr (mr.c:1426-1469) with UMR-loadable translations of any size (the device
-      // has umr_extended_translation_offset, so mlx5r_umr_can_load_pas is true, umr.h:22-44;
-      // over MAX_UMR_CHUNK / 8 entries the enabling UMR goes in chunks, umr.ts enableKey), and
-      // create_user_odp_mr for an ODP MR (mr.c:1471-1528): alloc_cacheable_mr (mr.c:1121-1168)
-      // takes an mkey of the MR cache (a hit, or a miss that makes a cache mkey); where no bucket
-      // fits, reg_create makes a disabled mkey of its own (CREATE_MKEY, not populated:
-      // mr.c:1148), cacheable too. Either way a UMR enables it (mlx5r_umr_update_mr_pas with
-      // MLX5_IB_UPD_XLT_ENABLE; for ODP mlx5_ib_init_odp_mr's snapshot, odp.c:904-912), and
-      // deregistration revokes it and stores it in the cache (mkey_pool.ts)
-      const cached = await this.ctx.pool.alloc(entries);
-      let key: number;
-      let bucket: number;
-      if (cached !== null) {
-        key = cached.key;
-        bucket = cached.bucket;
-      } else {
-        const r = await this.ctx.cmd(
-          this.ctx.cmdq.exec({
-            op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: true, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true,
-            remoteInval: false, pd: this.pdn, start, length, logPageSize, xltCapacity: entries, ...(odp ? { pgAccess: true } : {}),
-          }),
-          'regMr',
-        );
-        key = r.mkey;
-        bucket = entries;
-      }
-      const o = { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket };
-      if (!odp) {
-        key = await this.ctx.umr.enableKey(key, this, access, start, length, mtt, logPageSize);
-        return this.track(new Mr(this, key, 'USER', o));
-      }
-      // nothing pinned: the fault handler maps pages on first touch (odp.ts); the MR is the
-      // handler's before its enabling UMR (mlx5r_store_odp_mkey, then mlx5_ib_init_odp_mr)
-      const mr = this.track(new Mr(this, key, 'USER', o));
-      const state = new OdpMr(mr, addr, entries);
-      mr.odp = state;
-      this.ctx.odp.register(state);
-      try {
-        await this.ctx.odp.enable(state, this, access, start, length);
-      } catch (e) {
-        await mr.dereg().catch(() => undefined); // create_user_odp_mr's err_dereg_mr (mr.c:1525-1527)
-        throw e;
-      }
-      return mr;
+    // create_real_mr (mr.c:1426-1469) with UMR-loadable translations of any size (the device
+    // has umr_extended_translation_offset, so mlx5r_umr_can_load_pas is true, umr.h:22-44;
+    // over MAX_UMR_CHUNK / 8 entries the enabling UMR goes in chunks, umr.ts enableKey, an ODP
+    // MR's not-present entries too), and
+    // create_user_odp_mr for an ODP MR (mr.c:1471-1528): alloc_cacheable_mr (mr.c:1121-1168)
+    // takes an mkey of the MR cache (a hit, or a miss that makes a cache mkey); where no bucket
+    // fits, reg_create makes a disabled mkey of its own (CREATE_MKEY, not populated:
+    // mr.c:1148), cacheable too. Either way a UMR enables it (mlx5r_umr_update_mr_pas with
+    // MLX5_IB_UPD_XLT_ENABLE; for ODP mlx5_ib_init_odp_mr's snapshot, odp.c:904-912), and
+    // deregistration revokes it and stores it in the cache (mkey_pool.ts)
+    const cached = await this.ctx.pool.alloc(entries);
+    let key: number;
+    let bucket: number;
+    if (cached !== null) {
+      key = cached.key;
+      bucket = cached.bucket;
+    } else {
+      const r = await this.ctx.cmd(
+        this.ctx.cmdq.exec({
+          op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: true, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true,
+          remoteInval: false, pd: this.pdn, start, length, logPageSize, xltCapacity: entries, ...(odp ? { pgAccess: true } : {}),
+        }),
+        'regMr',
+      );
+      key = r.mkey;
+      bucket = entries;
     }
-    // an ODP MR with translations past one UMR (131,064 MTT entries: the model's ODP enabling
-    // UMR, which writes not-present entries, is not chunked; mlx5 6.12 chunks it): an mkey of
-    // its own by firmware, destroyed on dereg (mlx5 creates an MR populated like this only on a
-    // device without umr_extended_translation_offset, mr.c:1434-1446)
-    const r = await this.ctx.cmd(
-      this.ctx.cmdq.exec({
-        op: 'CREATE_MKEY', tag: this.ctx.nextTag(), free: false, accessMode: MkcAccessMode.MTT, access: access & 15, umrEn: true, remoteInval: false,
-        pd: this.pdn, start, length, logPageSize, pgAccess: odp, mtt,
-      }),
-      'regMr',
-    );
-    const mr = this.track(new Mr(this, r.mkey, 'USER', { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0 }));
-    if (odp) {
-      // nothing pinned, every MTT entry not present: the fault handler maps pages on first touch,
-      // by UMR on the driver's UMR QP (made now if this is its first use, as for the mkey pool)
-      await this.ctx.umr.ready();
-      const state = new OdpMr(mr, addr, entries);
-      mr.odp = state;
-      this.ctx.odp.register(state);
-      // mlx5_ib_init_odp_mr (odp.c:904): the pages already resident are mapped now, none faulted
-      await this.ctx.odp.snapshot(state);
+    const o = { iova: zeroBased ? 0 : addr, length, access, maxNumSg: 0, poolBucket: bucket };
+    if (!odp) {
+      key = await this.ctx.umr.enableKey(key, this, access, start, length, mtt, logPageSize);
+      return this.track(new Mr(this, key, 'USER', o));
+    }
+    // nothing pinned: the fault handler maps pages on first touch (odp.ts); the MR is the
+    // handler's before its enabling UMR (mlx5r_store_odp_mkey, then mlx5_ib_init_odp_mr)
+    const mr = this.track(new Mr(this, key, 'USER', o));
+    const state = new OdpMr(mr, addr, entries);
+    mr.odp = state;
+    this.ctx.odp.register(state);
+    try {
+      await this.ctx.odp.enable(state, this, access, start, length);
+    } catch (e) {
+      await mr.dereg().catch(() => undefined); // create_user_odp_mr's err_dereg_mr (mr.c:1525-1527)
+      throw e;
     }
     return mr;
   }

@@ -261,7 +261,7 @@ export class DriverUmr {
       await this.postWait('regMr (mkey pool UMR)', (qp, wrId) => this.postEnable(qp, wrId, key, pd, access, start, length, mtt, logPageSize, undefined, raw));
       return key;
     }
-    if (raw) throw new Error('enableKey: an ODP enabling UMR past one chunk (pd.ts registers such an MR by CREATE_MKEY)');
+    // (an ODP MR's list, `raw`, goes in the same chunks: every chunk is behind a data segment)
     // translations past one UMR: mlx5r_umr_update_mr_pas with MLX5_IB_UPD_XLT_ENABLE (umr.c:671-750)
     // posts one UMR per MLX5_MAX_UMR_CHUNK of entries (the buffer's size, umr.c:487-488; refilled
     // when full, :706-724), each waited for, each at its offset (umr.c:719-721); the chunks before

@@ -74,4 +74,32 @@ describe('the enabling UMR of a large MR, in chunks', () => {
       expect(tb.stats()['tb.hca1.umr_engine'].errors as number).toBe(0);
     });
   }, 60_000);
+  it(`an ODP MR of ${PER_UMR + 1} pages takes the cache path too: its enabling UMR in two chunks, then reads back at the chunk boundary`, async () => {
+    // create_user_odp_mr (mr.c:1471-1528) has no size limit on alloc_cacheable_mr: mlx5_ib_init_odp_mr
+    // loads the snapshot with mlx5r_umr_update_mr_pas's chunks as for a pinned MR
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
+    await tb.run(async () => {
+      const { pd0, pd1, qp0: qp, cq0: cq } = await rcPair(tb);
+      const host = tb.host(1);
+      const pages = PER_UMR + 1;
+      const big = host.alloc(pages * PAGE);
+      const dst = tb.host(0).alloc(PAGE);
+      const dmr = await pd0.regMr(dst.addr, PAGE, Access.LOCAL_WRITE);
+      const s0 = tb.stats()['tb.hca1.umr_engine'];
+      const mr = await pd1.regMr(big.addr, pages * PAGE, Access.LOCAL_WRITE | Access.REMOTE_READ | Access.ON_DEMAND);
+      const s1 = tb.stats()['tb.hca1.umr_engine'];
+      expect([(s1.jobs_reg_mr as number) - (s0.jobs_reg_mr as number), (s1.jobs_xlt_update as number) - (s0.jobs_xlt_update as number)]).toEqual([1, 1]);
+      expect(mr.odp).not.toBeNull();
+      let wr = 0;
+      for (const page of [0, PER_UMR - 1, PER_UMR]) {
+        const pattern = new Uint8Array([page & 0xff, page >> 8, page >> 16, 7, 7, 7, 7, 7]);
+        host.write(big.addr + page * PAGE + 8, pattern);
+        qp.postSend({ wrId: ++wr, opcode: 'RDMA_READ', sgList: [{ addr: dst.addr, length: 8, lkey: dmr.lkey }], remoteAddr: big.addr + page * PAGE + 8, rkey: mr.rkey, signaled: true });
+        expect((await cq.wait(1))[0].status, `page ${page}`).toBe('SUCCESS');
+        expect(tb.host(0).read(dst.addr, 8), `page ${page}`).toEqual(pattern);
+      }
+      expect(tb.stats()['tb.hca1.umr_engine'].errors as number).toBe(0);
+      await mr.dereg();
+    });
+  }, 60_000);
 });
