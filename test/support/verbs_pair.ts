@@ -706,6 +706,13 @@ export class VerbsPair {
         const odp = this.mrs.filter((r) => r.odp === true);
         if (odp.length === 0) return;
         const mr = odp[s.mr % odp.length];
+        // a consumer's LOCAL_INV freed its mkey: the prefetch fails EFAULT if it has pages to map
+        // (the map UMR's "fail if free", umr.c:594-597) and succeeds if all are mapped already; the
+        // model does not track which pages are mapped (an ODP MR is a pinned one to it)
+        if (mr.m.dev.state === 'FREE') {
+          this.count('prefetch of an invalidated ODP MR: skipped');
+          return;
+        }
         // the whole MR; an implicit one: the adapter's ODP buffer
         const span = mr.m.length === SIZE_MAX ? { start: this.odpBufs[mr.hca].addr, length: this.odpBufs[mr.hca].length } : { start: mr.m.iova, length: mr.m.length };
         const iova = span.start;

@@ -672,14 +672,17 @@ describe('parseWqe(build(x)) round-trips', () => {
       }),
     );
     fc.assert(
-      fc.property(commonArb, listArb, u(32), accessArb, addr, addr, addr, u(32), offArb, (c, list, key, access, iova, length, listAddr, listLkey, off) => {
-        const p: RegMrWqeParams = { ...c, key, access, iova, length, translations: list, listAddr, listLkey };
+      fc.property(commonArb, listArb, u(32), accessArb, addr, addr, addr, u(32), offArb, fc.boolean(), (c, list, key, access, iova, length, listAddr, listLkey, off, byPtr) => {
+        const n0 = list.mode === 'MTT' ? list.pages.length * 8 : list.klms.length * 16;
+        // a list given by address is never inline (mlx5 never inlines the translations it loads, umr.c:856)
+        const ptr = byPtr || n0 > 64;
+        const p: RegMrWqeParams = { ...c, key, access, iova, length, translations: list, ...(ptr ? { listAddr, listLkey } : {}) };
         const { w, ds, v } = buildAndParse((b, at) => buildRegMrWqe(b, at, p), off);
         expectCtrl(w, p, WqeOpcode.UMR, ds, key);
         if (w.kind !== 'umr') return expect.fail(`kind ${w.kind}`);
         const n = list.mode === 'MTT' ? list.pages.length : list.klms.length;
         const bytes = n * (list.mode === 'MTT' ? 8 : 16);
-        const inline = bytes <= 64;
+        const inline = !ptr;
         expect(w.umrCtrl).toEqual({
           flags: inline ? 0xa0 : 0x20,
           xltOctowords: Math.ceil(bytes / 64) * 4,
