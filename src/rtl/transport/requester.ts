@@ -302,6 +302,9 @@ export class Requester extends Module implements EventTarget, FaultClient {
 
   /** Arms the timer for `t` (an earlier pending event re-arms itself when it fires). */
   private armTimer(t: number): void {
+    // past the last whole picosecond a run can reach (2^53 ps, about 2.5 h: a 2^31 ACK timeout
+    // after a very slow start-up) the deadline never comes: nothing to arm
+    if (t > Number.MAX_SAFE_INTEGER) return;
     if (this.timerAt < 0 || t < this.timerAt) {
       this.timerAt = t;
       this.sim.at(t, this);
