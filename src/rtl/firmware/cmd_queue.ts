@@ -225,9 +225,10 @@ export class CmdQueueEngine {
   /** A command doorbell arrived: every set bit's entry goes to the firmware, lowest first. */
   doorbell(vector: number): void {
     this.sDoorbells.inc();
-    for (let i = 0; i < 1 << CMDQ_LOG_SZ; i++) {
-      const bit = 2 ** i;
-      if (Math.floor(vector / bit) % 2 === 0) continue;
+    // only the set bits, lowest first (vector is a u32: bit 31 too)
+    for (let rest = vector >>> 0; rest !== 0; rest = (rest & (rest - 1)) >>> 0) {
+      const i = 31 - Math.clz32(rest & -rest);
+      if (i >= 1 << CMDQ_LOG_SZ) break;
       if ((this.held & (1 << i)) !== 0) {
         this.sBusy.inc(); // rung twice: the entry is the firmware's already
         continue;
