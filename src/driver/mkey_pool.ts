@@ -345,16 +345,19 @@ export class MkeyPool {
   private modWork(ent: Ent, delay: number): void {
     const gen = ++ent.workGen;
     ent.workAt = this.ctx.tb.now + delay;
-    const start = (): void => {
-      if (ent.workGen !== gen || this.stopped) return;
-      ent.workAt = -1;
-      const run = this.wqTail.then(() => this.work(ent));
-      this.wqTail = run;
-      // a failure of the work fails the run (as a spawned process's would)
-      void this.ctx.tb.sim.spawn(() => run);
-    };
-    if (delay === 0) start();
-    else this.mod.after(delay, start);
+    // (no closure for the work queued now: a registration queues one per MR)
+    if (delay === 0) this.startWork(ent, gen);
+    else this.mod.after(delay, () => this.startWork(ent, gen));
+  }
+
+  /** The entry's work joins the ordered queue, unless a newer mod_delayed_work replaced it. */
+  private startWork(ent: Ent, gen: number): void {
+    if (ent.workGen !== gen || this.stopped) return;
+    ent.workAt = -1;
+    const run = this.wqTail.then(() => this.work(ent));
+    this.wqTail = run;
+    // a failure of the work fails the run (as a spawned process's would)
+    void this.ctx.tb.sim.spawn(() => run);
   }
 
   /** queue_delayed_work: as modWork, unless the work is already queued. */
