@@ -309,6 +309,11 @@ export class Pd {
     else this.users.delete(o);
   }
 
+  /** @internal MRs, windows and QPs the PD holds now (its usecnt; destroyed ones left at once). */
+  get usersHeld(): number {
+    return this.users.size + this.mrs.length;
+  }
+
   private dropMr(mr: Mr): void {
     const i = mr.pdSlot;
     if (i < 0 || this.mrs[i] !== mr) return;
