@@ -109,6 +109,8 @@ export class Mr {
   /** Elements mapped by the last mapSg (SG_GAPS counts these against maxNumSg, not KLMs). */
   mappedCount = 0;
   destroyed = false;
+  /** @internal Its place in its PD's list of MRs (-1: not listed). */
+  pdSlot = -1;
   /**
    * A REG_MR posted for this MR granted REMOTE_ATOMIC (sticky): every later REG_MR puts A in
    * the mkey mask so a registration without it clears the right (RegMrWqeParams.clearAtomic).

@@ -19,7 +19,7 @@ import type { Qp } from './qp.ts';
 import type { Cq } from './cq.ts';
 import type { WorkCompletion } from './types.ts';
 import { VerbsError } from './verbs_error.ts';
-import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttListBytes } from './wqe_builder.ts';
+import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttListBytes, type RegMrWqeParams } from './wqe_builder.ts';
 import { MkeyMaskBit, makeKey } from '../rtl/formats/constants.ts';
 
 /**
@@ -296,15 +296,19 @@ export class DriverUmr {
     if (chunk !== undefined) listAddr = qp.descriptorList(chunk.list);
     else if (bytes > 64 || raw) listAddr = qp.descriptorList(mttList(mtt));
     qp.postBuilt(wrId, 'REG_MR', (view, common) => {
-      const ds = buildRegMrWqe(view, 0, {
-        ...common, key,
-        ...(chunk !== undefined ? { chunk: { xltOffsetOcto: chunk.xltOffsetOcto, listBytes: chunk.list.length } } : {}),
+      const pages: number[] = new Array<number>(mtt.length);
+      for (let i = 0; i < mtt.length; i++) pages[i] = mtt[i] - (mtt[i] % 4096);
+      // one object of one shape, no spreads: a registration's WQE is built once per MR
+      const p: RegMrWqeParams = {
+        wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, fence: common.fence, key,
         access: { localWrite: (access & 1) !== 0, remoteWrite: (access & 2) !== 0, remoteRead: (access & 4) !== 0, remoteAtomic: (access & 8) !== 0 },
-        iova: start, length, translations: { mode: 'MTT', pages: mtt.map((v) => v - (v % 4096)), logPageSize },
-        ...(listAddr !== undefined ? { listAddr, listLkey: UMR_LIST_LKEY } : {}),
+        iova: start, length, translations: { mode: 'MTT', pages, logPageSize },
+        listAddr, listLkey: listAddr !== undefined ? UMR_LIST_LKEY : undefined,
         // a pooled mkey may come back from a user with atomic: always set (or clear) A
         clearAtomic: true,
-      });
+        chunk: chunk !== undefined ? { xltOffsetOcto: chunk.xltOffsetOcto, listBytes: chunk.list.length } : undefined,
+      };
+      const ds = buildRegMrWqe(view, 0, p);
       // as mlx5_ib, the WQE carries the access bits A/RW/RR/LW and nothing of IB_ACCESS_MW_BIND
       // (umr.c:443-459 mlx5r_umr_set_access_flags); a start of 0 is what makes it zero-based
       // the UMR also sets the PD (mask bit PD) and leaves remote invalidation off (a user MR)

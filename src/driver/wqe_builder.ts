@@ -386,10 +386,12 @@ export function buildAtomicWqe(view: DataView, off: number, p: AtomicWqeParams):
  * (the access grants it, or an earlier grant must be cleared: RegMrWqeParams.clearAtomic).
  */
 export function regMrMkeyMask(remoteAtomic: boolean): number {
-  const names: MkeyMaskName[] = ['LEN', 'PAGE_SIZE', 'START_ADDR', 'EN_RINVAL', 'KEY', 'LR', 'LW', 'RR', 'RW', 'SMALL_FENCE', 'FREE'];
-  if (remoteAtomic) names.push('A');
-  return mkeyMask(...names);
+  return remoteAtomic ? REG_MR_MASK_A : REG_MR_MASK;
 }
+const REG_MR_MASK_NAMES: readonly MkeyMaskName[] = ['LEN', 'PAGE_SIZE', 'START_ADDR', 'EN_RINVAL', 'KEY', 'LR', 'LW', 'RR', 'RW', 'SMALL_FENCE', 'FREE'];
+/** The two masks, computed once (every REG_MR WQE takes one). */
+const REG_MR_MASK = mkeyMask(...REG_MR_MASK_NAMES);
+const REG_MR_MASK_A = mkeyMask(...REG_MR_MASK_NAMES, 'A');
 
 /**
  * Writes a fast-registration UMR WQE at `off` (kernel wr.c set_reg_wr): control (imm = key),
@@ -414,17 +416,28 @@ export function buildRegMrWqe(view: DataView, off: number, p: RegMrWqeParams): n
     xltOffset,
     mkeyMask: regMrMkeyMask((p.access.remoteAtomic ?? false) || (p.clearAtomic ?? false)),
   });
+  // the whole context in one literal (no spreads: one WQE per registration)
+  const a = p.access;
   encodeMkeyContext(view, off + UMR_MKEY_OFF, {
-    ...zeroMkeyContext(),
-    ...umrPerms(p.access),
-    localRead: true,
+    free: false,
+    pcieControl: 0,
     umrEn: true,
+    atomic: a.remoteAtomic ?? false,
+    remoteWrite: a.remoteWrite ?? false,
+    remoteRead: a.remoteRead ?? false,
+    localWrite: a.localWrite ?? false,
+    localRead: true,
     accessMode: list.mode === 'MTT' ? MkcAccessMode.MTT : MkcAccessMode.KLMS,
     qpn: MKEY_QPN_NONE,
     tag: mkeyTag(p.key),
+    len64: false,
+    bsfEn: false,
+    syncUmr: false,
     remoteInval: true,
+    pd: 0,
     startAddr: p.iova,
     len: p.length,
+    bsfOctwordSize: 0,
     translationsOctwordSize: regMrXltOctSize(list),
     logPageSize: list.mode === 'MTT' ? list.logPageSize : 0,
   });

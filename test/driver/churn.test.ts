@@ -32,7 +32,7 @@ describe('churn', () => {
       const pd = await ctx.allocPd();
       const cq = await ctx.createCq(4);
       const buf = tb.host(0).alloc(4096);
-      const users = (): number => (pd as unknown as { users: Set<unknown> }).users.size;
+      const users = (): number => pd.usersHeld;
       const qp = await pd.createQp({ sendCq: cq, recvCq: cq });
       const mr = await pd.regMr(buf.addr, 4096, Access.LOCAL_WRITE);
       const mw = await pd.allocMw(2);

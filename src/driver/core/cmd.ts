@@ -129,6 +129,9 @@ export class CmdQueue {
   /** The ICM pages given to the firmware (pagealloc.ts), made at start-up. */
   private pageAlloc: PageAlloc | null = null;
   private readonly blocks: Block[] = [];
+  /** Scratch bytes of one mailbox block and one entry (host.write copies them out). */
+  private readonly blockBuf = new Uint8Array(CMD_BLOCK_BYTES);
+  private readonly entryBuf = new Uint8Array(CMD_ENTRY_BYTES);
   private readonly done = new Map<number, () => void>();
   /** Commands posted through the queue, and mailbox blocks the pool holds (for tests and stats). */
   posted = 0;
@@ -322,7 +325,7 @@ export class CmdQueue {
       for (const b of list) this.blocks.push(b);
       throw e;
     }
-    const buf = new Uint8Array(CMD_BLOCK_BYTES);
+    const buf = this.blockBuf;
     for (let k = n - 1; k >= 0; k--) {
       buf.fill(0);
       if (data !== null) buf.set(data.subarray(CMD_INLINE_BYTES + k * CMD_BLOCK_DATA, CMD_INLINE_BYTES + (k + 1) * CMD_BLOCK_DATA), 0);
@@ -378,13 +381,14 @@ export class CmdQueue {
       throw e;
     }
     const entryVa = this.queueVa + idx * 2 ** this.logStride;
-    const e = new Uint8Array(CMD_ENTRY_BYTES);
+    const e = this.entryBuf;
+    // (the entry is zeroed first: an input shorter than 16 bytes leaves the rest of in[] 0)
     encodeCmdEntry(e, 0, {
       type: MLX5_PCI_CMD_XPORT,
       inlen: input.length,
       inPtr: ins.length > 0 ? ins[0].pa : 0,
-      in: padded(input),
-      out: new Uint8Array(CMD_INLINE_BYTES),
+      in: input,
+      out: ZERO_INLINE,
       outPtr: outs.length > 0 ? outs[0].pa : 0,
       outlen,
       token,
@@ -409,7 +413,8 @@ export class CmdQueue {
     try {
       return this.result(cmd, entryVa, idx, outlen, outs);
     } finally {
-      for (const b of [...ins, ...outs]) this.blocks.push(b);
+      for (const b of ins) this.blocks.push(b);
+      for (const b of outs) this.blocks.push(b);
       lane.give(idx);
     }
   }
@@ -452,10 +457,6 @@ export class CmdQueue {
   }
 }
 
-/** The first 16 bytes of an input, zero-padded (a shorter one still fills the entry's in[4]). */
-function padded(b: Uint8Array): Uint8Array {
-  const p = new Uint8Array(CMD_INLINE_BYTES);
-  p.set(b.subarray(0, CMD_INLINE_BYTES));
-  return p;
-}
+/** The entry's out[] as the driver posts it (read-only). */
+const ZERO_INLINE = new Uint8Array(CMD_INLINE_BYTES);
 

@@ -124,7 +124,9 @@ function buffer(n: number): { b: Uint8Array; v: DataView } {
 /** The input of `l` with its header: a buffer of `l.bytes + extra` bytes. */
 function input(op: CmdName, l: IfcLayout, opMod: number, fields: Record<string, number>, extra = 0): { b: Uint8Array; v: DataView } {
   const r = buffer(l.bytes + extra);
-  encodeIfc(r.v, 0, l, { ...fields, opcode: CmdOpcode[op], op_mod: opMod });
+  // the fields, then the header (as one spread object wrote them, without copying the fields)
+  encodeIfc(r.v, 0, l, fields);
+  setIfc(r.v, 0, l, { opcode: CmdOpcode[op], op_mod: opMod });
   return r;
 }
 
@@ -895,7 +897,9 @@ export function decodeCmdInput(bytes: Uint8Array): DecodedCmdInput {
   if (op === undefined) return { ok: false, error: new CmdError('UNKNOWN', opcode, opMod, 'BAD_OP', 'opcode', `unknown or reserved opcode ${hex(opcode)}`) };
   try {
     const inputs = codecOf(op).decIn(v, opMod);
-    return { ok: true, cmd: { ...inputs, op } as Cmd };
+    // op added to the decoded object (as a spread copy with op last would have it, without the copy)
+    (inputs as Record<string, unknown>).op = op;
+    return { ok: true, cmd: inputs as unknown as Cmd };
   } catch (e) {
     if (e instanceof BadInput) return { ok: false, error: new CmdError(op, opcode, opMod, e.status, e.rule, e.message) };
     // a field the structure holds but the model's numbers cannot (a u64 past 2^53)

@@ -139,6 +139,23 @@ class Delivery {
   ) {}
 }
 
+/** One entry's command in flight (CmdQueueEngine.slots). */
+interface EntrySlot {
+  readonly i: number;
+  base: number;
+  entryBytes: Uint8Array | null;
+  entry: CmdEntry | null;
+  delivery: Delivery | null;
+  /** What the lane settled it with, for the write-back. */
+  cmd: Cmd | CmdError | null;
+  out: unknown;
+  failed: unknown;
+  readonly settle: (cmd: Cmd | CmdError, out: unknown, failed: unknown) => void;
+  readonly writeBack: () => Promise<void>;
+  readonly fetchedThen: () => void;
+  readonly deliveryFailed: () => Promise<void>;
+}
+
 /** What the queue needs of the firmware's lanes and the adapter. */
 export interface CmdQueueHost {
   readonly sim: Sim;
@@ -225,9 +242,10 @@ export class CmdQueueEngine {
   /** A command doorbell arrived: every set bit's entry goes to the firmware, lowest first. */
   doorbell(vector: number): void {
     this.sDoorbells.inc();
-    for (let i = 0; i < 1 << CMDQ_LOG_SZ; i++) {
-      const bit = 2 ** i;
-      if (Math.floor(vector / bit) % 2 === 0) continue;
+    // only the set bits, lowest first (vector is a u32: bit 31 too)
+    for (let rest = vector >>> 0; rest !== 0; rest = (rest & (rest - 1)) >>> 0) {
+      const i = 31 - Math.clz32(rest & -rest);
+      if (i >= 1 << CMDQ_LOG_SZ) break;
       if ((this.held & (1 << i)) !== 0) {
         this.sBusy.inc(); // rung twice: the entry is the firmware's already
         continue;
@@ -243,34 +261,58 @@ export class CmdQueueEngine {
 
   private start(i: number): void {
     const base = this.queueAddr + (i << CMDQ_LOG_STRIDE);
-    let entryBytes: Uint8Array | null = null;
-    let entry: CmdEntry | null = null;
-    let delivery: Delivery | null = null;
-    const fetched = (async (): Promise<Cmd | CmdError | null> => {
-      this.fetchStarted();
-      try {
-        entryBytes = await this.h.dma.read(base, CMD_ENTRY_BYTES);
-        entry = decodeCmdEntry(entryBytes, 0);
-        const r = entry === null ? new Delivery('IN_PTR_ALIGN_ERR', 'a mailbox pointer past host memory') : await this.fetchInput(entryBytes, entry);
-        if (r instanceof Delivery) {
-          delivery = r;
-          return null;
-        }
-        const d = decodeCmdInput(r);
-        return d.ok ? returnRoom(d.cmd, (entry as CmdEntry).outlen) : d.error;
-      } finally {
-        this.fetchEnded();
-      }
-    })();
-    const settle = (cmd: Cmd | CmdError, out: unknown, failed: unknown): void => {
-      void this.h.sim.spawn(() => this.writeBack(i, base, entryBytes as Uint8Array, entry as CmdEntry, cmd, out, failed));
-    };
-    this.h.post(i >= CMD_BG_FIRST && i !== CMD_PAGE_ENTRY, fetched, settle, i === CMD_PAGE_ENTRY);
+    const st = this.slots[i];
+    st.base = base;
+    st.entryBytes = null;
+    st.entry = null;
+    st.delivery = null;
+    const fetched = this.fetch(st);
+    this.h.post(i >= CMD_BG_FIRST && i !== CMD_PAGE_ENTRY, fetched, st.settle, i === CMD_PAGE_ENTRY);
     // a delivery failure settles without the lane
-    void fetched.then(() => {
-      if (delivery !== null) void this.h.sim.spawn(() => this.deliveryFailed(i, base, entryBytes, delivery as Delivery));
-    });
+    void fetched.then(st.fetchedThen);
   }
+
+  /** Reads entry `st.i` and its input: the command, a decode failure, or null (a delivery failure, in `st.delivery`). */
+  private async fetch(st: EntrySlot): Promise<Cmd | CmdError | null> {
+    this.fetchStarted();
+    try {
+      const entryBytes = await this.h.dma.read(st.base, CMD_ENTRY_BYTES);
+      st.entryBytes = entryBytes;
+      const entry = decodeCmdEntry(entryBytes, 0);
+      st.entry = entry;
+      const r = entry === null ? new Delivery('IN_PTR_ALIGN_ERR', 'a mailbox pointer past host memory') : await this.fetchInput(entryBytes, entry);
+      if (r instanceof Delivery) {
+        st.delivery = r;
+        return null;
+      }
+      const d = decodeCmdInput(r);
+      return d.ok ? returnRoom(d.cmd, (entry as CmdEntry).outlen) : d.error;
+    } finally {
+      this.fetchEnded();
+    }
+  }
+
+  /**
+   * The state of each entry between its doorbell and its completion, with its two callbacks made
+   * once (an entry the firmware holds is never started again before it completes).
+   */
+  private readonly slots: EntrySlot[] = Array.from({ length: 1 << CMDQ_LOG_SZ }, (_, i) => {
+    const st: EntrySlot = {
+      i, base: 0, entryBytes: null, entry: null, delivery: null, cmd: null, out: undefined, failed: null,
+      settle: (cmd, out, failed) => {
+        st.cmd = cmd;
+        st.out = out;
+        st.failed = failed;
+        void this.h.sim.spawn(st.writeBack);
+      },
+      writeBack: () => this.writeBack(i, st.base, st.entryBytes as Uint8Array, st.entry as CmdEntry, st.cmd as Cmd | CmdError, st.out, st.failed),
+      fetchedThen: () => {
+        if (st.delivery !== null) void this.h.sim.spawn(st.deliveryFailed);
+      },
+      deliveryFailed: () => this.deliveryFailed(i, st.base, st.entryBytes, st.delivery as Delivery),
+    };
+    return st;
+  });
 
   private fetchStarted(): void {
     this.fetching++;

@@ -87,7 +87,7 @@ export interface CmdifOptions {
 
 /** What the firmware uses: the ICM writer (every change of ICM goes through it) and the mkey table's size. */
 export interface CmdifDeps {
-  readonly writer: Pick<IcmWriter, 'createMkey' | 'readMkey' | 'destroyMkey' | 'contextBytes'>;
+  readonly writer: Pick<IcmWriter, 'createMkey' | 'readMkey' | 'isAllocated' | 'destroyMkey' | 'contextBytes'>;
   readonly icm: Pick<Icm, 'mkeyEntries' | 'qpc' | 'cqc' | 'eqc' | 'releaseAll'>;
   /** The pages the driver gives (MANAGE_PAGES); absent: no page commands (a lone firmware). */
   readonly pages?: FwPages;
@@ -812,6 +812,9 @@ export class Cmdif extends Module {
     this.pds.release(pd);
   }
 
+  /** Whether ICM holds mkey `i` already (written behind the allocator's back): one closure, made once. */
+  private readonly mkeyAllocated = (i: number): boolean => this.writer.isAllocated(i);
+
   private createMkey(c: CmdInputs['CREATE_MKEY']): CmdOutputs['CREATE_MKEY'] {
     const g = this.caps.general.cur;
     const tag = this.uint('tag', c.tag, 8);
@@ -859,7 +862,7 @@ export class Cmdif extends Module {
       );
     }
     // the firmware's own check of ICM too: an index written behind its back (a bench) is in use
-    const index = this.mkeys.alloc((i) => this.writer.readMkey(i).allocated);
+    const index = this.mkeys.alloc(this.mkeyAllocated);
     if (index < 0) this.fail('NO_RESOURCES', 'mkey_exhausted', `no free mkey index below ${hex(this.mkeys.limit)}`);
     const desc = {
       index,

@@ -11,7 +11,7 @@
 import { Module, type EventTarget, type Nothing, type UnclockedWireOptions } from '../../sim/index.ts';
 import type { HcaConfig } from '../config.ts';
 import type { DeviceMemory, Icm } from '../memory/icm.ts';
-import { encodeIcmMkey, decodeIcmMkey, readIcmPrivate, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
+import { encodeIcmMkey, decodeIcmMkey, readIcmPrivate, ICM_ALLOCATED, ICM_BYTE3, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { decodeMkeyContext, type MkeyContext } from '../formats/mkey_context.ts';
 import { KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, mkeyIndex } from '../formats/constants.ts';
 import { decodeKlm, encodeKlm, type Klm } from '../formats/klm.ts';
@@ -184,6 +184,11 @@ export class IcmWriter extends Module implements EventTarget {
   }
 
   /** An mkey's current ICM entry (decoded). */
+  /** `readMkey(index).allocated`, reading only the byte that holds it (CREATE_MKEY asks per index). */
+  isAllocated(index: number): boolean {
+    return (this.mem.read(this.icm.mkeyContextAddr(index) + ICM_BYTE3, 1)[0] & ICM_ALLOCATED) !== 0;
+  }
+
   readMkey(index: number): MkeyEntry {
     const bytes = this.mem.read(this.icm.mkeyContextAddr(index), MKEY_CONTEXT_SIZE);
     return decodeIcmMkey(new DataView(bytes.buffer, bytes.byteOffset, MKEY_CONTEXT_SIZE), 0, index);

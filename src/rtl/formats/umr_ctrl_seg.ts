@@ -70,5 +70,6 @@ export function mkeyMask(...names: MkeyMaskName[]): number {
 
 /** Whether `mask` has the named mkey_mask bit set. */
 export function hasMaskBit(mask: number, name: MkeyMaskName): boolean {
-  return Math.floor(mask / 2 ** MkeyMaskBit[name]) % 2 === 1;
+  // every bit is below 32: ToUint32 keeps the low word of any integer mask exactly
+  return ((mask >>> MkeyMaskBit[name]) & 1) === 1;
 }

@@ -90,7 +90,9 @@ class PageTable {
     let c = this.chunks[k];
     if (c === undefined) {
       if (v === LAZY) return;
-      this.chunks[k] = c = new Float64Array(PT_CHUNK);
+      // the last chunk only as long as the pages it covers (a one-page driver allocation, as
+      // each ICM page the firmware asks for, takes 8 bytes, not 4 KiB)
+      this.chunks[k] = c = new Float64Array(Math.min(PT_CHUNK, this.length - k * PT_CHUNK));
     }
     c[i % PT_CHUNK] = v;
   }

@@ -111,6 +111,48 @@ interface Extent {
  * free list of ICM address space, with coalescing; each 4 KiB ICM page a table uses is backed
  * by a host frame taken when a table first needs it and given back when no table uses it.
  */
+/**
+ * The sizes of the allocated translation tables by address: per 2 MiB chunk of table space, one
+ * slot per 64-byte unit (a table starts on one), 0 when no table starts there. 4 bytes per
+ * 64-byte unit of space in use where a Map took some 45 per table (a million one-page MRs).
+ */
+class XltBlocks {
+  private readonly chunks = new Map<number, Float64Array>();
+
+  private slot(addr: number): number {
+    const off = addr - ICM_XLT_BASE;
+    return Number.isSafeInteger(off) && off >= 0 && off % XLT_ALIGN === 0 ? off / XLT_ALIGN : -1;
+  }
+
+  get(addr: number): number | undefined {
+    const k = this.slot(addr);
+    if (k < 0) return undefined;
+    const c = this.chunks.get(Math.floor(k / XLT_CHUNK_SLOTS));
+    const v = c === undefined ? 0 : c[k % XLT_CHUNK_SLOTS];
+    return v === 0 ? undefined : v;
+  }
+
+  /** `len` > 0 at `addr` (64-byte aligned, in table space: allocXlt's). */
+  set(addr: number, len: number): void {
+    const k = this.slot(addr);
+    const ci = Math.floor(k / XLT_CHUNK_SLOTS);
+    let c = this.chunks.get(ci);
+    if (c === undefined) this.chunks.set(ci, (c = new Float64Array(XLT_CHUNK_SLOTS)));
+    c[k % XLT_CHUNK_SLOTS] = len;
+  }
+
+  delete(addr: number): void {
+    const k = this.slot(addr);
+    const c = k < 0 ? undefined : this.chunks.get(Math.floor(k / XLT_CHUNK_SLOTS));
+    if (c !== undefined) c[k % XLT_CHUNK_SLOTS] = 0;
+  }
+
+  clear(): void {
+    this.chunks.clear();
+  }
+}
+const XLT_CHUNK_SLOTS = XLT_CHUNK_BYTES / XLT_ALIGN;
+
 export class Icm implements DeviceMemory {
   /** mkey indices reachable. */
   readonly mkeyEntries: number;
@@ -118,7 +160,7 @@ export class Icm implements DeviceMemory {
   private readonly mkeyPages: Float64Array;
   private mkeyPagesUsed = 0;
   private readonly freeList: Extent[] = []; // ascending addr, never adjacent (coalesced)
-  private readonly blocks = new Map<number, number>(); // allocated translation tables: addr -> bytes
+  private readonly blocks = new XltBlocks(); // allocated translation tables: addr -> bytes
   private xltInUse = 0;
   /** ICM address space handed to the free list so far (bytes from ICM_XLT_BASE). */
   private xltTop = 0;
