@@ -19,11 +19,14 @@ export interface Waiter {
   wIdx: number;
 }
 
-/** Cells a .. b-1 of arr, at index `off` of their list or run. */
+/**
+ * Cells a .. b-1 of arr, at index `off` of their list or run. Only a list's last piece over its
+ * own array grows (`b`), while the list takes waiters; once woken, its pieces do not change.
+ */
 export interface Piece<T extends Waiter> {
   readonly arr: T[];
   readonly a: number;
-  readonly b: number;
+  b: number;
   readonly off: number;
 }
 
@@ -47,7 +50,7 @@ export class WaitList<T extends Waiter> {
     q.wIdx = t.length;
     t.push(q);
     const last = this.pieces.length > 0 ? this.pieces[this.pieces.length - 1] : undefined;
-    if (last !== undefined && last.arr === t && last.b === t.length - 1) this.pieces[this.pieces.length - 1] = { arr: t, a: last.a, b: t.length, off: last.off };
+    if (last !== undefined && last.arr === t && last.b === t.length - 1) last.b = t.length;
     else this.pieces.push({ arr: t, a: t.length - 1, b: t.length, off: this.len });
     this.len++;
   }

@@ -621,19 +621,20 @@ export class Sq extends Module {
         if (q.dirty || q.ctx.umr) runMarks.push(g);
         continue;
       }
-      this.addRuns(w.pieces, from, g, runMarks);
+      this.addRuns(w.pieces, from, g, runMarks, w.len);
       from = g + 1;
       q.waitsSlot = false;
       if (!this.gone(q)) this.activate(q);
     }
-    this.addRuns(w.pieces, from, w.len, runMarks);
+    this.addRuns(w.pieces, from, w.len, runMarks, w.len);
   }
 
   /** Waiters from .. to - 1 of the pieces become ready as runs (split where the keys are renumbered). */
-  private addRuns(pieces: Piece<SqQp>[], from: number, to: number, marks: number[]): void {
+  private addRuns(pieces: Piece<SqQp>[], from: number, to: number, marks: number[], len: number): void {
     while (from < to) {
       const t = Math.min(to - from, this.ready.room());
-      const r = new SlotRun(slicePieces(pieces, from, from + t), t);
+      // the whole (woken) list in one run takes its pieces as they are
+      const r = new SlotRun(from === 0 && t === len ? pieces : slicePieces(pieces, from, from + t), t);
       while (marks.length > 0 && marks[0] < from + t) {
         const g = marks.shift()! - from;
         r.marks.push(g);
