@@ -109,15 +109,20 @@ export class SlotRun<T extends Waiter> implements KeyRun {
   readonly marks: number[] = [];
   mi = 0;
 
+  /**
+   * Members 0 .. m - 1 are waiters `shift` .. `shift` + m - 1 of the woken list's pieces (shared
+   * with the list's other runs: nothing is copied per run).
+   */
   constructor(
     readonly pieces: Piece<T>[],
     readonly m: number,
+    readonly shift = 0,
   ) {}
 
   /** The member served next. */
   current(): T {
     const p = this.pieces[this.pi];
-    return p.arr[p.a + this.next - p.off];
+    return p.arr[p.a + this.next + this.shift - p.off];
   }
 
   /** Members before `g` are served. */
@@ -125,12 +130,21 @@ export class SlotRun<T extends Waiter> implements KeyRun {
     this.next = g;
     this.arbKey = this.base + g;
     const ps = this.pieces;
-    while (this.pi < ps.length && g >= ps[this.pi].off + ps[this.pi].b - ps[this.pi].a) this.pi++;
+    const x = g + this.shift;
+    while (this.pi < ps.length && x >= ps[this.pi].off + ps[this.pi].b - ps[this.pi].a) this.pi++;
   }
 
   /** Index of waiter `q` among the members not served yet, or -1. */
   indexOf(q: T): number {
-    return pieceIndex(this.pieces, q, this.next);
+    const g = pieceIndex(this.pieces, q, this.next + this.shift) - this.shift;
+    return g >= this.next && g < this.m ? g : -1;
+  }
+
+  /** Member `g` (of this run's members), or undefined past the pieces. */
+  memberAt(g: number): T | undefined {
+    const x = g + this.shift;
+    for (const p of this.pieces) if (x >= p.off && x < p.off + p.b - p.a) return p.arr[p.a + x - p.off];
+    return undefined;
   }
 
   /** Member `g` is to be served one by one. */
@@ -162,15 +176,4 @@ function pieceIndex<T extends Waiter>(pieces: readonly Piece<T>[], q: T, from: n
     if (g >= from) return g;
   }
   return -1;
-}
-
-/** Pieces `from` .. `to` - 1 of a list's or run's pieces, re-indexed from 0. */
-export function slicePieces<T extends Waiter>(pieces: readonly Piece<T>[], from: number, to: number): Piece<T>[] {
-  const out: Piece<T>[] = [];
-  for (const p of pieces) {
-    const lo = Math.max(from, p.off);
-    const hi = Math.min(to, p.off + p.b - p.a);
-    if (lo < hi) out.push({ arr: p.arr, a: p.a + lo - p.off, b: p.a + hi - p.off, off: lo - from });
-  }
-  return out;
 }

@@ -39,7 +39,7 @@
  */
 import { EnumType, Fifo, Module, enumType, type ReqResp, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
 import { ReadyList, type Arbitrated } from '../../sim/ready_list.ts';
-import { SlotRun, WaitList, slicePieces, type Piece, type Waiter } from './slot_waiters.ts';
+import { SlotRun, WaitList, type Piece, type Waiter } from './slot_waiters.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { CqeSyndromeEnum, type CqeJob } from '../completion/cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
@@ -558,9 +558,10 @@ export class Sq extends Module {
     }
     const end = r.mi < r.marks.length ? r.marks[r.mi] : r.m;
     this.slotTable.noteStall(end - g);
+    const sh = r.shift;
     for (const p of r.pieces) {
-      const lo = Math.max(g, p.off);
-      const hi = Math.min(end, p.off + p.b - p.a);
+      const lo = Math.max(g + sh, p.off);
+      const hi = Math.min(end + sh, p.off + p.b - p.a);
       if (lo < hi) this.waiters.appendCells(p.arr, p.a + lo - p.off, p.a + hi - p.off);
     }
     r.advance(end);
@@ -621,24 +622,24 @@ export class Sq extends Module {
         if (q.dirty || q.ctx.umr) runMarks.push(g);
         continue;
       }
-      this.addRuns(w.pieces, from, g, runMarks, w.len);
+      this.addRuns(w.pieces, from, g, runMarks);
       from = g + 1;
       q.waitsSlot = false;
       if (!this.gone(q)) this.activate(q);
     }
-    this.addRuns(w.pieces, from, w.len, runMarks, w.len);
+    this.addRuns(w.pieces, from, w.len, runMarks);
   }
 
   /** Waiters from .. to - 1 of the pieces become ready as runs (split where the keys are renumbered). */
-  private addRuns(pieces: Piece<SqQp>[], from: number, to: number, marks: number[], len: number): void {
+  private addRuns(pieces: Piece<SqQp>[], from: number, to: number, marks: number[]): void {
     while (from < to) {
       const t = Math.min(to - from, this.ready.room());
-      // the whole (woken) list in one run takes its pieces as they are
-      const r = new SlotRun(from === 0 && t === len ? pieces : slicePieces(pieces, from, from + t), t);
+      // the run's members are read from the woken list's pieces, from `from` on
+      const r = new SlotRun(pieces, t, from);
       while (marks.length > 0 && marks[0] < from + t) {
         const g = marks.shift()! - from;
         r.marks.push(g);
-        const q = r.pieces.length > 0 ? memberAt(r.pieces, g) : undefined;
+        const q = r.memberAt(g);
         if (q !== undefined) q.rMark = true;
       }
       this.ready.addRun(r);
@@ -1000,10 +1001,4 @@ export class Sq extends Module {
       this.wake();
     }
   }
-}
-
-/** Member g of pieces indexed from 0. */
-function memberAt<T extends Waiter>(pieces: readonly Piece<T>[], g: number): T | undefined {
-  for (const p of pieces) if (g >= p.off && g < p.off + p.b - p.a) return p.arr[p.a + g - p.off];
-  return undefined;
 }
