@@ -20,14 +20,14 @@ export interface Waiter {
 }
 
 /**
- * Cells a .. b-1 of arr, at index `off` of their list or run. Only a list's last piece over its
- * own array grows (`b`), while the list takes waiters; once woken, its pieces do not change.
+ * Cells a .. b-1 of arr; its index in a list is the length of the pieces before it, so a piece
+ * moves from a woken list to the next whole. Only a list's last piece over its own array grows
+ * (`b`), while the list takes waiters; once woken, its pieces do not change.
  */
 export interface Piece<T extends Waiter> {
   readonly arr: T[];
   readonly a: number;
   b: number;
-  readonly off: number;
 }
 
 /** Stretches shorter than this are copied into the list's own array rather than referenced. */
@@ -51,7 +51,7 @@ export class WaitList<T extends Waiter> {
     t.push(q);
     const last = this.pieces.length > 0 ? this.pieces[this.pieces.length - 1] : undefined;
     if (last !== undefined && last.arr === t && last.b === t.length - 1) last.b = t.length;
-    else this.pieces.push({ arr: t, a: t.length - 1, b: t.length, off: this.len });
+    else this.pieces.push({ arr: t, a: t.length - 1, b: t.length });
     this.len++;
   }
 
@@ -61,8 +61,15 @@ export class WaitList<T extends Waiter> {
       for (let c = a; c < b; c++) this.append(arr[c]);
       return;
     }
-    this.pieces.push({ arr, a, b, off: this.len });
+    this.pieces.push({ arr, a, b });
     this.len += b - a;
+  }
+
+  /** A woken list's whole piece begins to wait again (its cells in order; the piece is shared). */
+  appendPiece(p: Piece<T>): void {
+    if (p.b - p.a < COPY_BELOW) return this.appendCells(p.arr, p.a, p.b);
+    this.pieces.push(p);
+    this.len += p.b - p.a;
   }
 
   /** Index of waiter `q` in the list, or -1. */
@@ -81,7 +88,7 @@ export class WaitList<T extends Waiter> {
         q.wIdx = arr.length;
         arr.push(q);
       }
-    this.pieces = [{ arr, a: 0, b: arr.length, off: 0 }];
+    this.pieces = [{ arr, a: 0, b: arr.length }];
     this.tail = [];
   }
 
@@ -103,8 +110,9 @@ export class SlotRun<T extends Waiter> implements KeyRun {
   next = 0;
   /** The key of the member served next (the arbiter's list reads it as an entry's). */
   arbKey = 0;
-  /** Piece of member `next`. */
+  /** Piece of member `next`, and the list index of its first cell. */
   private pi = 0;
+  private piOff = 0;
   /** Members that must be served one by one (an input, a state change, the UMR QP), ascending, from `mi`. */
   readonly marks: number[] = [];
   mi = 0;
@@ -122,7 +130,7 @@ export class SlotRun<T extends Waiter> implements KeyRun {
   /** The member served next. */
   current(): T {
     const p = this.pieces[this.pi];
-    return p.arr[p.a + this.next + this.shift - p.off];
+    return p.arr[p.a + this.next + this.shift - this.piOff];
   }
 
   /** Members before `g` are served. */
@@ -131,7 +139,10 @@ export class SlotRun<T extends Waiter> implements KeyRun {
     this.arbKey = this.base + g;
     const ps = this.pieces;
     const x = g + this.shift;
-    while (this.pi < ps.length && x >= ps[this.pi].off + ps[this.pi].b - ps[this.pi].a) this.pi++;
+    while (this.pi < ps.length && x >= this.piOff + ps[this.pi].b - ps[this.pi].a) {
+      this.piOff += ps[this.pi].b - ps[this.pi].a;
+      this.pi++;
+    }
   }
 
   /** Index of waiter `q` among the members not served yet, or -1. */
@@ -143,7 +154,11 @@ export class SlotRun<T extends Waiter> implements KeyRun {
   /** Member `g` (of this run's members), or undefined past the pieces. */
   memberAt(g: number): T | undefined {
     const x = g + this.shift;
-    for (const p of this.pieces) if (x >= p.off && x < p.off + p.b - p.a) return p.arr[p.a + x - p.off];
+    let off = 0;
+    for (const p of this.pieces) {
+      if (x >= off && x < off + p.b - p.a) return p.arr[p.a + x - off];
+      off += p.b - p.a;
+    }
     return undefined;
   }
 
@@ -170,10 +185,14 @@ export class SlotRun<T extends Waiter> implements KeyRun {
 
 /** The index (from `from` on) of waiter `q` in the pieces, or -1. */
 function pieceIndex<T extends Waiter>(pieces: readonly Piece<T>[], q: T, from: number): number {
+  let off = 0;
   for (const p of pieces) {
-    if (p.arr !== q.wArr || q.wIdx < p.a || q.wIdx >= p.b) continue;
-    const g = p.off + q.wIdx - p.a;
-    if (g >= from) return g;
+    const n = p.b - p.a;
+    if (p.arr === q.wArr && q.wIdx >= p.a && q.wIdx < p.b) {
+      const g = off + q.wIdx - p.a;
+      if (g >= from) return g;
+    }
+    off += n;
   }
   return -1;
 }

@@ -559,10 +559,15 @@ export class Sq extends Module {
     const end = r.mi < r.marks.length ? r.marks[r.mi] : r.m;
     this.slotTable.noteStall(end - g);
     const sh = r.shift;
+    let off = 0;
     for (const p of r.pieces) {
-      const lo = Math.max(g + sh, p.off);
-      const hi = Math.min(end + sh, p.off + p.b - p.a);
-      if (lo < hi) this.waiters.appendCells(p.arr, p.a + lo - p.off, p.a + hi - p.off);
+      const n = p.b - p.a;
+      const lo = Math.max(g + sh, off);
+      const hi = Math.min(end + sh, off + n);
+      if (lo === off && hi === off + n) this.waiters.appendPiece(p);
+      else if (lo < hi) this.waiters.appendCells(p.arr, p.a + lo - off, p.a + hi - off);
+      off += n;
+      if (off >= end + sh) break;
     }
     r.advance(end);
     return -1;
