@@ -278,7 +278,9 @@ export class Atu extends Module {
         this.accept(free, p, p.req.pop());
         reqValid = 1;
         busy++;
-        active = true;
+        // a request that went on to the mkey cache has nothing to do next edge; untraced, the ATU
+        // need not tick just to find that (its next input wakes it, another request keeps it awake)
+        if (free.state !== CTX.MKEY_WAIT || this.sim.tracer !== null) active = true;
         break;
       }
     }
