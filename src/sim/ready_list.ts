@@ -59,6 +59,8 @@ export class ReadyList<T extends Arbitrated> {
   private ordK: number[] = [];
   private plX: T[] = [];
   private plK: number[] = [];
+  /** The live entries of a renumbering, in key order (kept between renumberings, emptied). */
+  private scratch: T[] = [];
   /** Runs with members not served yet, in key order (from runHead; earlier ones are served). */
   runs: KeyRun[] = [];
   runHead = 0;
@@ -177,7 +179,8 @@ export class ReadyList<T extends Arbitrated> {
    * in a key space at least 4x their number.
    */
   private renumber(): void {
-    const live: T[] = [];
+    const live = this.scratch;
+    let nLive = 0;
     const ox = this.ordX;
     const ok = this.ordK;
     // the placed ones (few) in key order, merged into the entered ones
@@ -186,42 +189,45 @@ export class ReadyList<T extends Arbitrated> {
       const x = this.plX[i];
       if (x.arbKey === this.plK[i] && this.byKey[this.plK[i]] === x) pl.push(x);
     }
-    pl.sort((a, b) => a.arbKey - b.arbKey);
+    if (pl.length > 1) pl.sort((a, b) => a.arbKey - b.arbKey);
     let j = 0;
     for (let i = 0; i < ox.length; i++) {
       const x = ox[i];
       if (x.arbKey !== ok[i] || this.byKey[ok[i]] !== x) continue;
-      while (j < pl.length && pl[j].arbKey < ok[i]) live.push(pl[j++]);
-      live.push(x);
+      while (j < pl.length && pl[j].arbKey < ok[i]) live[nLive++] = pl[j++];
+      live[nLive++] = x;
     }
-    while (j < pl.length) live.push(pl[j++]);
-    this.plX.length = 0;
-    this.plK.length = 0;
+    while (j < pl.length) live[nLive++] = pl[j++];
+    if (this.plX.length > 0) {
+      this.plX = [];
+      this.plK = [];
+    }
     this.dropServedRuns();
     const rs = this.runs;
     let members = 0;
     for (let r = this.runHead; r < rs.length; r++) members += rs[r].m - rs[r].next;
-    const total = live.length + members;
+    const total = nLive + members;
     let keys = this.keys;
     while (keys < 4 * total) keys *= 2;
-    for (const x of live) {
-      this.byKey[x.arbKey] = undefined;
-      if (x.arbWait === WOKEN) this.woken.delete(x.arbKey);
-      else if (x.arbWait !== 0) for (let w = 0; w < this.nWaits; w++) this.waits[w].delete(x.arbKey);
-    }
+    // every parked entry is live, so the wait sets hold live keys only: emptied at once
+    for (let i = 0; i < nLive; i++) this.byKey[live[i].arbKey] = undefined;
     if (keys !== this.keys) {
       this.keys = keys;
       this.waits = this.waits.map(() => new KeySet(keys));
       this.woken = new KeySet(keys);
       this.byKey = new Array<T | undefined>(keys).fill(undefined);
+    } else {
+      for (let w = 0; w < this.nWaits; w++) if (this.waits[w].size > 0) this.waits[w].clear();
+      if (this.woken.size > 0) this.woken.clear();
     }
-    ox.length = 0;
-    ok.length = 0;
+    // the list of keys given starts again from the live entries, in their new order (the arrays
+    // are written over in place: no new backing store)
+    let no = 0;
     // entries and runs merged in key order
     let nk = 0;
     let r = this.runHead;
-    for (let i = 0; i <= live.length; i++) {
-      const x = i < live.length ? live[i] : undefined;
+    for (let i = 0; i <= nLive; i++) {
+      const x = i < nLive ? live[i] : undefined;
       while (r < rs.length && (x === undefined || rs[r].base + rs[r].next < x.arbKey)) {
         const run = rs[r++];
         run.base = nk - run.next;
@@ -231,12 +237,15 @@ export class ReadyList<T extends Arbitrated> {
       if (x === undefined) break;
       x.arbKey = nk;
       this.byKey[nk] = x;
-      ox.push(x);
-      ok.push(nk);
+      live[i] = undefined as unknown as T;
+      ox[no] = x;
+      ok[no++] = nk;
       if (x.arbWait === WOKEN) this.woken.add(nk);
       else for (let w = 0; w < this.nWaits; w++) if ((x.arbWait & (1 << w)) !== 0) this.waits[w].add(nk);
       nk++;
     }
+    ox.length = no;
+    ok.length = no;
     this.nextKey = nk;
   }
 

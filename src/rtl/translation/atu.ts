@@ -7,6 +7,8 @@
  * stack of frames (one per indirection level); responses return on the requesting port.
  */
 import { EnumType, enumType, Fifo, Module, type Nothing, type Reg, type ReqResp, type WireOptions } from '../../sim/index.ts';
+import { BlockedStalls } from '../../sim/blocked_sleep.ts';
+import type { Counter } from '../../sim/stats.ts';
 import type { MkeyLookup, MkeyLookupResp } from './mkey_cache.ts';
 import type { MttReq, MttResp } from './mtt_cache.ts';
 import type { KlmWalkReq, KlmWalkResp } from './klm_walker.ts';
@@ -117,6 +119,8 @@ export class Atu extends Module {
   fence: AtuFence | null = null;
   /** Contexts not IDLE (so an idle ATU skips the context loop). */
   private nBusy = 0;
+  /** contexts_full_stalls, counted for the edges of a sleep with every step refused too (a request waiting: a stall an edge). */
+  private readonly ctxStalls: BlockedStalls;
   private readonly rReqValid: Reg;
   private readonly rReqKey: Reg;
   private readonly rReqVa: Reg;
@@ -130,7 +134,7 @@ export class Atu extends Module {
   private readonly sFaults;
   private readonly sLatency;
   private readonly sPeak;
-  private readonly sCtxStalls;
+  private readonly sCtxStalls: Counter;
   private readonly sSegments;
 
   constructor(parent: Module, name: string, opts: AtuOptions) {
@@ -185,7 +189,9 @@ export class Atu extends Module {
     this.sSegments = this.stats.counter('segments');
     this.sLatency = this.stats.histogram('latency_ps');
     this.sPeak = this.stats.counter('contexts_peak');
-    this.sCtxStalls = this.stats.counter('contexts_full_stalls');
+    this.ctxStalls = new BlockedStalls(opts.clock.period);
+    this.sCtxStalls = this.ctxStalls.counter;
+    this.stats.gauge('contexts_full_stalls', () => this.ctxStalls.read(this.sim.now));
     this.clockedBy(opts.clock);
   }
 
@@ -209,6 +215,7 @@ export class Atu extends Module {
   }
 
   override tick(): void {
+    if (this.ctxStalls.sleeping) this.ctxStalls.end(this.sim.now);
     // 1. responses from the pipeline, routed to their contexts
     while (this.mkc.resp.canPop()) this.onMkey(this.mkc.resp.pop());
     while (this.mtt.resp.canPop()) this.onMtt(this.mtt.resp.pop());
@@ -271,7 +278,9 @@ export class Atu extends Module {
         this.accept(free, p, p.req.pop());
         reqValid = 1;
         busy++;
-        active = true;
+        // a request that went on to the mkey cache has nothing to do next edge; untraced, the ATU
+        // need not tick just to find that (its next input wakes it, another request keeps it awake)
+        if (free.state !== CTX.MKEY_WAIT || this.sim.tracer !== null) active = true;
         break;
       }
     }
@@ -283,8 +292,40 @@ export class Atu extends Module {
       let waiting = false;
       for (let i = 0; i < this.ports.length; i++) if (this.ports[i].req.canPop()) waiting = true;
       if (!(waiting && free !== null)) this.sleep();
+    } else if (active && this.sim.tracer === null && this.allRefused()) {
+      // every context that has a step to take found its FIFO full: the edges until one frees
+      // would repeat this one (a pop of a FIFO found full wakes its producer), so sleep and
+      // count their stalls on waking. Untraced only: a traced run keeps its clock's edges.
+      let waiting = false;
+      for (let i = 0; i < this.ports.length; i++) if (this.ports[i].req.canPop()) waiting = true;
+      if (!(waiting && free !== null)) {
+        this.ctxStalls.begin(this.sim.now, waiting ? 1 : 0);
+        this.sleep();
+      }
     }
   }
+
+  /**
+   * Whether every context with a step to take (a request to the caches or the walker, or its
+   * answer) was refused by a full FIFO: nothing it holds moves until that FIFO pops.
+   */
+  private allRefused(): boolean {
+    for (let ci = 0; ci < this.ctxs.length; ci++) {
+      const c = this.ctxs[ci];
+      const st = c.state;
+      if (st === CTX.LOOKUP) {
+        if (this.mkc.req.canPush()) return false;
+      } else if (st === CTX.MTT_REQ) {
+        if (this.mtt.req.canPush()) return false;
+      } else if (st === CTX.KLM_REQ) {
+        if (this.walker.req.canPush()) return false;
+      } else if (st === CTX.RESPOND) {
+        if (c.port!.resp.canPush()) return false;
+      }
+    }
+    return true;
+  }
+
 
   private setState(c: Ctx, s: number): void {
     c.state = s;

@@ -19,12 +19,15 @@ export interface Waiter {
   wIdx: number;
 }
 
-/** Cells a .. b-1 of arr, at index `off` of their list or run. */
+/**
+ * Cells a .. b-1 of arr; its index in a list is the length of the pieces before it, so a piece
+ * moves from a woken list to the next whole. Only a list's last piece over its own array grows
+ * (`b`), while the list takes waiters; once woken, its pieces do not change.
+ */
 export interface Piece<T extends Waiter> {
   readonly arr: T[];
   readonly a: number;
-  readonly b: number;
-  readonly off: number;
+  b: number;
 }
 
 /** Stretches shorter than this are copied into the list's own array rather than referenced. */
@@ -47,8 +50,8 @@ export class WaitList<T extends Waiter> {
     q.wIdx = t.length;
     t.push(q);
     const last = this.pieces.length > 0 ? this.pieces[this.pieces.length - 1] : undefined;
-    if (last !== undefined && last.arr === t && last.b === t.length - 1) this.pieces[this.pieces.length - 1] = { arr: t, a: last.a, b: t.length, off: last.off };
-    else this.pieces.push({ arr: t, a: t.length - 1, b: t.length, off: this.len });
+    if (last !== undefined && last.arr === t && last.b === t.length - 1) last.b = t.length;
+    else this.pieces.push({ arr: t, a: t.length - 1, b: t.length });
     this.len++;
   }
 
@@ -58,8 +61,15 @@ export class WaitList<T extends Waiter> {
       for (let c = a; c < b; c++) this.append(arr[c]);
       return;
     }
-    this.pieces.push({ arr, a, b, off: this.len });
+    this.pieces.push({ arr, a, b });
     this.len += b - a;
+  }
+
+  /** A woken list's whole piece begins to wait again (its cells in order; the piece is shared). */
+  appendPiece(p: Piece<T>): void {
+    if (p.b - p.a < COPY_BELOW) return this.appendCells(p.arr, p.a, p.b);
+    this.pieces.push(p);
+    this.len += p.b - p.a;
   }
 
   /** Index of waiter `q` in the list, or -1. */
@@ -78,7 +88,7 @@ export class WaitList<T extends Waiter> {
         q.wIdx = arr.length;
         arr.push(q);
       }
-    this.pieces = [{ arr, a: 0, b: arr.length, off: 0 }];
+    this.pieces = [{ arr, a: 0, b: arr.length }];
     this.tail = [];
   }
 
@@ -100,21 +110,27 @@ export class SlotRun<T extends Waiter> implements KeyRun {
   next = 0;
   /** The key of the member served next (the arbiter's list reads it as an entry's). */
   arbKey = 0;
-  /** Piece of member `next`. */
+  /** Piece of member `next`, and the list index of its first cell. */
   private pi = 0;
+  private piOff = 0;
   /** Members that must be served one by one (an input, a state change, the UMR QP), ascending, from `mi`. */
   readonly marks: number[] = [];
   mi = 0;
 
+  /**
+   * Members 0 .. m - 1 are waiters `shift` .. `shift` + m - 1 of the woken list's pieces (shared
+   * with the list's other runs: nothing is copied per run).
+   */
   constructor(
     readonly pieces: Piece<T>[],
     readonly m: number,
+    readonly shift = 0,
   ) {}
 
   /** The member served next. */
   current(): T {
     const p = this.pieces[this.pi];
-    return p.arr[p.a + this.next - p.off];
+    return p.arr[p.a + this.next + this.shift - this.piOff];
   }
 
   /** Members before `g` are served. */
@@ -122,12 +138,28 @@ export class SlotRun<T extends Waiter> implements KeyRun {
     this.next = g;
     this.arbKey = this.base + g;
     const ps = this.pieces;
-    while (this.pi < ps.length && g >= ps[this.pi].off + ps[this.pi].b - ps[this.pi].a) this.pi++;
+    const x = g + this.shift;
+    while (this.pi < ps.length && x >= this.piOff + ps[this.pi].b - ps[this.pi].a) {
+      this.piOff += ps[this.pi].b - ps[this.pi].a;
+      this.pi++;
+    }
   }
 
   /** Index of waiter `q` among the members not served yet, or -1. */
   indexOf(q: T): number {
-    return pieceIndex(this.pieces, q, this.next);
+    const g = pieceIndex(this.pieces, q, this.next + this.shift) - this.shift;
+    return g >= this.next && g < this.m ? g : -1;
+  }
+
+  /** Member `g` (of this run's members), or undefined past the pieces. */
+  memberAt(g: number): T | undefined {
+    const x = g + this.shift;
+    let off = 0;
+    for (const p of this.pieces) {
+      if (x >= off && x < off + p.b - p.a) return p.arr[p.a + x - off];
+      off += p.b - p.a;
+    }
+    return undefined;
   }
 
   /** Member `g` is to be served one by one. */
@@ -153,21 +185,14 @@ export class SlotRun<T extends Waiter> implements KeyRun {
 
 /** The index (from `from` on) of waiter `q` in the pieces, or -1. */
 function pieceIndex<T extends Waiter>(pieces: readonly Piece<T>[], q: T, from: number): number {
+  let off = 0;
   for (const p of pieces) {
-    if (p.arr !== q.wArr || q.wIdx < p.a || q.wIdx >= p.b) continue;
-    const g = p.off + q.wIdx - p.a;
-    if (g >= from) return g;
+    const n = p.b - p.a;
+    if (p.arr === q.wArr && q.wIdx >= p.a && q.wIdx < p.b) {
+      const g = off + q.wIdx - p.a;
+      if (g >= from) return g;
+    }
+    off += n;
   }
   return -1;
-}
-
-/** Pieces `from` .. `to` - 1 of a list's or run's pieces, re-indexed from 0. */
-export function slicePieces<T extends Waiter>(pieces: readonly Piece<T>[], from: number, to: number): Piece<T>[] {
-  const out: Piece<T>[] = [];
-  for (const p of pieces) {
-    const lo = Math.max(from, p.off);
-    const hi = Math.min(to, p.off + p.b - p.a);
-    if (lo < hi) out.push({ arr: p.arr, a: p.a + lo - p.off, b: p.a + hi - p.off, off: lo - from });
-  }
-  return out;
 }

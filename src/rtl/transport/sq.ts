@@ -39,7 +39,9 @@
  */
 import { EnumType, Fifo, Module, enumType, type ReqResp, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
 import { ReadyList, type Arbitrated } from '../../sim/ready_list.ts';
-import { SlotRun, WaitList, slicePieces, type Piece, type Waiter } from './slot_waiters.ts';
+import { BlockedStalls } from '../../sim/blocked_sleep.ts';
+import type { Counter } from '../../sim/stats.ts';
+import { SlotRun, WaitList, type Piece, type Waiter } from './slot_waiters.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { CqeSyndromeEnum, type CqeJob } from '../completion/cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
@@ -236,6 +238,8 @@ export class Sq extends Module {
   /** This edge: the key of the last QP that tried to dispatch, QPs parked per wait set. */
   private lastAttempt = -1;
   private parkedEngine = 0;
+  /** engine_full_stalls, counted for the edges of a sleep with every parked QP refused too. */
+  private readonly engineStalls: BlockedStalls;
   private readonly state: Signal;
   private readonly rInflight: Reg;
   private readonly rQpn: Reg;
@@ -249,7 +253,7 @@ export class Sq extends Module {
   private readonly sFlushed;
   private readonly sErrors;
   private readonly sFetches;
-  private readonly sEngineStalls;
+  private readonly sEngineStalls: Counter;
   private readonly sMalformed;
 
   constructor(parent: Module, name: string, o: SqOptions) {
@@ -294,7 +298,9 @@ export class Sq extends Module {
     this.sFlushed = this.stats.counter('flushed');
     this.sErrors = this.stats.counter('errors');
     this.sFetches = this.stats.counter('fetch_reads');
-    this.sEngineStalls = this.stats.counter('engine_full_stalls');
+    this.engineStalls = new BlockedStalls(o.clock.period);
+    this.sEngineStalls = this.engineStalls.counter;
+    this.stats.gauge('engine_full_stalls', () => this.engineStalls.read(this.sim.now));
     this.sMalformed = this.stats.counter('malformed_wqes');
     this.sFenceStalls = this.stats.counter('fence_stalls');
     this.clockedBy(o.clock);
@@ -330,6 +336,7 @@ export class Sq extends Module {
       if (this.ready.runs.length > 0 && this.findRun(q) !== null) this.explodeRuns();
       else this.markWaiter(q);
     }
+    this.wakeIfBlocked();
     this.qps.delete(qpn);
     this.stalled.delete(qpn);
     if (q.parsePtr < q.pi) this.unparsed--;
@@ -373,7 +380,10 @@ export class Sq extends Module {
       q.dirty = true;
       this.waiterInput(q);
     }
-    if (q.arbWait !== 0) this.ready.wake(q);
+    if (q.arbWait !== 0) {
+      this.ready.wake(q);
+      this.wakeIfBlocked();
+    }
   }
 
   private activate(q: SqQp): void {
@@ -400,6 +410,7 @@ export class Sq extends Module {
   }
 
   override tick(): void {
+    if (this.engineStalls.sleeping) this.engineStalls.end(this.sim.now);
     let act = -1;
     while (this.doorbell.canPop()) {
       const d = this.doorbell.pop();
@@ -461,6 +472,28 @@ export class Sq extends Module {
     if (act >= 0) this.state.setNow(act);
     else if (used === 0) this.state.setNow(IDLE);
     if (this.nActive === 0 && rl.parked === 0) this.sleep();
+    else if (this.nActive === 0 && this.sim.tracer === null && this.allRefused()) {
+      // every parked QP waits for a resource found full, and nothing else is ready: the edges
+      // until one frees would repeat this one (a pop of a FIFO found full wakes its producer, a
+      // fetch's data arrives on a FIFO this engine drains), so sleep and count their stalls on
+      // waking. Untraced only: a traced run keeps its clock's edges.
+      this.engineStalls.begin(this.sim.now, rl.waits[ENGINE_WAIT].size);
+      this.sleep();
+    }
+  }
+
+  /** Whether no parked QP could be served next edge: none woken, each one's resource full. */
+  private allRefused(): boolean {
+    const rl = this.ready;
+    if (rl.woken.size > 0) return false;
+    if (rl.waits[ENGINE_WAIT].size > 0 && this.requester.req.canPush()) return false;
+    if (rl.waits[FETCH_WAIT].size > 0 && this.canFetch()) return false;
+    return true;
+  }
+
+  /** A parked QP changes from outside a tick: an engine asleep with every QP refused looks again next edge. */
+  private wakeIfBlocked(): void {
+    if (this.engineStalls.sleeping) this.wake();
   }
 
   /**
@@ -558,10 +591,16 @@ export class Sq extends Module {
     }
     const end = r.mi < r.marks.length ? r.marks[r.mi] : r.m;
     this.slotTable.noteStall(end - g);
+    const sh = r.shift;
+    let off = 0;
     for (const p of r.pieces) {
-      const lo = Math.max(g, p.off);
-      const hi = Math.min(end, p.off + p.b - p.a);
-      if (lo < hi) this.waiters.appendCells(p.arr, p.a + lo - p.off, p.a + hi - p.off);
+      const n = p.b - p.a;
+      const lo = Math.max(g + sh, off);
+      const hi = Math.min(end + sh, off + n);
+      if (lo === off && hi === off + n) this.waiters.appendPiece(p);
+      else if (lo < hi) this.waiters.appendCells(p.arr, p.a + lo - off, p.a + hi - off);
+      off += n;
+      if (off >= end + sh) break;
     }
     r.advance(end);
     return -1;
@@ -633,11 +672,12 @@ export class Sq extends Module {
   private addRuns(pieces: Piece<SqQp>[], from: number, to: number, marks: number[]): void {
     while (from < to) {
       const t = Math.min(to - from, this.ready.room());
-      const r = new SlotRun(slicePieces(pieces, from, from + t), t);
+      // the run's members are read from the woken list's pieces, from `from` on
+      const r = new SlotRun(pieces, t, from);
       while (marks.length > 0 && marks[0] < from + t) {
         const g = marks.shift()! - from;
         r.marks.push(g);
-        const q = r.pieces.length > 0 ? memberAt(r.pieces, g) : undefined;
+        const q = r.memberAt(g);
         if (q !== undefined) q.rMark = true;
       }
       this.ready.addRun(r);
@@ -999,10 +1039,4 @@ export class Sq extends Module {
       this.wake();
     }
   }
-}
-
-/** Member g of pieces indexed from 0. */
-function memberAt<T extends Waiter>(pieces: readonly Piece<T>[], g: number): T | undefined {
-  for (const p of pieces) if (g >= p.off && g < p.off + p.b - p.a) return p.arr[p.a + g - p.off];
-  return undefined;
 }
