@@ -858,6 +858,13 @@ export class Cmdif extends Module {
         `${Math.max(klm?.length ?? 0, xltCapacity)} KLMs exceed 2^log_max_klm_list_size = ${g.maxFastRegPageListLen}`,
       );
     }
+    // the most entries one mkey may reserve (hca_caps.ts logMaxXlt, model-private in QUERY_HCA_CAP):
+    // beyond it LIM_ERR ("limits exceeded", device.h:1483; mlx5 makes it ENOMEM, cmd.c:797) before
+    // any ICM is asked of the driver
+    const entries = Math.max(mtt?.length ?? 0, klm?.length ?? 0, xltCapacity);
+    if (entries > g.maxXltEntries) {
+      this.fail('EXCEED_LIM', 'xlt_capacity', `${entries} translation entries exceed 2^model_log_max_xlt = ${g.maxXltEntries}`);
+    }
     // the firmware's own check of ICM too: an index written behind its back (a bench) is in use
     const index = this.mkeys.alloc((i) => this.writer.readMkey(i).allocated);
     if (index < 0) this.fail('NO_RESOURCES', 'mkey_exhausted', `no free mkey index below ${hex(this.mkeys.limit)}`);
