@@ -1,5 +1,5 @@
 /** A protection domain (ibv_pd): registers memory, allocates windows and creates QPs. */
-import type { Context } from './context.ts';
+import type { Context, UObject } from './context.ts';
 import { VerbsError, checkObject, checkU32, checkU53, shown } from './verbs_error.ts';
 import { HostError } from '../rtl/memory/host_space.ts';
 import { Cq } from './cq.ts';
@@ -28,7 +28,9 @@ export class Pd {
   constructor(
     readonly ctx: Context,
     readonly pdn: number,
-  ) {}
+  ) {
+    ctx.uobjects.add(this);
+  }
 
   /**
    * ibv_reg_mr: pins the pages (their cost in simulated time) and creates an MTT mkey over
@@ -290,12 +292,14 @@ export class Pd {
 
   private track<T extends { readonly destroyed: boolean }>(o: T): T {
     this.users.add(o);
+    this.ctx.uobjects.add(o as T & UObject);
     return o;
   }
 
   /** @internal An MR, window or QP of this PD is gone: the PD no longer holds it (usecnt--). */
   untrack(o: { readonly destroyed: boolean }): void {
     this.users.delete(o);
+    this.ctx.uobjects.delete(o as UObject);
   }
 
   /**
@@ -314,13 +318,27 @@ export class Pd {
       const mws = live.filter((u) => u instanceof Mw).length;
       throw new VerbsError('EBUSY', `dealloc: the PD still has ${mrs} MR(s), ${mws} memory window(s) and ${live.length - mrs - mws} QP(s)`);
     }
+    await this.removeHw();
+  }
+
+  /**
+   * @internal DEALLOC_PD (and its DMA lkey first); also the device's removal
+   * (Context.disassociate). False (nothing done) while an MR, window or QP of it lives
+   * (uverbs_free_pd's usecnt, uverbs_std_types.c:121-131).
+   */
+  async removeHw(): Promise<boolean> {
+    if (this.destroyed) return true;
+    for (const u of this.users) if (u.destroyed) this.users.delete(u);
+    if (this.users.size > 0) return false;
     this.destroyed = true;
+    this.ctx.uobjects.delete(this);
     const ctx = this.ctx;
     if (this.dmaLkey >= 0) {
       await ctx.cmd(ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: this.dmaLkey >>> 8 }), 'dealloc');
       this.dmaLkey = -1;
     }
     await ctx.cmd(ctx.cmdq.exec({ op: 'DEALLOC_PD', pd: this.pdn }), 'dealloc');
+    return true;
   }
 
   /** The PD's local DMA lkey: a PA-mode mkey over all memory (the key of SG_GAPS KLMs). */

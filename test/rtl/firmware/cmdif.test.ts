@@ -391,6 +391,28 @@ describe('cmdif queues and QPs', () => {
     });
   });
 
+  it('DESTROY_EQ (0x302): an EQ a CQ names is RESOURCE_BUSY, an unknown one BAD_RESOURCE; destroyed, the EQ and its ICM context are forgotten and its number reused', async () => {
+    const { sim, hca, cmdif } = bench();
+    await sim.run(async () => {
+      const { eqn } = await cmdif.exec({ op: 'CREATE_EQ', size: 64 });
+      const { cqn } = await cmdif.exec({ op: 'CREATE_CQ', size: 64, eqn });
+      const busy = await rejection(cmdif.exec({ op: 'DESTROY_EQ', eqn }));
+      expect([busy.statusName, busy.opcode, busy.rule]).toEqual(['RESOURCE_BUSY', 0x302, 'eq_in_use']);
+      expect(busy.message).toMatch(/eqn 0x0 is used by cqn 0x1/);
+      expect((await rejection(cmdif.exec({ op: 'DESTROY_EQ', eqn: 7 }))).rule).toBe('eq_not_found');
+      await cmdif.exec({ op: 'DESTROY_CQ', cqn });
+      const listened: string[] = [];
+      cmdif.destroyListeners.push((what, n) => listened.push(`${what} ${n}`));
+      const ctxPages = hca.icm.pagesInUse;
+      await cmdif.exec({ op: 'DESTROY_EQ', eqn });
+      expect(listened).toEqual(['EQ 0']);
+      expect(cmdif.getEq(eqn)).toBeUndefined();
+      expect(cmdif.resourcesInUse().eqs).toBe(0);
+      expect(hca.icm.pagesInUse).toBeLessThan(ctxPages); // the EQ context's page
+      expect((await cmdif.exec({ op: 'CREATE_EQ', size: 64 })).eqn).toBe(eqn);
+    });
+  });
+
   it('DESTROY_QP (0x501), DESTROY_CQ (0x401), DEALLOC_PD (0x801): a CQ or PD a QP names is RESOURCE_BUSY; destroyed objects are forgotten; PD and CQ numbers are reused at once, QP numbers after the whole range', async () => {
     const { sim, cmdif } = bench();
     await sim.run(async () => {
