@@ -7,7 +7,7 @@ import type { Testbed } from './testbed.ts';
 import type { Hca } from '../rtl/hca.ts';
 import { FenceMode, HcaCapOpMod } from '../rtl/formats/constants.ts';
 import { UMR_FENCE_CAP, deviceAttrOf, type DeviceAttr, type HcaGeneralCaps, type HcaOdpCaps } from '../rtl/firmware/hca_caps.ts';
-import { VerbsError, checkObject, checkU32, checkU53, shown } from './verbs_error.ts';
+import { VerbsError, checkObject, checkU32, checkU53, removing, shown } from './verbs_error.ts';
 import { Pd } from './pd.ts';
 import { Cq } from './cq.ts';
 import { CmdError } from '../rtl/firmware/cmd_types.ts';
@@ -153,7 +153,7 @@ export class Context {
       const left = [...this.uobjects].filter((o) => !o.destroyed && !this.umr.owns(o));
       if (left.length === 0) return;
       let progress = false;
-      for (const o of left) if (await o.removeHw()) progress = true;
+      for (const o of left) if (await removing(o.removeHw())) progress = true;
       if (!progress) return; // nothing can go (a connect in flight): TEARDOWN_HCA drops the rest
     }
   }
@@ -166,7 +166,7 @@ export class Context {
     const eqs = comp ? [...this.compEqs.keys()].sort((a, b) => a - b).map((v) => this.compEqs.get(v)!) : this.eqSetup !== null ? [this.eqSetup] : [];
     for (const p of eqs) {
       const eq = await p.catch(() => null);
-      await eq?.destroy();
+      if (eq !== null) await removing(eq.destroy());
     }
   }
 

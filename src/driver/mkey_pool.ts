@@ -25,6 +25,7 @@
  * The work of the buckets runs one item at a time, as on mlx5's ordered work queue (mr.c:956).
  */
 import type { Context } from './context.ts';
+import { removing } from './verbs_error.ts';
 import { MS } from '../sim/time.ts';
 import type { CmdOf } from '../rtl/firmware/cmd_types.ts';
 import { MkcAccessMode, makeKey } from '../rtl/formats/constants.ts';
@@ -384,7 +385,11 @@ export class MkeyPool {
     this.stop();
     await this.wqTail.catch(() => undefined);
     await this.ctx.cmdq.drain();
-    for (const ent of this.ents) await this.destroyAll(ent.keys.splice(0));
+    const cmdq = this.ctx.cmdq;
+    for (const ent of this.ents) {
+      const done = await Promise.all(ent.keys.splice(0).map((key) => removing(this.ctx.cmd(cmdq.execBackground({ op: 'DESTROY_MKEY', index: key >>> 8 }), 'close'))));
+      for (const _ of done) this.sDestroyed.inc();
+    }
   }
 
   /** @internal A handed-out mkey that will not come back (its MR destroyed it): its entry no longer counts it. */

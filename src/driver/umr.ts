@@ -18,7 +18,7 @@ import type { Pd } from './pd.ts';
 import type { Qp } from './qp.ts';
 import type { Cq } from './cq.ts';
 import type { WorkCompletion } from './types.ts';
-import { VerbsError } from './verbs_error.ts';
+import { VerbsError, removing } from './verbs_error.ts';
 import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttListBytes } from './wqe_builder.ts';
 import { MkeyMaskBit, makeKey } from '../rtl/formats/constants.ts';
 
@@ -214,7 +214,7 @@ export class DriverUmr {
   async destroyResources(): Promise<void> {
     await this.setup?.catch(() => undefined);
     await this.recovering?.catch(() => undefined);
-    for (const o of [this.qp, this.peer, this.cq, this.pdObj]) if (o !== null) await o.removeHw();
+    for (const o of [this.qp, this.peer, this.cq, this.pdObj]) if (o !== null) await removing(o.removeHw());
   }
 
   private pdObj: Pd | null = null;

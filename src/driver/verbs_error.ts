@@ -73,3 +73,18 @@ export function checkWrId(what: string, v: unknown): void {
 export function checkBool(what: string, v: unknown): void {
   if (v !== undefined && typeof v !== 'boolean') throw new VerbsError('EINVAL', `${what} must be a boolean, got ${shown(v)}`);
 }
+
+/**
+ * A destroy at the device's removal: a refusal by the firmware (an object made by raw commands
+ * behind the driver's back still uses it) is passed over, as mlx5 only warns there
+ * (ib_dealloc_pd's WARN_ONCE, include/rdma/ib_verbs.h); TEARDOWN_HCA drops what is left.
+ * True when the object went.
+ */
+export async function removing(p: Promise<boolean | void>): Promise<boolean> {
+  try {
+    return (await p) !== false;
+  } catch (e) {
+    if (e instanceof VerbsError) return true;
+    throw e;
+  }
+}

@@ -60,7 +60,7 @@ import { CmdOpcode, EventType } from '../../rtl/formats/constants.ts';
 import { hex } from '../../rtl/formats/field.ts';
 import { driverAlloc } from './dma_pool.ts';
 import { HostError } from '../../rtl/memory/host_space.ts';
-import { VerbsError } from '../verbs_error.ts';
+import { VerbsError, removing } from '../verbs_error.ts';
 import { DriverEq } from './eq.ts';
 import { PageAlloc } from './pagealloc.ts';
 import type { Eqe } from '../../rtl/formats/eqe.ts';
@@ -229,7 +229,7 @@ export class CmdQueue {
       // destroy_async_eqs (eq.c:719-732): polling, then the command EQ (it also takes the
       // PAGE_REQUESTs here, mlx5's pages EQ: one EQ)
       this.events = false;
-      await this.cmdEq?.destroy();
+      if (this.cmdEq !== null) await removing(this.cmdEq.destroy());
       await this.post({ op: 'TEARDOWN_HCA' }, 'fg');
       const left = (await this.pageAlloc?.reclaimStartupPages()) ?? 0;
       await this.post({ op: 'DISABLE_HCA' }, 'fg');
