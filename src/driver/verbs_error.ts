@@ -1,4 +1,5 @@
 import type { WorkCompletion } from './types.ts';
+import { CmdError } from '../rtl/firmware/cmd_types.ts';
 /** The errno values a synchronous verbs failure carries (API.md "Constants and errors"). */
 export type Errno = 'EINVAL' | 'EBUSY' | 'ENOMEM' | 'EOPNOTSUPP' | 'EPERM' | 'EFAULT' | 'ETIMEDOUT' | 'EIO' | 'ENOENT';
 
@@ -84,7 +85,7 @@ export async function removing(p: Promise<boolean | void>): Promise<boolean> {
   try {
     return (await p) !== false;
   } catch (e) {
-    if (e instanceof VerbsError) return true;
+    if (e instanceof VerbsError || e instanceof CmdError) return true;
     throw e;
   }
 }

@@ -236,7 +236,10 @@ export class CmdQueue {
       return left;
     };
     const p = this.closing === null ? run() : this.closing.then(() => this.pageAlloc?.holding ?? 0);
-    this.closing ??= p.then(() => undefined);
+    this.closing ??= p.then(
+      () => undefined,
+      () => undefined, // the caller of the first close gets its failure; later ones are not left with an unhandled one
+    );
     return p;
   }
 
