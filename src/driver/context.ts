@@ -7,7 +7,7 @@ import type { Testbed } from './testbed.ts';
 import type { Hca } from '../rtl/hca.ts';
 import { FenceMode, HcaCapOpMod } from '../rtl/formats/constants.ts';
 import { UMR_FENCE_CAP, deviceAttrOf, type DeviceAttr, type HcaGeneralCaps, type HcaOdpCaps } from '../rtl/firmware/hca_caps.ts';
-import { VerbsError, checkObject, checkU32, checkU53, shown } from './verbs_error.ts';
+import { VerbsError, checkObject, checkU32, checkU53, removing, shown } from './verbs_error.ts';
 import { Pd } from './pd.ts';
 import { Cq } from './cq.ts';
 import { CmdError } from '../rtl/firmware/cmd_types.ts';
@@ -38,6 +38,13 @@ const QP_EVENTS: Partial<Record<number, AsyncEvent['type']>> = {
  */
 export const NUM_COMP_VECTORS = 8;
 
+/** A verbs object a context made (a uverbs uobject): PDs, CQs, QPs, MRs, windows. */
+export interface UObject {
+  readonly destroyed: boolean;
+  /** Destroys it by its command; false (nothing done) while it is still in use. */
+  removeHw(): Promise<boolean>;
+}
+
 /** Each adapter's UMR QP and MR cache (made with its first context, as at mlx5_ib's load). */
 const deviceState = new WeakMap<Hca, { umr: DriverUmr; pool: MkeyPool }>();
 
@@ -56,6 +63,18 @@ export class Context {
    * with EIO naming it, instead of waiting for what was lost.
    */
   fatal: string | null = null;
+  /**
+   * @internal Set only by the device's own error (an EQ overran), not by a removal: the driver's
+   * kernel objects (the UMR QP's CQ) keep working while the device is removed, as mlx5_ib's do.
+   */
+  hwFatal: string | null = null;
+  /**
+   * @internal The verbs objects made here (the ufile's uobjects list), each with its creation
+   * number; MRs are not in it but carry theirs (`Mr.useq`) and are found through their PDs.
+   */
+  readonly uobjects = new Map<UObject, number>();
+  /** @internal The next creation number of a verbs object. */
+  nextUseq = 0;
   /** Live CQs by number (the EQ handler finds a COMP event's CQ). */
   readonly cqs = new Map<number, Cq>();
   /** Live QPs by number (the ODP fault handler reads a faulting WQE from its queue). */
@@ -109,7 +128,10 @@ export class Context {
     // mlx5_core's health poll finds the fatal syndrome and enters the error state
     // (mlx5_enter_error_state); mlx5_ib tells every context IB_EVENT_DEVICE_FATAL. Here the
     // driver hears of it an interrupt's latency after the overrun.
-    hca.msix.onFatal((what) => tb.sim.after(hca.cfg.interruptPs, { fire: () => this.enterError(what) }));
+    hca.msix.onFatal((what) => tb.sim.after(hca.cfg.interruptPs, { fire: () => {
+      this.hwFatal ??= what;
+      this.enterError(what);
+    } }));
   }
 
   /**
@@ -120,6 +142,45 @@ export class Context {
   removed(): void {
     this.pool.stop();
     this.enterError('the device was closed (tb.closeDevice)');
+  }
+
+  /**
+   * @internal The device's removal, for this context (ib_uverbs_remove_one ->
+   * uverbs_destroy_ufile_hw, rdma_core.c:880-941): every verbs object it made goes by its own
+   * destroy command, newest first; one still in use (a PD with MRs, windows or QPs, a CQ with QPs,
+   * an MR with bound windows: uverbs_std_types.c:127, verbs.c:2201) waits for the next pass,
+   * until none is left. The adapter's own objects (the UMR QP, its CQ and PD) stay for
+   * mlx5r_umr_resource_cleanup (DriverUmr.destroyResources). Objects made behind the driver's
+   * back (raw commands) are left to TEARDOWN_HCA.
+   */
+  async disassociate(): Promise<void> {
+    for (;;) {
+      // newest first: alloc_commit_idr_uobject puts each uobject at the head of the list
+      // (rdma_core.c:651) and __uverbs_cleanup_ufile walks it from the head (rdma_core.c:896)
+      const all: [UObject, number][] = [];
+      for (const [o, seq] of this.uobjects) {
+        all.push([o, seq]);
+        if (o instanceof Pd) for (const mr of o.liveMrs) all.push([mr, mr.useq]);
+      }
+      all.sort((a, b) => b[1] - a[1]);
+      const left = all.map((e) => e[0]).filter((o) => !o.destroyed && !this.umr.owns(o));
+      if (left.length === 0) return;
+      let progress = false;
+      for (const o of left) if (await removing(o.removeHw())) progress = true;
+      if (!progress) return; // nothing can go (a connect in flight): TEARDOWN_HCA drops the rest
+    }
+  }
+
+  /**
+   * @internal mlx5_eq_table_destroy (eq.c:1227-1237): the completion EQs (`comp`, by vector), or
+   * the event EQ (destroy_async_eqs' async EQ, eq.c:725), each by DESTROY_EQ.
+   */
+  async destroyEqs(comp: boolean): Promise<void> {
+    const eqs = comp ? [...this.compEqs.keys()].sort((a, b) => a - b).map((v) => this.compEqs.get(v)!) : this.eqSetup !== null ? [this.eqSetup] : [];
+    for (const p of eqs) {
+      const eq = await p.catch(() => null);
+      if (eq !== null) await removing(eq.destroy());
+    }
   }
 
   /** The device is in error: DEVICE_FATAL to the application, and every wait looks again. */
@@ -294,6 +355,7 @@ export class Context {
     }
     const cq = new Cq(this, cqn, size, buf, dbr, channel ?? null);
     this.cqs.set(cqn, cq);
+    this.uobjects.set(cq, this.nextUseq++);
     return cq;
   }
 

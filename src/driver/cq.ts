@@ -29,6 +29,8 @@ export class Cq {
   readonly qps = new Map<number, Qp>();
   /** Set by destroy: every later call is EINVAL. */
   destroyed = false;
+  /** @internal The driver's own CQ (the UMR QP's): a removal of the device does not fail its waits, only the device's error does. */
+  kernel = false;
   /** The CQ buffer, for inspection: virtual address, CQEs, stride (as `qp.sq`). */
   readonly buf: { addr: number; cqeCnt: number; stride: number };
   /**
@@ -141,13 +143,26 @@ export class Cq {
     if (unacked > 0) {
       throw new VerbsError('EBUSY', `destroy: ${unacked} completion event(s) returned by getCqEvent are not acknowledged (ackEvents(${unacked}) first; libibverbs would block here)`);
     }
+    await this.removeHw();
+  }
+
+  /**
+   * @internal DESTROY_CQ; also the device's removal (Context.disassociate), where events not
+   * acknowledged go with the CQ. False (nothing done) while a live QP uses it (ib_destroy_cq_user's
+   * usecnt, verbs.c:2201-2202).
+   */
+  async removeHw(): Promise<boolean> {
+    if (this.destroyed) return true;
+    if ([...this.qps.values()].some((q) => !q.destroyed)) return false;
     this.channel?.forget(this);
     this.destroyed = true;
     this.ctx.cqs.delete(this.cqn);
+    this.ctx.uobjects.delete(this);
     await this.ctx.cmd(this.ctx.cmdq.exec({ op: 'DESTROY_CQ', cqn: this.cqn }), 'destroy');
     // the device forgot the CQ: its ring and doorbell record serve the next queue
     this.ctx.dma.release(this.bufMem);
     this.ctx.dma.release(this.dbrMem);
+    return true;
   }
 
   /** ibv_poll_cq: up to `n` completions that are there now (no simulated time passes). */
@@ -196,7 +211,7 @@ export class Cq {
     for (;;) {
       out.push(...this.poll(n - out.length));
       if (out.length >= n) return out;
-      const fatal = this.ctx.fatal;
+      const fatal = this.kernel ? this.ctx.hwFatal : this.ctx.fatal;
       if (fatal !== null) {
         // the device is in error (an EQ overran): completions that need a lost event (a page
         // fault's) would never come, so the wait ends here instead of hanging; what was polled

@@ -25,6 +25,7 @@
  * The work of the buckets runs one item at a time, as on mlx5's ordered work queue (mr.c:956).
  */
 import type { Context } from './context.ts';
+import { removing } from './verbs_error.ts';
 import { MS } from '../sim/time.ts';
 import type { CmdOf } from '../rtl/firmware/cmd_types.ts';
 import { MkcAccessMode, makeKey } from '../rtl/formats/constants.ts';
@@ -391,11 +392,38 @@ export class MkeyPool {
 
   /**
    * The device is going away: no work starts from now on (mr.c:1011-1021 mlx5_mkey_cache_cleanup
-   * disables every entry and cancels its work). The cache's mkeys are left to TEARDOWN_HCA, which
-   * drops every object (a shortcut: mlx5 destroys them one by one first, mr.c:1027).
+   * disables every entry and cancels its work); `cleanup` destroys the mkeys once the user MRs are gone.
    */
   stop(): void {
     this.stopped = true;
+  }
+
+  /**
+   * mlx5_mkey_cache_cleanup (mr.c:998-1027), at the device's removal, after every user MR has
+   * gone (and stored its mkey here): entries disabled (stop), the work and the fills in flight
+   * finished (flush_workqueue, mlx5_cmd_cleanup_async_ctx), then every free mkey destroyed, entry
+   * by entry from the smallest (mlx5r_destroy_cache_entries, mr.c:925-940; clean_keys, mr.c:534-547).
+   * clean_keys sends one DESTROY_MKEY at a time; here they go together in the background lane
+   * (a choice: the same commands, in less simulated time).
+   */
+  async cleanup(): Promise<void> {
+    this.stop();
+    await this.wqTail.catch(() => undefined);
+    await this.ctx.cmdq.drain();
+    const cmdq = this.ctx.cmdq;
+    for (const ent of this.ents) {
+      const done = await Promise.all(ent.keys.splice(0).map((key) => removing(this.ctx.cmd(cmdq.execBackground({ op: 'DESTROY_MKEY', index: key >>> 8 }), 'close'))));
+      for (const _ of done) this.sDestroyed.inc();
+    }
+  }
+
+  /** @internal A handed-out mkey that will not come back (its MR destroyed it): its entry no longer counts it. */
+  forget(key: number): void {
+    const index = key >>> 8;
+    const id = index < this.out.length ? this.out[index] : 0;
+    if (id === 0) return;
+    this.byId[id - 1].inUse--;
+    this.out[index] = 0;
   }
 
   /** someone_adding (mr.c:479-498): some bucket is below its limit. */

@@ -111,6 +111,8 @@ export class Mr {
   destroyed = false;
   /** @internal Its place in its PD's list of MRs (-1: not listed). */
   pdSlot = -1;
+  /** @internal Its creation number among the context's verbs objects (Context.uobjects). */
+  useq = 0;
   /**
    * A REG_MR posted for this MR granted REMOTE_ATOMIC (sticky): every later REG_MR puts A in
    * the mkey mask so a registration without it clears the right (RegMrWqeParams.clearAtomic).
@@ -326,14 +328,31 @@ export class Mr {
   async dereg(): Promise<void> {
     this.checkAlive('dereg');
     this.pd.ctx.tb.checkInRun('dereg');
+    if (!(await this.removeHw(false))) throw new VerbsError('EBUSY', 'dereg: memory windows are still bound to the MR');
+  }
+
+  /**
+   * @internal The MR goes: false (nothing done) while windows are bound to it. `removing`: the
+   * device's removal (Context.disassociate), where a revoke that fails (the device in error)
+   * destroys the mkey instead, as mlx5r_handle_mkey_cleanup does (mr.c:2096-2125).
+   */
+  async removeHw(removing = true): Promise<boolean> {
+    if (this.destroyed) return true;
     const ctx = this.pd.ctx;
-    if (readMkey(ctx.hca, this.index).mwCount > 0) throw new VerbsError('EBUSY', 'dereg: memory windows are still bound to the MR');
+    if (readMkey(ctx.hca, this.index).mwCount > 0) return false;
     this.destroyed = true;
     this.pd.untrack(this);
     const odp = this.odp !== null ? await ctx.odp.unregister(this) : [];
     try {
-      if (this.poolBucket > 0) await ctx.pool.revoke(this.deviceKey, this.poolBucket);
-      else await ctx.cmd(ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
+      if (this.poolBucket > 0) {
+        try {
+          await ctx.pool.revoke(this.deviceKey, this.poolBucket);
+        } catch (e) {
+          if (!removing || !(e instanceof VerbsError)) throw e;
+          ctx.pool.forget(this.deviceKey);
+          await ctx.cmd(ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
+        }
+      } else await ctx.cmd(ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dereg');
     } finally {
       if (this.odp !== null) ctx.odp.mkeyDestroyed(this); // an invalidation waiting for it frees its frames
     }
@@ -343,6 +362,7 @@ export class Mr {
     this.releasePins();
     for (const o of odp) ctx.odp.unpinMapped(o);
     this.released = Promise.resolve();
+    return true;
   }
 
   /**

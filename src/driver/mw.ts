@@ -26,9 +26,16 @@ export class Mw {
   async dealloc(): Promise<void> {
     this.checkAlive('dealloc');
     this.pd.ctx.tb.checkInRun('dealloc');
+    await this.removeHw();
+  }
+
+  /** @internal DESTROY_MKEY; also the device's removal (Context.disassociate). True: gone. */
+  async removeHw(): Promise<boolean> {
+    if (this.destroyed) return true;
     this.destroyed = true;
     this.pd.untrack(this);
     const ctx = this.pd.ctx;
     await ctx.cmd(ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: this.index }), 'dealloc');
+    return true;
   }
 }

@@ -1,5 +1,5 @@
 /** A protection domain (ibv_pd): registers memory, allocates windows and creates QPs. */
-import type { Context } from './context.ts';
+import type { Context, UObject } from './context.ts';
 import { VerbsError, checkObject, checkU32, checkU53, shown } from './verbs_error.ts';
 import { HostError } from '../rtl/memory/host_space.ts';
 import { Cq } from './cq.ts';
@@ -30,10 +30,17 @@ export class Pd {
    */
   private readonly mrs: Mr[] = [];
 
+  /** @internal The PD's live MRs (the device's removal destroys them with the other objects). */
+  get liveMrs(): readonly Mr[] {
+    return this.mrs;
+  }
+
   constructor(
     readonly ctx: Context,
     readonly pdn: number,
-  ) {}
+  ) {
+    ctx.uobjects.set(this, ctx.nextUseq++);
+  }
 
   /**
    * ibv_reg_mr: pins the pages (their cost in simulated time) and creates an MTT mkey over
@@ -298,15 +305,24 @@ export class Pd {
       if (o.pdSlot < 0) {
         o.pdSlot = this.mrs.length;
         this.mrs.push(o);
+        // its place in the ufile's list (an MR is not in ctx.uobjects: a Map entry per MR is
+        // heap a million MRs cannot spare)
+        o.useq = this.ctx.nextUseq++;
       }
-    } else this.users.add(o);
+    } else {
+      this.users.add(o);
+      this.ctx.uobjects.set(o as T & UObject, this.ctx.nextUseq++);
+    }
     return o;
   }
 
   /** @internal An MR, window or QP of this PD is gone: the PD no longer holds it (usecnt--). */
   untrack(o: { readonly destroyed: boolean }): void {
     if (o instanceof Mr) this.dropMr(o);
-    else this.users.delete(o);
+    else {
+      this.users.delete(o);
+      this.ctx.uobjects.delete(o as UObject);
+    }
   }
 
   /** @internal MRs, windows and QPs the PD holds now (its usecnt; destroyed ones left at once). */
@@ -341,13 +357,28 @@ export class Pd {
       const mws = live.filter((u) => u instanceof Mw).length;
       throw new VerbsError('EBUSY', `dealloc: the PD still has ${this.mrs.length} MR(s), ${mws} memory window(s) and ${live.length - mws} QP(s)`);
     }
+    await this.removeHw();
+  }
+
+  /**
+   * @internal DEALLOC_PD (and its DMA lkey first); also the device's removal
+   * (Context.disassociate). False (nothing done) while an MR, window or QP of it lives
+   * (uverbs_free_pd's usecnt, uverbs_std_types.c:121-131).
+   */
+  async removeHw(): Promise<boolean> {
+    if (this.destroyed) return true;
+    for (const u of this.users) if (u.destroyed) this.users.delete(u);
+    for (let i = this.mrs.length - 1; i >= 0; i--) if (i < this.mrs.length && this.mrs[i].destroyed) this.dropMr(this.mrs[i]);
+    if (this.users.size > 0 || this.mrs.length > 0) return false;
     this.destroyed = true;
+    this.ctx.uobjects.delete(this);
     const ctx = this.ctx;
     if (this.dmaLkey >= 0) {
       await ctx.cmd(ctx.cmdq.exec({ op: 'DESTROY_MKEY', index: this.dmaLkey >>> 8 }), 'dealloc');
       this.dmaLkey = -1;
     }
     await ctx.cmd(ctx.cmdq.exec({ op: 'DEALLOC_PD', pd: this.pdn }), 'dealloc');
+    return true;
   }
 
   /** The PD's local DMA lkey: a PA-mode mkey over all memory (the key of SG_GAPS KLMs). */

@@ -427,6 +427,13 @@ export class Qp {
     this.checkAlive('destroy');
     this.pd.ctx.tb.checkInRun('destroy');
     if (this.connecting) throw new VerbsError('EBUSY', 'destroy: a connect of this QP is in progress (await it first)');
+    await this.removeHw();
+  }
+
+  /** @internal DESTROY_QP; also the device's removal (Context.disassociate). False (nothing done) while a connect is in progress. */
+  async removeHw(): Promise<boolean> {
+    if (this.destroyed) return true;
+    if (this.connecting) return false;
     this.destroyed = true;
     this.pd.ctx.qps.delete(this.qpNum);
     this.attr.sendCq.qps.delete(this.qpNum);
@@ -442,6 +449,7 @@ export class Qp {
     this.descFree.length = 0;
     this.sendWrId.fill(0);
     this.recvRecs.clear();
+    return true;
   }
 
   private postOne(w: SendWr, fromBindVerb = false): void {

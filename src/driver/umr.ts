@@ -18,7 +18,7 @@ import type { Pd } from './pd.ts';
 import type { Qp } from './qp.ts';
 import type { Cq } from './cq.ts';
 import type { WorkCompletion } from './types.ts';
-import { VerbsError } from './verbs_error.ts';
+import { VerbsError, removing } from './verbs_error.ts';
 import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttListBytes, type RegMrWqeParams } from './wqe_builder.ts';
 import { MkeyMaskBit, makeKey } from '../rtl/formats/constants.ts';
 
@@ -202,6 +202,21 @@ export class DriverUmr {
     })();
   }
 
+  /** @internal The UMR QP's objects (not the application's: a context's removal leaves them). */
+  owns(o: unknown): boolean {
+    return o !== null && (o === this.qp || o === this.peer || o === this.cq || o === this.pdObj);
+  }
+
+  /**
+   * @internal mlx5r_umr_resource_cleanup (umr.c:202-210): the UMR QP, then its CQ; then
+   * mlx5r_umr_cleanup (umr.c:228-235): the PD. After the MR cache's cleanup, which needs the PD.
+   */
+  async destroyResources(): Promise<void> {
+    await this.setup?.catch(() => undefined);
+    await this.recovering?.catch(() => undefined);
+    for (const o of [this.qp, this.peer, this.cq, this.pdObj]) if (o !== null) await removing(o.removeHw());
+  }
+
   private pdObj: Pd | null = null;
   /** The driver's own PD (the UMR QP's, and the MR cache's free mkeys'). */
   async pd(): Promise<Pd> {
@@ -223,7 +238,10 @@ export class DriverUmr {
     if (!this.setup) {
       this.setup = (async () => {
         const pd = await this.pd();
-        if (!again) this.cq = await this.ctx.createCq(Math.max(128, this.maxInFlight));
+        if (!again) {
+          this.cq = await this.ctx.createCq(Math.max(128, this.maxInFlight));
+          this.cq.kernel = true;
+        }
         const cq = this.cq!;
         const a = await pd.createQp({ sendCq: cq, recvCq: cq, maxSendWr: this.maxInFlight, maxRecvWr: 1 }, true);
         const b = await pd.createQp({ sendCq: cq, recvCq: cq, maxSendWr: 1, maxRecvWr: 1 });

@@ -1,4 +1,5 @@
 import type { WorkCompletion } from './types.ts';
+import { CmdError } from '../rtl/firmware/cmd_types.ts';
 /** The errno values a synchronous verbs failure carries (API.md "Constants and errors"). */
 export type Errno = 'EINVAL' | 'EBUSY' | 'ENOMEM' | 'EOPNOTSUPP' | 'EPERM' | 'EFAULT' | 'ETIMEDOUT' | 'EIO' | 'ENOENT';
 
@@ -72,4 +73,19 @@ export function checkWrId(what: string, v: unknown): void {
 /** An optional boolean option: undefined or a boolean, never a truthy coercion. */
 export function checkBool(what: string, v: unknown): void {
   if (v !== undefined && typeof v !== 'boolean') throw new VerbsError('EINVAL', `${what} must be a boolean, got ${shown(v)}`);
+}
+
+/**
+ * A destroy at the device's removal: a refusal by the firmware (an object made by raw commands
+ * behind the driver's back still uses it) is passed over, as mlx5 only warns there
+ * (ib_dealloc_pd's WARN_ONCE, include/rdma/ib_verbs.h); TEARDOWN_HCA drops what is left.
+ * True when the object went.
+ */
+export async function removing(p: Promise<boolean | void>): Promise<boolean> {
+  try {
+    return (await p) !== false;
+  } catch (e) {
+    if (e instanceof VerbsError || e instanceof CmdError) return true;
+    throw e;
+  }
 }

@@ -305,9 +305,10 @@ export class Hca extends Module {
         }
       },
     };
-    // DESTROY_QP / DESTROY_CQ: the engines forget the object's queue state at once
+    // DESTROY_QP / DESTROY_CQ / DESTROY_EQ: the engines forget the object's queue state at once
     this.cmdif.destroyListeners.push((what, num) => {
       if (what === 'CQ') return this.cqWriter.forgetCq(num);
+      if (what === 'EQ') return this.eqWriter.forgetEq(num);
       this.sq.forgetQp(num);
       this.pagefault.forgetQp(num);
       this.requester.forgetQp(num);

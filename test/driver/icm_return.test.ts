@@ -63,9 +63,12 @@ describe('ICM pages returned', () => {
       for (const pa of held) expect(hca.mem.firstUnowned(pa, 4096)).toBe(-1);
       log.length = 0;
       expect(await tb.closeDevice(0)).toBe(0);
-      // the MR cache's fills in flight end first; then mlx5_function_teardown's order: TEARDOWN_HCA, the reclaim, DISABLE_HCA
+      // the MR cache's fills in flight end first, the driver destroys its objects and EQs
+      // (close_device.test.ts), then mlx5_function_teardown's order: TEARDOWN_HCA, the reclaim, DISABLE_HCA
       const end = log.slice(log.indexOf('TEARDOWN_HCA'));
-      expect(log.slice(0, log.indexOf('TEARDOWN_HCA')).every((op) => op === 'CREATE_MKEY' || op === 'MANAGE_PAGES')).toBe(true);
+      const ops = new Set(['CREATE_MKEY', 'MANAGE_PAGES', 'DESTROY_MKEY', 'DESTROY_QP', 'DESTROY_CQ', 'DEALLOC_PD', 'DESTROY_EQ']);
+      expect(log.slice(0, log.indexOf('TEARDOWN_HCA')).filter((op) => !ops.has(op))).toEqual([]);
+      expect(log[log.indexOf('TEARDOWN_HCA') - 1]).toBe('DESTROY_EQ');
       expect(end.at(-1)).toBe('DISABLE_HCA');
       expect(end.slice(1, -1).every((op) => op === 'MANAGE_PAGES')).toBe(true);
       const st = tb.stats()['tb.hca0.pages'];

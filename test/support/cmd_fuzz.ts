@@ -12,7 +12,9 @@
  *
  * A well-formed TEARDOWN_HCA (profile 0) is never posted raw: it ends the adapter's life behind
  * the driver's back, after which no data moves, as on real hardware; its profile is made one
- * that is not modelled (BAD_PARAM) instead, and the close exercises the real one.
+ * that is not modelled (BAD_PARAM) instead, and the close exercises the real one. Likewise a
+ * DESTROY_EQ never names the command EQ (eqn 0): without it no command completes, and the driver
+ * waits for ever (mlx5 too, until its 60 s command timeout, lib/tout.c:17); the close destroys it.
  */
 import fc from 'fast-check';
 import { Access, Testbed } from '../../src/index.ts';
@@ -103,8 +105,15 @@ const BASE: Record<string, Record<string, unknown>> = {
   MANAGE_PAGES: { opMod: 2, numEntries: 4 },
 };
 
-/** A TEARDOWN_HCA whose profile would be the graceful close gets a profile not modelled (see the file comment). */
+/**
+ * A TEARDOWN_HCA whose profile would be the graceful close gets a profile not modelled, and a
+ * DESTROY_EQ that could name the command EQ (eqn 0) names an EQ that does not exist (see the file comment).
+ */
 function harmless(c: FuzzCmd): FuzzCmd {
+  if (c.op === 'DESTROY_EQ') {
+    const e = c.fields.eqn;
+    return typeof e === 'number' && Number.isInteger(e) && e >= 1 && e <= 0xff ? c : { ...c, fields: { ...c.fields, eqn: 0xff } };
+  }
   if (c.op !== 'TEARDOWN_HCA') return c;
   const p = c.fields.profile;
   return p === undefined || p === 0 || p === -0 || p === null || p === false || (typeof p === 'number' && !(p >= 1 && p < 2 ** 16)) ? { ...c, fields: { ...c.fields, profile: 1 } } : c;

@@ -18,9 +18,10 @@
  * through (mlx5's `mlx5_cmd_exec_cb`, asynchronous commands): entries of their own
  * (formats/cmd_layout.ts CMD_BG_FIRST), so they never wait behind the caller's commands.
  *
- * `close` is mlx5_core's unload of the device (main.c:1586-1610 mlx5_uninit_one): the command
- * EQ given up for polling (eq.c:719-732 destroy_async_eqs, after every command in flight has
- * finished), TEARDOWN_HCA (main.c:1281 mlx5_function_close), every page reclaimed, DISABLE_HCA
+ * `close` is mlx5_core's unload of the device (main.c:1538-1567 mlx5_uninit_one), after the
+ * verbs part destroyed its objects and EQs (tb.closeDevice): the command EQ given up for polling
+ * and destroyed (eq.c:719-732 destroy_async_eqs, after every command in flight has finished),
+ * TEARDOWN_HCA (main.c:1281 mlx5_function_close), every page reclaimed, DISABLE_HCA
  * (main.c:1233 mlx5_function_disable), and the queue closed: a later command is VerbsError EIO.
  */
 import type { Hca } from '../../rtl/hca.ts';
@@ -59,7 +60,7 @@ import { CmdOpcode, EventType } from '../../rtl/formats/constants.ts';
 import { hex } from '../../rtl/formats/field.ts';
 import { driverAlloc } from './dma_pool.ts';
 import { HostError } from '../../rtl/memory/host_space.ts';
-import { VerbsError } from '../verbs_error.ts';
+import { VerbsError, removing } from '../verbs_error.ts';
 import { DriverEq } from './eq.ts';
 import { PageAlloc } from './pagealloc.ts';
 import type { Eqe } from '../../rtl/formats/eqe.ts';
@@ -142,6 +143,13 @@ export class CmdQueue {
   private closing: Promise<void> | null = null;
   /** Told when pending drops to 0 (close waits for the commands in flight). */
   private idleWaiters: (() => void)[] = [];
+  /** The command EQ (null before start-up). */
+  private cmdEq: DriverEq | null = null;
+
+  /** @internal Resolves once no command is in flight (every lane). */
+  async drain(): Promise<void> {
+    while (this.pending > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
 
   /**
    * @internal An entry of the ordinary lane kept out of the driver's use until `releaseEntry`:
@@ -220,15 +228,21 @@ export class CmdQueue {
       if (this.up === null) return 0;
       await this.up;
       // mlx5_cmd_use_polling takes every entry (cmd.c mlx5_cmd_change_mod): the commands in flight end first
-      while (this.pending > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+      await this.drain();
+      // destroy_async_eqs (eq.c:719-732): polling, then the command EQ (it also takes the
+      // PAGE_REQUESTs here, mlx5's pages EQ: one EQ)
       this.events = false;
+      if (this.cmdEq !== null) await removing(this.cmdEq.destroy());
       await this.post({ op: 'TEARDOWN_HCA' }, 'fg');
       const left = (await this.pageAlloc?.reclaimStartupPages()) ?? 0;
       await this.post({ op: 'DISABLE_HCA' }, 'fg');
       return left;
     };
     const p = this.closing === null ? run() : this.closing.then(() => this.pageAlloc?.holding ?? 0);
-    this.closing ??= p.then(() => undefined);
+    this.closing ??= p.then(
+      () => undefined,
+      () => undefined, // the caller of the first close gets its failure; later ones are not left with an unhandled one
+    );
     return p;
   }
 
@@ -272,7 +286,7 @@ export class CmdQueue {
       // eq.c create_async_eqs: the command EQ first, created in polling mode; it also takes the
       // PAGE_REQUEST events (mlx5 puts them on the async EQ, created next: one EQ here)
       const dev = { hca: this.hca, tb: { sim: this.sim }, cmdq: { exec }, cmd: <T>(p: Promise<T>) => p };
-      await DriverEq.create(dev, CMD_EQ_SIZE, (1 << EventType.CMD) | (1 << EventType.PAGE_REQUEST), (e) => this.onEqe(e));
+      this.cmdEq = await DriverEq.create(dev, CMD_EQ_SIZE, (1 << EventType.CMD) | (1 << EventType.PAGE_REQUEST), (e) => this.onEqe(e));
       this.events = true;
     })();
     return this.up;

@@ -70,6 +70,19 @@ export class DriverEq {
     return eq;
   }
 
+  /**
+   * DESTROY_EQ (eq.c:719-732 cleanup_async_eq, eq.c:1227-1237 mlx5_eq_table_destroy): the device
+   * forgets the EQ; its handler stays registered (an interrupt of a destroyed EQ finds nothing
+   * software owns) and its ring stays pinned, as the ring was never freed here.
+   */
+  async destroy(): Promise<void> {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    await this.ctx.cmd(this.ctx.cmdq.exec({ op: 'DESTROY_EQ', eqn: this.eqn }), 'destroy EQ');
+  }
+
+  private destroyed = false;
+
   /** Writes the consumer index to the EQ doorbell, arming the EQ for its next EQE. */
   private arm(): void {
     this.ctx.hca.uar.ringEq(UAR_EQ_ARM, ((this.ci & 0xffffff) | (this.eqn << 24)) >>> 0);

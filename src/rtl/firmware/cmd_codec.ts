@@ -360,6 +360,7 @@ function encodeHcaCap(out: CmdOutputs['QUERY_HCA_CAP']): Uint8Array {
       model_mw_type1: flag(g.memWindowType1),
       model_mw_type2a: flag(g.memWindowType2A),
       model_sg_gaps: flag(g.sgGaps),
+      model_log_max_xlt: g.logMaxXlt,
       model_max_mr: g.maxMr,
       model_max_mw: g.maxMw,
     });
@@ -378,6 +379,7 @@ function decodeGeneralCaps(v: DataView, at: number): HcaGeneralCaps {
   return {
     logMaxMkey: c.log_max_mkey,
     logMaxKlmListSize: c.log_max_klm_list_size,
+    logMaxXlt: c.model_log_max_xlt,
     logMaxPd: c.log_max_pd,
     logMaxQp: c.log_max_qp,
     logMaxQpSz: c.log_max_qp_sz,
@@ -398,6 +400,7 @@ function decodeGeneralCaps(v: DataView, at: number): HcaGeneralCaps {
     maxMr: c.model_max_mr,
     maxMw: c.model_max_mw,
     maxFastRegPageListLen: 2 ** c.log_max_klm_list_size,
+    maxXltEntries: 2 ** c.model_log_max_xlt,
     maxPd: 2 ** c.log_max_pd,
     maxQp: 2 ** c.log_max_qp,
     maxQpWr: 2 ** c.log_max_qp_sz,

@@ -270,7 +270,7 @@ export class Cmdif extends Module {
    * Told when DESTROY_QP / DESTROY_CQ executes, so the engines forget the object's queue state
    * (its number may be handed out again). The adapter registers its engines here.
    */
-  readonly destroyListeners: ((what: 'QP' | 'CQ', num: number) => void)[] = [];
+  readonly destroyListeners: ((what: 'QP' | 'CQ' | 'EQ', num: number) => void)[] = [];
   private readonly perOp = new Map<string, Counter>();
   private readonly sErrors: Counter;
   private readonly sLatency: Histogram;
@@ -629,6 +629,8 @@ export class Cmdif extends Module {
         return this.createCq(cmd);
       case 'DESTROY_CQ':
         return this.destroyCq(cmd);
+      case 'DESTROY_EQ':
+        return this.destroyEq(cmd);
       case 'CREATE_QP':
         return this.createQp(cmd);
       case 'DESTROY_QP':
@@ -694,7 +696,8 @@ export class Cmdif extends Module {
 
   /**
    * TEARDOWN_HCA (graceful close, fw.c:307 mlx5_cmd_teardown_hca): the firmware drops every object
-   * the driver left (mlx5 destroys them all first; here a QP or an MR still live goes too), frees
+   * the driver left (the driver destroys all of its own first, as mlx5 does; objects made by raw
+   * commands behind its back still go here), frees
    * all of ICM into its page pool, and asks for no page from now on: the driver reclaims them.
    */
   private teardownHca(c: CmdInputs['TEARDOWN_HCA']): CmdOutputs['TEARDOWN_HCA'] {
@@ -713,6 +716,7 @@ export class Cmdif extends Module {
     for (const eqn of [...this.eqs.keys()]) {
       this.eqs.delete(eqn);
       this.eqns.release(eqn);
+      for (const l of this.destroyListeners) l('EQ', eqn);
     }
     for (const index of this.mkeys.liveNumbers()) {
       if (this.writer.readMkey(index).allocated) this.writer.destroyMkey(index);
@@ -861,6 +865,13 @@ export class Cmdif extends Module {
         `${Math.max(klm?.length ?? 0, xltCapacity)} KLMs exceed 2^log_max_klm_list_size = ${g.maxFastRegPageListLen}`,
       );
     }
+    // the most entries one mkey may reserve (hca_caps.ts logMaxXlt, model-private in QUERY_HCA_CAP):
+    // beyond it LIM_ERR ("limits exceeded", device.h:1483; mlx5 makes it ENOMEM, cmd.c:797) before
+    // any ICM is asked of the driver
+    const entries = Math.max(mtt?.length ?? 0, klm?.length ?? 0, xltCapacity);
+    if (entries > g.maxXltEntries) {
+      this.fail('EXCEED_LIM', 'xlt_capacity', `${entries} translation entries exceed 2^model_log_max_xlt = ${g.maxXltEntries}`);
+    }
     // the firmware's own check of ICM too: an index written behind its back (a bench) is in use
     const index = this.mkeys.alloc(this.mkeyAllocated);
     if (index < 0) this.fail('NO_RESOURCES', 'mkey_exhausted', `no free mkey index below ${hex(this.mkeys.limit)}`);
@@ -980,6 +991,23 @@ export class Cmdif extends Module {
     this.cqns.release(cqn);
     this.icm.cqc.remove(cqn);
     for (const l of this.destroyListeners) l('CQ', cqn);
+  }
+
+  /**
+   * DESTROY_EQ (eq.c destroy_unmap_eq, sent by mlx5_eq_table_destroy at the device's removal). An
+   * EQ a CQ still names is refused (RESOURCE_BUSY; assumed, as for DESTROY_CQ): mlx5 destroys its
+   * CQs first. The event engine forgets the EQ (its interrupt too); its context leaves ICM.
+   */
+  private destroyEq(c: CmdInputs['DESTROY_EQ']): CmdOutputs['DESTROY_EQ'] {
+    const eqn = this.uint('eq_number', c.eqn, 8);
+    if (!this.eqs.has(eqn)) this.fail('BAD_RESOURCE', 'eq_not_found', `eqn ${hex(eqn)} does not exist`);
+    for (const cq of this.cqs.values()) {
+      if (cq.eqn === eqn) this.fail('RESOURCE_BUSY', 'eq_in_use', `eqn ${hex(eqn)} is used by cqn ${hex(cq.cqn)}`);
+    }
+    this.eqs.delete(eqn);
+    this.eqns.release(eqn);
+    this.icm.eqc.remove(eqn);
+    for (const l of this.destroyListeners) l('EQ', eqn);
   }
 
   /**

@@ -45,6 +45,16 @@ export interface HcaGeneralCaps {
   readonly logMaxMkey: number;
   /** log2 of the longest KLM/MTT list of a fast registration (spec/mlx5.md: 2^16). */
   readonly logMaxKlmListSize: number;
+  /**
+   * log2 of the most translation entries one mkey may reserve (CREATE_MKEY's xlt capacity, any
+   * access mode; KLM lists are bounded tighter by logMaxKlmListSize). Model-private: mlx5_ifc.h
+   * has no field bounding an MTT or KSM table (log_max_klm_list_size, mlx5_ifc.h:1668, bounds KLM
+   * lists, main.c:1102; log_max_mrw_sz, mlx5_ifc.h:1662, a region's bytes, which 2^32 MTT entries
+   * of 4 KiB, 2^44 bytes, stay under for any value that lets the implicit ODP parent span 2^47).
+   * 24: a table can map all 64 GiB of the default host memory in 4 KiB pages (128 MiB of ICM);
+   * beyond it the firmware answers EXCEED_LIM rather than ask the driver for gigabytes of ICM.
+   */
+  readonly logMaxXlt: number;
   /** log2 of the PDs (ConnectX-6 max_pd 8388608 = 2^23). */
   readonly logMaxPd: number;
   /** log2 of the QPs (ConnectX-6 max_qp 131072 = 2^17). */
@@ -81,6 +91,8 @@ export interface HcaGeneralCaps {
   readonly maxMw: number;
   /** 1 << logMaxKlmListSize. */
   readonly maxFastRegPageListLen: number;
+  /** 1 << logMaxXlt: the most translation entries one mkey may reserve. */
+  readonly maxXltEntries: number;
   /** 1 << logMaxPd. */
   readonly maxPd: number;
   /** 1 << logMaxQp. */
@@ -164,6 +176,7 @@ const LOG_MAX_MKEY = 24; // spec/mlx5.md "Keys"
  */
 export const RESERVED_MKEY_INDICES = 2;
 const LOG_MAX_KLM_LIST_SIZE = 16; // spec/mlx5.md "Device capabilities": take 2^16
+const LOG_MAX_XLT = 24; // model choice (HcaGeneralCaps.logMaxXlt): 2^24 4 KiB pages = 64 GiB, the default host memory
 const LOG_MAX_PD = 23; // ConnectX-6 max_pd 8388608
 const LOG_MAX_QP = 17; // ConnectX-6 max_qp 131072
 const LOG_MAX_QP_SZ = 15; // ConnectX-6 max_qp_wr 32768
@@ -186,6 +199,7 @@ function generalCaps(maxIndirection: number, pg: boolean, mkeyEntries: number, u
   return Object.freeze({
     logMaxMkey: LOG_MAX_MKEY,
     logMaxKlmListSize: LOG_MAX_KLM_LIST_SIZE,
+    logMaxXlt: LOG_MAX_XLT,
     logMaxPd: LOG_MAX_PD,
     logMaxQp: LOG_MAX_QP,
     logMaxQpSz: LOG_MAX_QP_SZ,
@@ -204,6 +218,7 @@ function generalCaps(maxIndirection: number, pg: boolean, mkeyEntries: number, u
     maxMr: mkeys,
     maxMw: mkeys,
     maxFastRegPageListLen: 2 ** LOG_MAX_KLM_LIST_SIZE,
+    maxXltEntries: 2 ** LOG_MAX_XLT,
     maxPd: 2 ** LOG_MAX_PD,
     maxQp: 2 ** LOG_MAX_QP,
     maxQpWr: 2 ** LOG_MAX_QP_SZ,

@@ -11,6 +11,8 @@
  *   model_sg_gaps: the model reports these apart (mlx5 derives all three from imaicl).
  * - cmd_hca_cap bits 0x500-0x51f (reserved_at_500) model_max_mr and 0x660-0x67f (reserved_at_660)
  *   model_max_mw: the mkeys this HCA's ICM table holds (mlx5 reports 1 << log_max_mkey).
+ * - cmd_hca_cap bits 0x4b8-0x4bf (reserved_at_4a0): model_log_max_xlt, log2 of the translation
+ *   entries one mkey may reserve (hca_caps.ts logMaxXlt; mlx5_ifc.h has no such field).
  * - odp_cap bits 0x400-0x401 (reserved_at_400): model_odp_support, model_odp_implicit, the general
  *   ODP caps (mlx5 derives them from cmd_hca_cap's pg, fixed_buffer_size, null_mkey and
  *   umr_extended_translation_offset; the ODP answer carries them here).
@@ -22,6 +24,7 @@ export const QUERY_HCA_CAP_IN = inLayout('query_hca_cap_in', 16, { function_id: 
 export const QUERY_HCA_CAP_OUT = outLayout('query_hca_cap_out', 4112, {}, { at: { capability: 16 } });
 
 const WHY_MW = 'the model reports windows of type 1, 2A and SG_GAPS apart; mlx5 derives them from imaicl';
+const WHY_XLT = 'the most translation entries one mkey may reserve (no mlx5_ifc field bounds an MTT or KSM table)';
 const WHY_MKEYS = 'the mkeys the ICM table of this HCA holds (HcaConfig.icmMkeyEntries less the reserved indices)';
 
 /** The general device capabilities (256 bytes). */
@@ -52,10 +55,11 @@ export const CMD_HCA_CAP = ifcLayout(
     model_mw_type1: [0x4a0, 1],
     model_mw_type2a: [0x4a1, 1],
     model_sg_gaps: [0x4a2, 1],
+    model_log_max_xlt: [0x4b8, 8],
     model_max_mr: [0x500, 0x20],
     model_max_mw: [0x660, 0x20],
   },
-  { private: { model_mw_type1: WHY_MW, model_mw_type2a: WHY_MW, model_sg_gaps: WHY_MW, model_max_mr: WHY_MKEYS, model_max_mw: WHY_MKEYS } },
+  { private: { model_mw_type1: WHY_MW, model_mw_type2a: WHY_MW, model_sg_gaps: WHY_MW, model_log_max_xlt: WHY_XLT, model_max_mr: WHY_MKEYS, model_max_mw: WHY_MKEYS } },
 );
 
 /** Bits of odp_per_transport_service_cap (send, receive, write, read, atomic, srq_receive from the MSB). */

@@ -425,13 +425,13 @@ describe('round trips (fast-check; a failure prints its seed)', () => {
   });
 
   it('every command output: decodeCmdOutput(encodeCmdOutput(x)) = x', () => {
-    const gen = fc.record({ logs: fc.array(u(5), { minLength: 9, maxLength: 9 }), eq: u(4), fence: fc.integer({ min: 0, max: 2 }), sgl: u(8), mkeys: u(24), mw: u(24), wqe: fc.integer({ min: 2, max: 64 }).map((x) => x * 16), ind: u(8), flags: fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }) });
-    const general = gen.map(({ logs, eq, fence, sgl, mkeys, mw, wqe, ind, flags }): HcaGeneralCaps => {
+    const gen = fc.record({ logs: fc.array(u(5), { minLength: 9, maxLength: 9 }), eq: u(4), fence: fc.integer({ min: 0, max: 2 }), sgl: u(8), mkeys: u(24), mw: u(24), wqe: fc.integer({ min: 2, max: 64 }).map((x) => x * 16), ind: u(8), xlt: fc.integer({ min: 0, max: 32 }), flags: fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }) });
+    const general = gen.map(({ logs, eq, fence, sgl, mkeys, mw, wqe, ind, xlt, flags }): HcaGeneralCaps => {
       const [mkey, klm, pd, qp, qpSz, cq, cqSz, , eqSz] = logs as [number, number, number, number, number, number, number, number, number];
       return {
-        logMaxMkey: mkey, logMaxKlmListSize: klm, logMaxPd: pd, logMaxQp: qp, logMaxQpSz: qpSz, logMaxCq: cq, logMaxCqSz: cqSz, logMaxEq: eq, logMaxEqSz: eqSz,
+        logMaxMkey: mkey, logMaxKlmListSize: klm, logMaxXlt: xlt, logMaxPd: pd, logMaxQp: qp, logMaxQpSz: qpSz, logMaxCq: cq, logMaxCqSz: cqSz, logMaxEq: eq, logMaxEqSz: eqSz,
         maxWqeSzSq: wqe, maxIndirection: ind, umr: flags[0]!, memWindowType1: flags[1]!, memWindowType2A: flags[2]!, memWindowType2B: flags[3]!, sgGaps: flags[4]!, pg: flags[5]!,
-        maxMr: mkeys, maxMw: mw, maxFastRegPageListLen: 2 ** klm, maxPd: 2 ** pd, maxQp: 2 ** qp, maxQpWr: 2 ** qpSz, maxCq: 2 ** cq, maxCqe: 2 ** cqSz - 1, maxEq: 2 ** eq,
+        maxMr: mkeys, maxMw: mw, maxFastRegPageListLen: 2 ** klm, maxXltEntries: 2 ** xlt, maxPd: 2 ** pd, maxQp: 2 ** qp, maxQpWr: 2 ** qpSz, maxCq: 2 ** cq, maxCqe: 2 ** cqSz - 1, maxEq: 2 ** eq,
         maxSge: (wqe - 32) / 16, umrFence: fence, maxSglForOptimizedPerformance: sgl,
       };
     });

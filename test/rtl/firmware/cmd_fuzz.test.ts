@@ -19,6 +19,15 @@ describe('command fuzzer: raw queue entries get a delivery or command status, ne
     expect(await runCmdCase(posts)).toEqual([]);
   }, 120_000);
 
+  it('an xlt capacity at the entry limit, one past it and 2^32-1: raw CREATE_MKEYs answered without gigabytes of ICM', async () => {
+    const at = (xltCapacity: number): FuzzPost => ({ cmd: { op: 'CREATE_MKEY', fields: { tag: 1, accessMode: 1, access: 1, pd: 1, start: 0x1000, length: 4096, xltCapacity } }, fault: 'none', n: 0 });
+    expect(await runCmdCase([at(2 ** 24), at(2 ** 24 + 1), at(2 ** 32 - 1)])).toEqual([]);
+  }, 120_000);
+
+  it('a raw CQ on the command EQ (eqn 0): the close passes over the refused DESTROY_EQ, TEARDOWN_HCA drops both', async () => {
+    expect(await runCmdCase([{ cmd: { op: 'CREATE_CQ', fields: { size: 8, eqn: 0, pas: [0x10000] } }, fault: 'none', n: 0 }])).toEqual([]);
+  }, 60_000);
+
   it(`${RUNS} sequences of up to 8 postings: each entry comes back with a known status; the adapter works afterwards`, async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(post, { minLength: 1, maxLength: 8 }), async (posts) => {

@@ -328,6 +328,8 @@ describe('cmdif mkey commands', () => {
         [{ mtt: [0x1003] }, 'BAD_PARAM', 'translations_mode', /an MTT list needs access mode MTT/],
         [{ accessMode: MkcAccessMode.MTT, logPageSize: 11 }, 'BAD_PARAM', 'log_page_size_min', /below 4 KiB pages/],
         [{ accessMode: MkcAccessMode.KLMS, klm: [], xltCapacity: 2 ** 16 + 1 }, 'EXCEED_LIM', 'klm_list_size', /65537 KLMs exceed 2\^log_max_klm_list_size = 65536/],
+        [{ accessMode: MkcAccessMode.MTT, xltCapacity: 2 ** 24 + 1 }, 'EXCEED_LIM', 'xlt_capacity', /16777217 translation entries exceed 2\^model_log_max_xlt = 16777216/],
+        [{ accessMode: MkcAccessMode.KSM, xltCapacity: 2 ** 32 - 1 }, 'EXCEED_LIM', 'xlt_capacity', /4294967295 translation entries exceed/],
       ];
       const syndromes = new Map<string, number>();
       for (const [patch, status, rule, msg] of cases) {
@@ -346,6 +348,11 @@ describe('cmdif mkey commands', () => {
       // a KLM list at the limit is accepted
       const klm = await b.cmdif.exec({ ...base, accessMode: MkcAccessMode.KLMS, klm: [{ bcount: 64, key: 0x200, va: 0 }], xltCapacity: 2 ** 16 });
       expect(klm.index).toBe(FIRST_MKEY_INDEX);
+      // an MTT table at the entry limit is accepted: 2^24 entries, 128 MiB of ICM
+      const reserved = b.hca.icm.xltBytesReserved;
+      const big = await b.cmdif.exec({ ...base, accessMode: MkcAccessMode.MTT, xltCapacity: 2 ** 24 });
+      expect(big.index).toBe(FIRST_MKEY_INDEX + 1);
+      expect(b.hca.icm.xltBytesReserved - reserved).toBeGreaterThanOrEqual(2 ** 24 * 8);
       // QUERY/DESTROY of an index beyond the table
       const far = await rejection(b.cmdif.exec({ op: 'QUERY_MKEY', index: b.hca.icm.mkeyEntries }));
       expect(far.statusName).toBe('BAD_PARAM');
@@ -381,6 +388,28 @@ describe('cmdif queues and QPs', () => {
         expect(e.statusName, msg.source).toBe(status);
         expect(e.message).toMatch(msg);
       }
+    });
+  });
+
+  it('DESTROY_EQ (0x302): an EQ a CQ names is RESOURCE_BUSY, an unknown one BAD_RESOURCE; destroyed, the EQ and its ICM context are forgotten and its number reused', async () => {
+    const { sim, hca, cmdif } = bench();
+    await sim.run(async () => {
+      const { eqn } = await cmdif.exec({ op: 'CREATE_EQ', size: 64 });
+      const { cqn } = await cmdif.exec({ op: 'CREATE_CQ', size: 64, eqn });
+      const busy = await rejection(cmdif.exec({ op: 'DESTROY_EQ', eqn }));
+      expect([busy.statusName, busy.opcode, busy.rule]).toEqual(['RESOURCE_BUSY', 0x302, 'eq_in_use']);
+      expect(busy.message).toMatch(/eqn 0x0 is used by cqn 0x1/);
+      expect((await rejection(cmdif.exec({ op: 'DESTROY_EQ', eqn: 7 }))).rule).toBe('eq_not_found');
+      await cmdif.exec({ op: 'DESTROY_CQ', cqn });
+      const listened: string[] = [];
+      cmdif.destroyListeners.push((what, n) => listened.push(`${what} ${n}`));
+      const ctxPages = hca.icm.pagesInUse;
+      await cmdif.exec({ op: 'DESTROY_EQ', eqn });
+      expect(listened).toEqual(['EQ 0']);
+      expect(cmdif.getEq(eqn)).toBeUndefined();
+      expect(cmdif.resourcesInUse().eqs).toBe(0);
+      expect(hca.icm.pagesInUse).toBeLessThan(ctxPages); // the EQ context's page
+      expect((await cmdif.exec({ op: 'CREATE_EQ', size: 64 })).eqn).toBe(eqn);
     });
   });
 
@@ -535,6 +564,8 @@ describe('QUERY_HCA_CAP', () => {
         logMaxMkey: 24,
         logMaxKlmListSize: 16,
         maxFastRegPageListLen: 2 ** 16,
+        logMaxXlt: 24, // model_log_max_xlt: CREATE_MKEY's xlt capacity bound (EXCEED_LIM past it)
+        maxXltEntries: 2 ** 24,
         maxMr: 2 ** 24 - 2, // every index but the two reserved ones
         maxMw: 2 ** 24 - 2,
         maxIndirection: 3,
