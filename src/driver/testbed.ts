@@ -5,7 +5,7 @@
 import { CmdQueue } from './core/cmd.ts';
 import { PHASE_NAME } from '../sim/trace/tracer.ts';
 import { globToRegExp } from '../sim/trace/glob.ts';
-import { Sim, Tracer, type Ps, type StatsJson, type TraceOptions } from '../sim/index.ts';
+import { Sim, Tracer, type EventTarget, type Ps, type StatsJson, type TraceOptions } from '../sim/index.ts';
 import { Hca } from '../rtl/hca.ts';
 import { resolveConfig, type HcaConfig } from '../rtl/config.ts';
 import type { HostSpace } from '../rtl/memory/host_space.ts';
@@ -72,6 +72,57 @@ export interface TestbedOptions {
   trace?: TestbedTrace;
   /** Device capabilities to turn off, e.g. `{ odp: false }`: a device without ON_DEMAND_PAGING. */
   caps?: HcaCapsOverride;
+}
+
+/**
+ * quiesce's look, after the next event each time: the same event a delay to the next event's
+ * time would be (the same time, the same place in the order), but the look runs in it, and the
+ * waiting process resumes only once, when nothing is in flight any more (or on the error).
+ */
+class QuiesceProbe implements EventTarget {
+  private resolve: () => void = () => {};
+  private reject: (e: unknown) => void = () => {};
+
+  constructor(
+    private readonly sim: Sim,
+    private readonly busy: () => boolean,
+    /** The error for a next event at `next` (none scheduled, or past the timeout), or null. */
+    private readonly failure: (next: Ps) => Error | null,
+  ) {}
+
+  /** Resolves when nothing is in flight (the caller found something in flight just now). */
+  wait(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+      this.again(false);
+    });
+  }
+
+  fire(): void {
+    if (!this.busy()) {
+      this.resolve();
+      this.sim.noteResume();
+      return;
+    }
+    // work an event started without resuming the processes takes its first step where the
+    // resumed process would have let it (Sim.noteDeferred)
+    if (this.sim.settlePending) this.sim.noteResume();
+    this.again(true);
+  }
+
+  /** Looks again after the next event (or fails the wait). */
+  private again(fromEvent: boolean): void {
+    const now = this.sim.now;
+    const next = this.sim.nextEventTime();
+    const err = this.failure(next);
+    if (err !== null) {
+      this.reject(err);
+      if (fromEvent) this.sim.noteResume();
+      return;
+    }
+    this.sim.at(now + Math.max(1, next - now), this);
+  }
 }
 
 export class Testbed {
@@ -191,15 +242,16 @@ export class Testbed {
     if (opts.timeout !== undefined) checkPs('quiesce: timeout', opts.timeout);
     this.checkInRun('quiesce');
     const limit = this.now + (opts.timeout ?? 1e12);
-    for (;;) {
-      // a yes or no, from the modules that can hold work (Sim.anyWork): this look runs after every
-      // event while quiescing (~10^5 times over the MR cache's pre-fill); the names only for errors
-      if (!this.busy()) return;
-      const next = this.sim.nextEventTime();
-      if (next === Infinity) throw new Error(`quiesce: at ${this.now} ps ${this.busyModules().join(', ')} still have work but no event is scheduled`);
-      if (next > limit) throw new Error(`quiesce: still in flight after ${opts.timeout ?? 1e12} ps: ${this.busyModules().join(', ')}`);
-      await this.sim.delay(Math.max(1, next - this.now));
-    }
+    // a yes or no, from the modules that can hold work (Sim.anyWork): this look runs after every
+    // event while quiescing (~10^5 times over the MR cache's pre-fill), so it runs inside an
+    // event of its own (QuiesceProbe) rather than in this process resumed for each look; the
+    // names only for errors
+    if (!this.busy()) return;
+    await new QuiesceProbe(this.sim, () => this.busy(), (next) => {
+      if (next === Infinity) return new Error(`quiesce: at ${this.now} ps ${this.busyModules().join(', ')} still have work but no event is scheduled`);
+      if (next > limit) return new Error(`quiesce: still in flight after ${opts.timeout ?? 1e12} ps: ${this.busyModules().join(', ')}`);
+      return null;
+    }).wait();
   }
 
   /** Some module has work in flight, some clock runs, or some command is not back (busyModules, as a yes or no). */

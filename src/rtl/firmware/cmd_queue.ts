@@ -257,6 +257,8 @@ export class CmdQueueEngine {
       this.h.entrySig.setNow(i);
       this.start(i);
     }
+    // the fetches started wait for the next settle to take their first step (Sim.noteDeferred)
+    this.h.sim.noteDeferred();
   }
 
   private start(i: number): void {
