@@ -105,9 +105,6 @@ class QuiesceProbe implements EventTarget {
       this.sim.noteResume();
       return;
     }
-    // work an event started without resuming the processes takes its first step where the
-    // resumed process would have let it (Sim.noteDeferred)
-    if (this.sim.settlePending) this.sim.noteResume();
     this.again(true);
   }
 

@@ -75,7 +75,6 @@ export class Sim {
   private dirtyOther: Committable[] = [];
   private nDirtyOther = 0;
   private resumed = false;
-  private deferred = false;
   private running = false;
   private failure: unknown = null;
   private failed = false;
@@ -167,21 +166,6 @@ export class Sim {
   /** @internal A process was resumed: let it run before the next event. */
   noteResume(): void {
     this.resumed = true;
-  }
-
-  /**
-   * @internal An event started asynchronous work without resuming the processes (the command
-   * doorbell starts the firmware's fetch so): its first steps run at the next settle, whenever
-   * that is. Known to `settlePending`, so a look that settles only when needed (tb.quiesce) lets
-   * it run exactly where a process resumed there would have.
-   */
-  noteDeferred(): void {
-    this.deferred = true;
-  }
-
-  /** @internal Whether work was started since the last settle without resuming the processes (noteDeferred). */
-  get settlePending(): boolean {
-    return this.deferred;
   }
 
   /** Schedules `target.fire(arg)` at absolute time `t` (>= now). */
@@ -324,7 +308,6 @@ export class Sim {
   private async settle(first = false): Promise<void> {
     do {
       this.resumed = false;
-      this.deferred = false;
       await (first ? drainSlow() : drain());
       first = false;
       this.commit();

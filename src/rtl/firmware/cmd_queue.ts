@@ -257,8 +257,9 @@ export class CmdQueueEngine {
       this.h.entrySig.setNow(i);
       this.start(i);
     }
-    // the fetches started wait for the next settle to take their first step (Sim.noteDeferred)
-    this.h.sim.noteDeferred();
+    // the fetches started take their first steps (async, after the DMA engine answers) at once,
+    // not whenever some unrelated process happens to resume next
+    this.h.sim.noteResume();
   }
 
   private start(i: number): void {
