@@ -74,6 +74,7 @@ import {
 
 // 120 sequences in npm test (~60 s on two cores); MB_RUNS for a longer hunt
 const RUNS = Number(process.env.MB_RUNS ?? 120);
+const SMALL_MR_CACHE = { mrCacheLimit: 4, mrCacheLastOrder: 4 } as const;
 const MAX_COMMANDS = Number(process.env.MB_COMMANDS ?? 50);
 const FAILURE_VCD = 'waves/model-based-failure/model-based-failure.vcd';
 
@@ -416,7 +417,11 @@ async function runSequence(
     await fc.asyncModelRun(async () => {
       pair = await VerbsPair.create({
         seed,
-        ...(tiny || readInv ? { config: { ...(tiny ? TINY_CACHES : {}), ...(readInv ? { readWithInvalidate: true } : {}) } } : {}),
+        // a small MR cache (buckets of 4..64 entries, 8 mkeys each): hits, misses, revoke and
+        // return, temporary entries past 64 pages, all within a sequence; mlx5's default pre-fill
+        // (~6,120 CREATE_MKEYs per adapter) would run under every sequence's commands and let
+        // only some 25 of the 120 sequences finish in the time limit
+        config: { ...SMALL_MR_CACHE, ...(tiny ? TINY_CACHES : {}), ...(readInv ? { readWithInvalidate: true } : {}) },
         ...(trace ? { trace: { vcd: FAILURE_VCD, filters: 'waves/filters' } } : {}),
       });
       return { model: {}, real: pair };
