@@ -15,6 +15,8 @@ export class BlockedStalls {
   /** Edge time of the sleep under way, or -1. */
   private at = -1;
   private perEdge = 0;
+  /** Edge time of one stall owed (see `owe`), or -1. */
+  private owedAt = -1;
 
   constructor(private readonly period: number) {}
 
@@ -29,6 +31,23 @@ export class BlockedStalls {
     this.perEdge = perEdge;
   }
 
+  /**
+   * One stall for the edge after `now`, which the module sleeps through: counted when it ticks
+   * again later (a tick at that very edge counts its stall itself).
+   */
+  oweNext(now: number): void {
+    this.owedAt = now + this.period;
+  }
+
+  /** The module ticks at the edge of time `now`: a sleep's edges and an owed stall before it are counted. */
+  ticks(now: number): void {
+    if (this.owedAt >= 0) {
+      if (now > this.owedAt) this.counter.inc();
+      this.owedAt = -1;
+    }
+    if (this.at >= 0) this.end(now);
+  }
+
   /** The module ticks at the edge of time `now`: the edges strictly between are counted. */
   end(now: number): void {
     const slept = Math.round((now - this.at) / this.period) - 1;
@@ -38,7 +57,8 @@ export class BlockedStalls {
 
   /** The statistic at time `now` (the edges up to now of a sleep under way included). */
   read(now: number): number {
-    if (this.at < 0 || this.perEdge === 0) return this.counter.value;
-    return this.counter.value + Math.floor((now - this.at) / this.period) * this.perEdge;
+    const owed = this.owedAt >= 0 && now >= this.owedAt ? 1 : 0;
+    if (this.at < 0 || this.perEdge === 0) return this.counter.value + owed;
+    return this.counter.value + owed + Math.floor((now - this.at) / this.period) * this.perEdge;
   }
 }

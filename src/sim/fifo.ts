@@ -105,6 +105,11 @@ export class Fifo<T> implements Committable, EventTarget {
     this.touch();
   }
 
+  /** Whether the consumer popped an item this edge (before the commit). */
+  get poppedNow(): boolean {
+    return this.popped > 0;
+  }
+
   /** True when an item is visible to pop now. */
   canPop(): boolean {
     if (this.popped >= this.count) return false;
@@ -162,9 +167,12 @@ export class Fifo<T> implements Committable, EventTarget {
    * arrive for a sleeping consumer.
    */
   armWake(): void {
-    if (this.count === 0) return;
+    // the oldest item not popped: a consumer that sleeps in the tick that popped the head
+    // (before the commit) waits for the next one, not for the head it already took, which
+    // would wake it on the next edge to find nothing visible
+    if (this.count - this.popped === 0) return;
     // 1 ps early: the wake lands the consumer on the first edge at or after the item is due
-    const t = Math.max(this.readyAt[this.head] - 1, this.sim.now);
+    const t = Math.max(this.readyAt[this.wrap(this.head + this.popped)] - 1, this.sim.now);
     if (this.wakeAt >= 0 && this.wakeAt <= t) return;
     this.wakeAt = t;
     this.sim.at(t, this);

@@ -77,6 +77,30 @@ describe('fifo', () => {
     expect(cons.got).toEqual([[50, 1], [60, 2]]);
   });
 
+  it('with latency, a consumer that pops the head and sleeps in the same edge is woken when the next item is due, not the edge after', () => {
+    const sim = new Sim();
+    const clk = new Clock(sim.top, 'clk', 10);
+    class Consumer extends Module {
+      got: [number, number][] = [];
+      ticks: number[] = [];
+      override tick(): void {
+        this.ticks.push(sim.now);
+        if (q.canPop()) this.got.push([sim.now, q.pop()]);
+        // sleeps before the pop commits: the head is gone, the second item still in flight
+        this.sleep();
+      }
+    }
+    const cons = new Consumer(sim, sim.top, 'cons').clockedBy(clk);
+    const q: Fifo<number> = new Fifo<number>(cons, 'q', { capacity: 4, latency: 35 });
+    q.consumer = cons;
+    sim.at(10, { fire: () => q.push(1) });
+    sim.at(60, { fire: () => q.push(2) });
+    sim.runUntil(300);
+    expect(cons.got).toEqual([[50, 1], [100, 2]]);
+    // no edge between them with nothing visible
+    expect(cons.ticks).toEqual([50, 100]);
+  });
+
   it('wakes a sleeping consumer on push and a stalled producer on pop', () => {
     const sim = new Sim();
     const clk = new Clock(sim.top, 'clk', 10);

@@ -215,7 +215,7 @@ export class Atu extends Module {
   }
 
   override tick(): void {
-    if (this.ctxStalls.sleeping) this.ctxStalls.end(this.sim.now);
+    this.ctxStalls.ticks(this.sim.now);
     // 1. responses from the pipeline, routed to their contexts
     while (this.mkc.resp.canPop()) this.onMkey(this.mkc.resp.pop());
     while (this.mtt.resp.canPop()) this.onMtt(this.mtt.resp.pop());
@@ -291,6 +291,13 @@ export class Atu extends Module {
     if (!active && !this.keepsPulse(reqValid | respValid)) {
       let waiting = false;
       for (let i = 0; i < this.ports.length; i++) if (this.ports[i].req.canPop()) waiting = true;
+      if (waiting && free === null && (Atu.tookDelayed(this.mkc.resp) || Atu.tookDelayed(this.mtt.resp))) {
+        // a response taken this edge from a FIFO with latency used to wake the ATU on the next
+        // edge (src/sim/fifo.ts, armWake), which counted a stall there with every context busy
+        // and a request waiting; it now sleeps until the next response is due, and that edge's
+        // stall is still counted
+        this.ctxStalls.oweNext(this.sim.now);
+      }
       if (!(waiting && free !== null)) this.sleep();
     } else if (active && this.sim.tracer === null && this.allRefused()) {
       // every context that has a step to take found its FIFO full: the edges until one frees
@@ -303,6 +310,11 @@ export class Atu extends Module {
         this.sleep();
       }
     }
+  }
+
+  /** Whether an item was popped this edge from `f`, a FIFO with latency. */
+  private static tookDelayed(f: Fifo<unknown>): boolean {
+    return f.latency > 0 && f.poppedNow;
   }
 
   /**

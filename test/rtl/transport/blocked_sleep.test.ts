@@ -3,7 +3,9 @@
  * src/sim/blocked_sleep.ts): the send queue engine with QPs parked for a full requester, the ATU
  * with every context waiting for room. Sleeping must not move anything: completions, their
  * times and every statistic (the stalls of the edges slept included) equal those of a traced
- * run, whose engines tick on every edge.
+ * run, whose engines tick on every edge. A consumer that pops the head of a FIFO with latency
+ * and sleeps in the same edge is woken when the next item is due (src/sim/fifo.ts, armWake), and
+ * the ATU still counts the stall of the edge after, where it used to tick (BlockedStalls.oweNext).
  */
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -74,5 +76,18 @@ describe('engines asleep while their FIFOs are full', () => {
     expect(s.counter.value).toBe(2 + 3 * 3);
     expect(s.sleeping).toBe(false);
     expect(s.read(5000)).toBe(11);
+  });
+
+  it('counts a stall owed for the next edge once, unless the module ticks at that edge', () => {
+    const s = new BlockedStalls(10);
+    s.oweNext(1000); // the edge at 1010
+    expect(s.read(1005)).toBe(0);
+    expect(s.read(1010)).toBe(1);
+    s.ticks(1050); // slept through 1010: its stall counted
+    expect(s.counter.value).toBe(1);
+    s.oweNext(2000);
+    s.ticks(2010); // ticks at that very edge: its own tick counts it
+    expect(s.counter.value).toBe(1);
+    expect(s.read(9000)).toBe(1);
   });
 });
