@@ -295,3 +295,26 @@ describe('issue 18: an RDMA fault as the EQE reports it (bytes_committed, op len
     });
   });
 });
+
+describe('a message parked behind a fault', () => {
+  // found by the model-based test (seed 1863387946): a zero-length READ parked behind its QP's
+  // faulting WRITE was sent back to the translation queue, which asked it for a pointer it does
+  // not have (a TypeError from inside the requester)
+  it('zero_length_read_behind_fault: a READ without SGEs behind a faulting WRITE completes after the resume', async () => {
+    const tb = new Testbed({ hcas: 2, config: { mrCacheLimit: 0 } });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const a = tb.host(0).alloc(PAGE);
+      const b = tb.host(1).alloc(PAGE);
+      const omr = await p.pd0.regMr(a.addr, PAGE, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      const mr1 = await p.pd1.regMr(b.addr, PAGE, Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ);
+      p.qp0.postSend([
+        { wrId: 1, opcode: 'RDMA_WRITE', sgList: [{ addr: a.addr, length: 64, lkey: omr.lkey }], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true },
+        { wrId: 2, opcode: 'RDMA_READ', sgList: [], remoteAddr: b.addr, rkey: mr1.rkey, signaled: true },
+      ]);
+      const wcs = await p.cq0.wait(2);
+      expect(wcs.map((w) => [w.wrId, w.status])).toEqual([[1, 'SUCCESS'], [2, 'SUCCESS']]);
+      expect(omr.odpStats().pageFaults).toBe(1);
+    });
+  });
+});

@@ -566,8 +566,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
       c.issued = 0;
       c.answersDue = 0;
       c.local = [];
-      c.stage = XLATE;
-      this.xlateQ.push(c);
+      this.translateAgain(c);
       this.unpark(c.q!);
     }
     this.wake();
@@ -596,8 +595,22 @@ export class Requester extends Module implements EventTarget, FaultClient {
     for (const x of q.list) {
       if (x.stage !== PAGE_FAULT) continue;
       if (x.faultToken !== 0) return;
+      this.translateAgain(x);
+    }
+  }
+
+  /**
+   * Back to translation, as `start` sends a message: one without pointers (a zero-length READ
+   * parked behind a fault) has nothing to translate and is ready at once; in the translation
+   * queue it would be asked for a pointer it does not have.
+   */
+  private translateAgain(x: Ctx): void {
+    if (x.ptrs.length > 0) {
       x.stage = XLATE;
       this.xlateQ.push(x);
+    } else {
+      x.stage = READY;
+      this.pumpQ.push(x.q!);
     }
   }
 
