@@ -10,6 +10,17 @@ import { readMkey } from '../../src/rtl/firmware/icm_writer.ts';
 const PAGE = 4096;
 const HUGE = 2 * 2 ** 20;
 
+/** On adapter 0: a PD, a CQ and a QP connected to a second QP of the same PD. */
+async function loopback(tb: Testbed) {
+  const ctx = await tb.openDevice(0);
+  const pd = await ctx.allocPd();
+  const cq = await ctx.createCq(16);
+  const qp = await pd.createQp({ sendCq: cq, recvCq: cq });
+  const peer = await pd.createQp({ sendCq: cq, recvCq: cq });
+  await qp.connect(peer);
+  return { pd, cq, qp };
+}
+
 /**
  * The definition: every P-page of the range, on the grid of its iova (`iova`, default `addr`;
  * 0 for a zero-based MR, umem.c:94 `virt`), is one physically contiguous, P-aligned run
@@ -83,12 +94,7 @@ describe('regMr page size', () => {
   it('an MR over huge pages registers 2 MiB MTT entries (firmware and pooled), and translates through them', async () => {
     const tb = new Testbed();
     await tb.run(async () => {
-      const ctx = await tb.openDevice(0);
-      const pd = await ctx.allocPd();
-      const cq = await ctx.createCq(16);
-      const qp = await pd.createQp({ sendCq: cq, recvCq: cq });
-      const peer = await pd.createQp({ sendCq: cq, recvCq: cq });
-      await qp.connect(peer);
+      const { pd, cq, qp } = await loopback(tb);
       const host = tb.host(0);
       const buf = host.alloc(8 * HUGE, { hugePages: true });
       const at = buf.addr + 3 * PAGE + 100; // not page-aligned: the first entry still maps a whole 2 MiB page
@@ -124,12 +130,7 @@ describe('regMr page size', () => {
   it('a zero-based MR over huge pages: 2 MiB entries where its first byte is 2 MiB aligned, 4 KiB where not', async () => {
     const tb = new Testbed({ config: { mrCacheLimit: 0 } });
     await tb.run(async () => {
-      const ctx = await tb.openDevice(0);
-      const pd = await ctx.allocPd();
-      const cq = await ctx.createCq(16);
-      const qp = await pd.createQp({ sendCq: cq, recvCq: cq });
-      const peer = await pd.createQp({ sendCq: cq, recvCq: cq });
-      await qp.connect(peer);
+      const { pd, cq, qp } = await loopback(tb);
       const host = tb.host(0);
       const buf = host.alloc(4 * HUGE, { hugePages: true });
       expect(buf.addr % HUGE).toBe(0);
