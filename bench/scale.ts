@@ -11,7 +11,7 @@
  */
 import { randomReads } from './cliffs.ts';
 
-const READS = 100_000;
+const READS = Number(process.env.SCALE_READS ?? 100_000);
 
 export async function benchScale(): Promise<void> {
   const cases = (process.env.SCALE_CASES ?? 'big-mr,live-mrs').split(',');

@@ -388,7 +388,10 @@ export class Responder extends Module implements FaultClient {
           c = parked[pk];
           parked.splice(pk, 1);
           c.parked = false;
-          // it joins the list being served, as the context the loop is at
+          // it joins the list being served, as the context the loop is at (the array is reused
+          // edge after edge: cut what lies past the list first, or every insertion grows it and
+          // the next one shifts all of it)
+          if (this.cur.length > this.curN) this.cur.length = this.curN;
           this.cur.splice(this.curI, 0, c);
           this.curN++;
         } else if (next !== null) c = next;
