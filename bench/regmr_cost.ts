@@ -1,0 +1,50 @@
+/**
+ * What one `regMr` costs the simulator once the MR cache's pre-fill is used up (live-mrs's
+ * steady state: a CREATE_MKEY through the command queue and an enabling UMR per MR): CPU per
+ * MR, scheduled events and process resumptions per MR, simulated time per MR, and a digest of
+ * the statistics and the end time, which a change that must not alter what is simulated keeps.
+ * `node --import tsx bench/regmr_cost.ts [N=5000]` prints one JSON line. Also the pre-fill's CPU
+ * (two adapters opened and quiesced). Not part of `npm run bench`.
+ */
+import { createHash } from 'node:crypto';
+import { Sim } from '../src/sim/sim.ts';
+import { Testbed, Access } from '../src/index.ts';
+import { openReadPair } from '../experiments/support/read_pair.ts';
+
+const S = Sim.prototype as unknown as { runEvents(l: number): number; settle(f?: boolean): Promise<void> };
+const runEvents = S.runEvents;
+const settle = S.settle;
+let events = 0;
+let settles = 0;
+S.runEvents = function (l) { const n = runEvents.call(this, l); events += n; return n; };
+S.settle = function (f) { settles++; return settle.call(this, f); };
+
+const N = Number(process.argv[2] ?? 5000);
+const DRAIN = 7000; // more than the one-page bucket's pre-fill: every MR measured misses
+const cpuMs = (c: NodeJS.CpuUsage): number => (c.user + c.system) / 1000;
+const tb = new Testbed({ hcas: 2, seed: 1 });
+let out: Record<string, unknown> = {};
+await tb.run(async () => {
+  const c0 = process.cpuUsage();
+  const { pd1 } = await openReadPair(tb, { qps: 8, dstBytes: 65536 });
+  await tb.quiesce();
+  const prefillCpuS = cpuMs(process.cpuUsage(c0)) / 1000;
+  const prefillEndPs = tb.now;
+  const src = tb.host(1).alloc((N + DRAIN) * 4096);
+  let i = 0;
+  for (; i < DRAIN; i++) await pd1.regMr(src.addr + i * 4096, 4096, Access.LOCAL_WRITE | Access.REMOTE_READ);
+  const e0 = events;
+  const s0 = settles;
+  const t0 = tb.now;
+  const c1 = process.cpuUsage();
+  let last = 0;
+  for (let k = 0; k < N; k++, i++) last = (await pd1.regMr(src.addr + i * 4096, 4096, Access.LOCAL_WRITE | Access.REMOTE_READ)).rkey;
+  const cpu = cpuMs(process.cpuUsage(c1));
+  out = {
+    bench: 'regmr-cost', mrs: N, cpuUsPerMr: Math.round((cpu * 1000) / N), eventsPerMr: +((events - e0) / N).toFixed(2),
+    resumptionsPerMr: +((settles - s0) / N).toFixed(2), simNsPerMr: Math.round((tb.now - t0) / N / 1000),
+    prefillCpuS: +prefillCpuS.toFixed(2), prefillEndPs, endPs: tb.now, lastRkey: last,
+    statsDigest: createHash('sha1').update(JSON.stringify(tb.stats())).digest('hex').slice(0, 16),
+  };
+});
+console.log(JSON.stringify(out));
