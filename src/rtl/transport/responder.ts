@@ -150,6 +150,8 @@ interface Ctx {
 
 /** Spacing of the arbiter's labels when they are handed out anew. */
 const LABEL_GAP = 2 ** 16;
+/** Labels stay below this (V8's small integers end at 2^30). */
+const LABEL_LIMIT = 2 ** 29;
 
 export class Responder extends Module implements FaultClient {
   /** Requests from the link. */
@@ -312,6 +314,16 @@ export class Responder extends Module implements FaultClient {
     return l;
   }
 
+  /** Between edges: the active and parked contexts take labels from the start again, in order. */
+  private relabelIdle(): void {
+    const all: Ctx[] = [];
+    for (let i = 0; i < this.nActive; i++) all.push(this.active[i]);
+    for (const c of this.parked) all.push(c);
+    all.sort((a, b) => a.label - b.label);
+    for (let i = 0; i < all.length; i++) all[i].label = (i + 1) * LABEL_GAP;
+    this.tailLabel = (all.length + 1) * LABEL_GAP;
+  }
+
   /** Labels ran out between two places: every live context takes a new one, in order. */
   private relabel(): void {
     const all: Ctx[] = [];
@@ -367,6 +379,9 @@ export class Responder extends Module implements FaultClient {
     // take messages while contexts are free
     while (this.inbox.canPop() && this.ctxTable.hasFree) this.admit(this.inbox.pop());
     if (this.inbox.canPop()) this.ctxTable.take(); // none free: counted as a stall
+    // labels only order the contexts: renumbered (in order) before they leave the small
+    // integers, which V8 stores unboxed; past them every label written was a new heap number
+    if (this.tailLabel > LABEL_LIMIT) this.relabelIdle();
     let act = -1;
     const parked = this.parked;
     if (this.nActive > 0 || parked.length > 0) {
