@@ -5,6 +5,7 @@
  * (`<name>_full_stalls`). Entries are made once; taking and giving back allocates nothing.
  */
 import type { Counter, StatSet } from '../../sim/index.ts';
+import type { BlockedStalls } from '../../sim/blocked_sleep.ts';
 
 export class ContextTable<T> {
   /** Every entry, by index. */
@@ -13,13 +14,21 @@ export class ContextTable<T> {
   private readonly sPeak: Counter;
   private readonly sStalls: Counter;
 
-  constructor(size: number, make: (index: number) => T, stats: StatSet, name: string) {
+  /**
+   * `sleep`: the engine may sleep through edges on which it would count a stall each; its
+   * `BlockedStalls` adds them (the statistic reads them at `now()`, mid-sleep too).
+   */
+  constructor(size: number, make: (index: number) => T, stats: StatSet, name: string, sleep?: { stalls: BlockedStalls; now: () => number }) {
     const all: T[] = [];
     for (let i = 0; i < size; i++) all.push(make(i));
     this.all = all;
     for (let i = size - 1; i >= 0; i--) this.free.push(all[i]); // entry 0 is taken first
     this.sPeak = stats.counter(`${name}_peak`);
-    this.sStalls = stats.counter(`${name}_full_stalls`);
+    if (sleep === undefined) this.sStalls = stats.counter(`${name}_full_stalls`);
+    else {
+      this.sStalls = sleep.stalls.counter;
+      stats.gauge(`${name}_full_stalls`, () => sleep.stalls.read(sleep.now()));
+    }
   }
 
   /** Entries in use. */

@@ -33,6 +33,7 @@ import type { AtuResponse, PhysSegment } from '../translation/atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcNak, RcRequest, RcResponse } from './rc_types.ts';
 import type { QpTable, QpView } from './qp_table.ts';
+import { BlockedStalls } from '../../sim/blocked_sleep.ts';
 import { ContextTable } from './context_table.ts';
 import type { CqeJob } from '../completion/cq_writer.ts';
 import type { UmrDone, UmrJob } from '../umr/umr_types.ts';
@@ -192,6 +193,8 @@ export class Responder extends Module implements FaultClient {
   private lo = 0;
   /** The largest label handed out. */
   private tailLabel = 0;
+  /** contexts_full_stalls of the edges slept through with every context parked (see tick). */
+  private readonly ctxSleep: BlockedStalls;
   /** The last step left its context waiting only for the ATU port. */
   private atuBlocked = false;
   /** QPs whose posted receives are to be flushed, once no message of theirs is in flight. */
@@ -247,12 +250,13 @@ export class Responder extends Module implements FaultClient {
       this.rinv.req.producer = this;
       this.rinv.resp.consumer = this;
     }
+    this.ctxSleep = new BlockedStalls(o.clock.period);
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
         idx: i, holds: [], mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false, stale: false, partial: 0, partialReport: null,
         segs: [], pending: null, issued: false, answer: null, cqes: [], recvSges: [], recvResults: [], recvIssued: 0,
         rwqeAsked: false, rwqeData: null, atomicPhase: 0, invIssued: false, invDone: null, invStarted: 0,
         invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), active: false, label: 0, parked: false,
-      }), this.stats, 'contexts');
+      }), this.stats, 'contexts', { stalls: this.ctxSleep, now: () => this.sim.now });
     this.ctxs = this.ctxTable.all;
     this.sMessages = this.stats.counter('messages');
     this.sNaks = this.stats.counter('naks');
@@ -344,6 +348,7 @@ export class Responder extends Module implements FaultClient {
   }
 
   override tick(): void {
+    this.ctxSleep.ticks(this.sim.now);
     while (this.rqDoorbell.canPop()) {
       const d = this.rqDoorbell.pop();
       const qp = this.table.getQp(d.qpn);
@@ -439,7 +444,17 @@ export class Responder extends Module implements FaultClient {
     this.rInflight.set(busy);
     if (act >= 0 && act !== WAIT_TURN) this.state.setNow(act);
     else if (busy === 0) this.state.setNow(IDLE);
-    if (this.nActive === 0 && parked.length === 0 && this.flushQ.length === 0 && !(this.inbox.canPop() && this.ctxTable.hasFree)) this.sleep();
+    if (this.nActive === 0 && this.flushQ.length === 0 && !(this.inbox.canPop() && this.ctxTable.hasFree)) {
+      if (parked.length === 0) this.sleep();
+      else if (this.sim.tracer === null && !this.atu.req.canPush()) {
+        // every context left waits for room in the ATU port, which only the ATU's pop makes
+        // (it wakes this producer, as any input does): the edges until then would each find the
+        // port full and, with a message waiting and no context free, count a stall. Untraced
+        // only: a traced run keeps its clock's edges in the waves.
+        this.ctxSleep.begin(this.sim.now, this.inbox.canPop() ? 1 : 0);
+        this.sleep();
+      }
+    }
   }
 
   /** A message from the link: taken in PSN order per QP, or dropped. */
