@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { join } from 'node:path';
-import { Access, Testbed, type WorkCompletion } from '../../src/index.ts';
+import { Access, Testbed, type Mr, type WorkCompletion } from '../../src/index.ts';
 import { tempDir } from '../support/tmp.ts';
 import { rcPair } from '../support/rc_pair.ts';
 import { openReadPair } from '../../experiments/support/read_pair.ts';
@@ -21,7 +21,7 @@ async function atuBound(vcd?: string): Promise<{ log: string[]; now: number; sta
   await tb.run(async () => {
     const { pd1, cq, dst, mr0, qps } = await openReadPair(tb, { qps: 12, dstBytes: 4096 }); // 192 READs in flight: more than the 128 responder contexts
     const src = tb.host(1).alloc(300 * 4096);
-    const mrs = [];
+    const mrs: Mr[] = [];
     for (let i = 0; i < 300; i++) mrs.push(await pd1.regMr(src.addr + i * 4096, 4096, Access.REMOTE_READ));
     let posted = 0;
     const post = (k: number): void => {
