@@ -268,7 +268,15 @@ export class HostMem {
    * ascending and consecutive when `contiguous`). The frames read as zeros. Throws when there
    * is not enough free memory (ENOMEM).
    */
-  allocFrames(n: number, opts: AllocFramesOptions = {}): number[] {
+  allocFrames(n: number, opts?: AllocFramesOptions): number[] {
+    if (n === 1 && opts === undefined) {
+      // one page, any frame (a page's first touch): the general path's steps without its checks of options
+      if (this.frameCount - 1 - this.nUsed < 1) throw new Error(`host_mem.allocFrames: ENOMEM: 1 frames asked, 0 free of ${this.frameCount}`);
+      const f = this.pickFrame();
+      if (f < 0) throw new Error(`host_mem.allocFrames: ENOMEM: no free frame aligned to ${hex(FRAME_SIZE)}`);
+      return [this.take(f)];
+    }
+    opts ??= {};
     if (!Number.isSafeInteger(n) || n < 1) throw new RangeError(`host_mem.allocFrames: n must be a positive integer, got ${n}`);
     const align = opts.align ?? FRAME_SIZE;
     if (!isPow2(align) || align > this.size) {

@@ -113,6 +113,8 @@ const TAG_OLD_MR = 4;
 const TAG_OLD_XLT = 5;
 
 const CTX_BYTES = MKEY_CONTEXT_SIZE;
+/** No reads (an idle engine's list). */
+const NO_READS: DmaReq[] = [];
 
 /** Options of the engine. */
 export interface UmrEngineOptions {
@@ -211,8 +213,8 @@ export class UmrEngine extends Module implements EventTarget {
   private nIssued = 0;
   private nPending = 0;
   /** The 64 context bytes read of each index this job, edited in place by the plan. */
-  private fetched = new Map<number, Uint8Array>();
-  private writes: PlannedWrite[] = [];
+  private readonly fetched = new Map<number, Uint8Array>();
+  private readonly writes: PlannedWrite[] = [];
   private nWritten = 0;
   private nLanded = 0;
 
@@ -340,8 +342,8 @@ export class UmrEngine extends Module implements EventTarget {
     this.oldKlm = null;
     this.oldMr = null;
     this.oldXlt = null;
-    this.fetched = new Map();
-    this.writes = [];
+    this.fetched.clear();
+    this.writes.length = 0;
     this.nWritten = 0;
     this.nLanded = 0;
     this.rKey.set(w.key);
@@ -649,9 +651,10 @@ export class UmrEngine extends Module implements EventTarget {
     this.oldKlm = null;
     this.oldMr = null;
     this.oldXlt = null;
-    this.reads = [];
-    this.writes = [];
-    this.fetched = new Map();
+    // the job's reads, writes and contexts go (the arrays and the map are reused by the next job)
+    this.reads = NO_READS;
+    this.writes.length = 0;
+    this.fetched.clear();
     this.rState.set(UMR.IDLE);
   }
 }
