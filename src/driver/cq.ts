@@ -94,9 +94,10 @@ export class Cq {
   }
 
   private readonly dbrWord = new Uint8Array(4);
+  private readonly dbrWordView = new DataView(this.dbrWord.buffer);
   /** Writes a big-endian word of the doorbell record: set_ci at 0, the arm word at 4. */
   private dbrWrite(off: number, v: number): void {
-    new DataView(this.dbrWord.buffer).setUint32(0, v >>> 0);
+    this.dbrWordView.setUint32(0, v >>> 0);
     this.ctx.hca.host.writeFrom(this.dbrVa + off, this.dbrWord, 0, 4);
   }
 
