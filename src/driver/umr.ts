@@ -161,28 +161,31 @@ export class DriverUmr {
     else this.free++;
   }
 
-  /** The UMR CQ's handler (mlx5r_umr_done): each completion to the UMR that posted it. */
+  /**
+   * The UMR CQ's handler (mlx5r_umr_done): each completion to the UMR that posted it. A
+   * completion handler, not a process: it waits on the CQ (`Cq.waitOne`, a wait for one CQE
+   * then a poll of what else is there) for as long as UMRs are in flight.
+   */
   private poll(): void {
     if (this.polling) return;
     this.polling = true;
-    const cq = this.cq!;
-    void this.ctx.tb.spawn(async () => {
-      try {
-        while (this.waiters.size > 0) {
-          const wcs = await cq.wait(1);
-          for (const wc of wcs) this.deliver(wc);
-          for (const wc of cq.poll(this.maxInFlight)) this.deliver(wc);
-        }
-      } catch (e) {
-        // the device failed (cq.wait throws): every UMR waiting fails with it
-        const ws = [...this.waiters.values()];
-        this.waiters.clear();
-        for (const w of ws) w.reject(e);
-      } finally {
-        this.polling = false;
-      }
-    });
+    this.cq!.waitOne(this.onCompletions);
   }
+
+  private readonly onCompletions = (wcs: WorkCompletion[] | null, err: unknown): void => {
+    try {
+      if (wcs === null) throw err;
+      for (const wc of wcs) this.deliver(wc);
+      for (const wc of this.cq!.poll(this.maxInFlight)) this.deliver(wc);
+    } catch (e) {
+      // the device failed (the wait's error): every UMR waiting fails with it
+      const ws = [...this.waiters.values()];
+      this.waiters.clear();
+      for (const w of ws) w.reject(e);
+    }
+    if (this.waiters.size > 0) this.cq!.waitOne(this.onCompletions);
+    else this.polling = false;
+  };
 
   private deliver(wc: WorkCompletion): void {
     const id = Number(wc.wrId);

@@ -170,7 +170,9 @@ export class HostSpace {
     }
     let done = 0;
     this.checkRange('write', addr, len);
-    this.requireMapped('write', addr, len);
+    // a write within one 4 KiB page faults, if it does, at its first translate, before any byte
+    // is written: only a longer one is checked whole first
+    if ((addr % PAGE_SIZE) + len > PAGE_SIZE) this.requireMapped('write', addr, len);
     while (done < len) {
       const pa = this.translate('write', addr, len, addr + done, len - done, true, true);
       const n = this.pieceLen;
