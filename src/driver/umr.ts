@@ -384,6 +384,7 @@ export class DriverUmr {
     view.setUint32(64 + 12, a.pdn & 0xffffff);
     a.mtt = NO_MTT; // the caller's list is not kept
     a.chunk = undefined;
+    if (pages.length > 512) pages.length = 0; // nor a long list's pages (only a one-UMR list's are reused)
     return ds;
   };
 
