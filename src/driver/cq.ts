@@ -94,9 +94,10 @@ export class Cq {
   }
 
   private readonly dbrWord = new Uint8Array(4);
+  private readonly dbrWordView = new DataView(this.dbrWord.buffer);
   /** Writes a big-endian word of the doorbell record: set_ci at 0, the arm word at 4. */
   private dbrWrite(off: number, v: number): void {
-    new DataView(this.dbrWord.buffer).setUint32(0, v >>> 0);
+    this.dbrWordView.setUint32(0, v >>> 0);
     this.ctx.hca.host.writeFrom(this.dbrVa + off, this.dbrWord, 0, 4);
   }
 
@@ -242,6 +243,53 @@ export class Cq {
         sim.doneWaiting(this.waiter);
       }
     }
+  }
+
+  /**
+   * @internal `wait(1)` for a completion handler instead of a process (the driver's UMR CQ,
+   * mlx5r_umr_done): the same polls, the same watch on the slot of the CQE it needs, the same
+   * error once the device is in error; `done` gets what a wait would return or throw. It runs
+   * where the waiting process would have resumed (a microtask after the landing that wakes it),
+   * without a process, its promise hops and its wait's validations made for every UMR.
+   */
+  waitOne(done: (wcs: WorkCompletion[] | null, err: unknown) => void, again = false): void {
+    let wcs: WorkCompletion[];
+    try {
+      // the wait's own checks on entry; after a wake-up, those of the poll (as wait's loop)
+      if (!again) {
+        this.checkAlive('wait');
+        this.ctx.tb.checkInRun('cq.wait');
+      }
+      wcs = this.poll(1);
+      if (wcs.length === 0) {
+        const fatal = this.kernel ? this.ctx.hwFatal : this.ctx.fatal;
+        if (fatal !== null) {
+          throw Object.assign(new VerbsError('EIO', `cq.wait: 0 of 1 completions, and the device is in error: ${fatal}`), { partial: wcs });
+        }
+      }
+    } catch (e) {
+      queueMicrotask(() => done(null, e)); // as the rejection of a wait reaches its process
+      return;
+    }
+    if (wcs.length > 0) {
+      queueMicrotask(() => done(wcs, null));
+      return;
+    }
+    const host = this.ctx.hca.host;
+    const mem = this.ctx.hca.mem;
+    const sim = this.ctx.tb.sim;
+    const pa = host.dmaAddress(this.bufVa + (this.ci & (this.size - 1)) * 64);
+    this.watchSlot.lo = pa;
+    this.watchSlot.hi = pa + 64;
+    mem.watch(this.watchSlot);
+    this.waitWant = 1;
+    this.waitGot = 0;
+    sim.waitingFor(this.waiter);
+    void this.landed.wait().then(() => {
+      mem.unwatch(this.watchSlot);
+      sim.doneWaiting(this.waiter);
+      this.waitOne(done, true);
+    });
   }
 
   private toWc(c: ReturnType<typeof decodeCqe>): WorkCompletion | null {

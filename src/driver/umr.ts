@@ -19,7 +19,7 @@ import type { Qp } from './qp.ts';
 import type { Cq } from './cq.ts';
 import type { WorkCompletion } from './types.ts';
 import { VerbsError, removing } from './verbs_error.ts';
-import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttListBytes, type RegMrWqeParams } from './wqe_builder.ts';
+import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttListBytes, type MrAccess, type RegMrWqeParams } from './wqe_builder.ts';
 import { MkeyMaskBit, makeKey } from '../rtl/formats/constants.ts';
 
 /**
@@ -37,6 +37,12 @@ export const MAX_UMR_CHUNK = 2 ** 20 - 64;
  */
 const UMR_LIST_LKEY = 0x100;
 
+/** The access object of each IB access mask's low four bits (LOCAL_WRITE 1, REMOTE_WRITE 2, REMOTE_READ 4, REMOTE_ATOMIC 8), made once. */
+const ACCESS_BITS: readonly MrAccess[] = Array.from({ length: 16 }, (_, access) =>
+  Object.freeze({ localWrite: (access & 1) !== 0, remoteWrite: (access & 2) !== 0, remoteRead: (access & 4) !== 0, remoteAtomic: (access & 8) !== 0 }),
+);
+const NO_MTT: readonly number[] = [];
+
 type Waiter = { resolve: (wc: WorkCompletion) => void; reject: (e: unknown) => void };
 
 export class DriverUmr {
@@ -44,6 +50,8 @@ export class DriverUmr {
   private peer: Qp | null = null;
   private cq: Cq | null = null;
   private setup: Promise<void> | null = null;
+  /** `setup` has settled with the QP up (postWait takes `qp` without awaiting it). */
+  private qpReady = false;
   private seq = 0;
   /** Posted UMRs waiting for their completion, by wr id. */
   private readonly waiters = new Map<number, Waiter>();
@@ -103,11 +111,14 @@ export class DriverUmr {
    * back, a failed one recovers the QP and throws.
    */
   private async postWait(what: string, post: (qp: Qp, wrId: number) => void): Promise<void> {
-    await this.down();
+    // a free slot and the QP up (every UMR but the first few and those behind a recovery): no
+    // hop through down() and umrQp(), nothing to wait for
+    if (this.free > 0) this.free--;
+    else await this.down();
     try {
       for (;;) {
         while (this.recovering !== null) await this.recovering;
-        const qp = await this.umrQp();
+        const qp = this.qpReady ? this.qp! : await this.umrQp();
         if (this.recovering !== null) continue;
         const wrId = ++this.seq;
         const wc = await new Promise<WorkCompletion>((resolve, reject) => {
@@ -150,28 +161,31 @@ export class DriverUmr {
     else this.free++;
   }
 
-  /** The UMR CQ's handler (mlx5r_umr_done): each completion to the UMR that posted it. */
+  /**
+   * The UMR CQ's handler (mlx5r_umr_done): each completion to the UMR that posted it. A
+   * completion handler, not a process: it waits on the CQ (`Cq.waitOne`, a wait for one CQE
+   * then a poll of what else is there) for as long as UMRs are in flight.
+   */
   private poll(): void {
     if (this.polling) return;
     this.polling = true;
-    const cq = this.cq!;
-    void this.ctx.tb.spawn(async () => {
-      try {
-        while (this.waiters.size > 0) {
-          const wcs = await cq.wait(1);
-          for (const wc of wcs) this.deliver(wc);
-          for (const wc of cq.poll(this.maxInFlight)) this.deliver(wc);
-        }
-      } catch (e) {
-        // the device failed (cq.wait throws): every UMR waiting fails with it
-        const ws = [...this.waiters.values()];
-        this.waiters.clear();
-        for (const w of ws) w.reject(e);
-      } finally {
-        this.polling = false;
-      }
-    });
+    this.cq!.waitOne(this.onCompletions);
   }
+
+  private readonly onCompletions = (wcs: WorkCompletion[] | null, err: unknown): void => {
+    try {
+      if (wcs === null) throw err;
+      for (const wc of wcs) this.deliver(wc);
+      for (const wc of this.cq!.poll(this.maxInFlight)) this.deliver(wc);
+    } catch (e) {
+      // the device failed (the wait's error): every UMR waiting fails with it
+      const ws = [...this.waiters.values()];
+      this.waiters.clear();
+      for (const w of ws) w.reject(e);
+    }
+    if (this.waiters.size > 0) this.cq!.waitOne(this.onCompletions);
+    else this.polling = false;
+  };
 
   private deliver(wc: WorkCompletion): void {
     const id = Number(wc.wrId);
@@ -193,6 +207,7 @@ export class DriverUmr {
       if (this.waiters.size > 0) await new Promise<void>((resolve) => { this.drained = resolve; });
       this.drained = null;
       const old = [this.qp, this.peer];
+      this.qpReady = false;
       this.setup = null;
       this.qp = null;
       this.peer = null;
@@ -248,6 +263,7 @@ export class DriverUmr {
         await a.connect(b);
         this.qp = a;
         this.peer = b;
+        this.qpReady = true;
       })();
     }
     await this.setup;
@@ -313,28 +329,64 @@ export class DriverUmr {
     let listAddr: number | undefined;
     if (chunk !== undefined) listAddr = qp.descriptorList(chunk.list);
     else if (bytes > 64 || raw) listAddr = qp.descriptorList(mttList(mtt));
-    qp.postBuilt(wrId, 'REG_MR', (view, common) => {
-      const pages: number[] = new Array<number>(mtt.length);
-      for (let i = 0; i < mtt.length; i++) pages[i] = mtt[i] - (mtt[i] % 4096);
-      // one object of one shape, no spreads: a registration's WQE is built once per MR
-      const p: RegMrWqeParams = {
-        wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, fence: common.fence, key,
-        access: { localWrite: (access & 1) !== 0, remoteWrite: (access & 2) !== 0, remoteRead: (access & 4) !== 0, remoteAtomic: (access & 8) !== 0 },
-        iova: start, length, translations: { mode: 'MTT', pages, logPageSize },
-        listAddr, listLkey: listAddr !== undefined ? UMR_LIST_LKEY : undefined,
-        // a pooled mkey may come back from a user with atomic: always set (or clear) A
-        clearAtomic: true,
-        chunk: chunk !== undefined ? { xltOffsetOcto: chunk.xltOffsetOcto, listBytes: chunk.list.length } : undefined,
-      };
-      const ds = buildRegMrWqe(view, 0, p);
-      // as mlx5_ib, the WQE carries the access bits A/RW/RR/LW and nothing of IB_ACCESS_MW_BIND
-      // (umr.c:443-459 mlx5r_umr_set_access_flags); a start of 0 is what makes it zero-based
-      // the UMR also sets the PD (mask bit PD) and leaves remote invalidation off (a user MR)
-      view.setUint8(24 + 7 - (MkeyMaskBit.PD >> 3), view.getUint8(24 + 7 - (MkeyMaskBit.PD >> 3)) | (1 << (MkeyMaskBit.PD & 7)));
-      view.setUint32(64 + 12, pd.pdn & 0xffffff);
-      return ds;
-    });
+    this.enableArgs.key = key;
+    this.enableArgs.pdn = pd.pdn;
+    this.enableArgs.access = access;
+    this.enableArgs.start = start;
+    this.enableArgs.length = length;
+    this.enableArgs.mtt = mtt;
+    this.enableArgs.logPageSize = logPageSize;
+    this.enableArgs.listAddr = listAddr;
+    this.enableArgs.chunk = chunk;
+    qp.postBuilt(wrId, 'REG_MR', this.buildEnable);
   }
+
+  /** What postEnable's WQE carries (set just before qp.postBuilt calls buildEnable, synchronously). */
+  private readonly enableArgs: {
+    key: number; pdn: number; access: number; start: number; length: number; mtt: readonly number[]; logPageSize: number;
+    listAddr: number | undefined; chunk: { list: Uint8Array; xltOffsetOcto: number } | undefined;
+  } = { key: 0, pdn: 0, access: 0, start: 0, length: 0, mtt: [], logPageSize: 12, listAddr: undefined, chunk: undefined };
+
+  /** The enabling REG_MR's parameters: one object, and one page list, reused WQE after WQE (one WQE per registration). */
+  private readonly enableParams: RegMrWqeParams & { translations: { mode: 'MTT'; pages: number[]; logPageSize: number } } = {
+    wqeIndex: 0, qpn: 0, signaled: true, fence: 0, key: 0, access: ACCESS_BITS[0],
+    iova: 0, length: 0, translations: { mode: 'MTT', pages: [], logPageSize: 12 },
+    listAddr: undefined, listLkey: undefined, clearAtomic: true, chunk: undefined,
+  };
+
+  /** Writes the enabling REG_MR WQE of `enableArgs` (postBuilt's builder: made once, not a closure per MR). */
+  private readonly buildEnable = (view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean; fence: number }): number => {
+    const a = this.enableArgs;
+    const p = this.enableParams;
+    const mtt = a.mtt;
+    const pages = p.translations.pages;
+    pages.length = mtt.length;
+    for (let i = 0; i < mtt.length; i++) pages[i] = mtt[i] - (mtt[i] % 4096);
+    p.wqeIndex = common.wqeIndex;
+    p.qpn = common.qpn;
+    p.signaled = common.signaled;
+    p.fence = common.fence;
+    p.key = a.key;
+    p.access = ACCESS_BITS[a.access & 15];
+    p.iova = a.start;
+    p.length = a.length;
+    p.translations.logPageSize = a.logPageSize;
+    p.listAddr = a.listAddr;
+    p.listLkey = a.listAddr !== undefined ? UMR_LIST_LKEY : undefined;
+    // a pooled mkey may come back from a user with atomic: always set (or clear) A
+    p.clearAtomic = true;
+    p.chunk = a.chunk !== undefined ? { xltOffsetOcto: a.chunk.xltOffsetOcto, listBytes: a.chunk.list.length } : undefined;
+    const ds = buildRegMrWqe(view, 0, p);
+    // as mlx5_ib, the WQE carries the access bits A/RW/RR/LW and nothing of IB_ACCESS_MW_BIND
+    // (umr.c:443-459 mlx5r_umr_set_access_flags); a start of 0 is what makes it zero-based
+    // the UMR also sets the PD (mask bit PD) and leaves remote invalidation off (a user MR)
+    view.setUint8(24 + 7 - (MkeyMaskBit.PD >> 3), view.getUint8(24 + 7 - (MkeyMaskBit.PD >> 3)) | (1 << (MkeyMaskBit.PD & 7)));
+    view.setUint32(64 + 12, a.pdn & 0xffffff);
+    a.mtt = NO_MTT; // the caller's list is not kept
+    a.chunk = undefined;
+    if (pages.length > 512) pages.length = 0; // nor a long list's pages (only a one-UMR list's are reused)
+    return ds;
+  };
 
   /**
    * Revokes an MR by UMR (before its mkey returns to the MR cache). The UMR frees the mkey and

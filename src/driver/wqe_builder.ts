@@ -269,7 +269,8 @@ export function encodeXltList(view: DataView, off: number, list: XltList): numbe
   } else {
     for (let i = 0; i < list.klms.length; i++) encodeKlm(view, off + i * KLM_SIZE, list.klms[i]);
   }
-  for (let b = bytes; b < padded; b++) view.setUint8(off + b, 0);
+  // the padding a word at a time (entries are 8 or 16 bytes, the list 64-byte units: whole words)
+  for (let b = bytes; b < padded; b += 4) view.setUint32(off + b, 0);
   return padded;
 }
 

@@ -117,6 +117,8 @@ export class HostSpace {
   private cursor = HOST_VA_BASE;
   private last: Region | null = null; // lookup cache: accesses are local
   private pieceLen = 0; // set by translate: bytes contiguous from the address it returned
+  private spanLo = 0; // set by spanOne: the page run of the range in its allocation
+  private spanHi = 0;
 
   /** @internal The adapter makes its host's space. */
   constructor(
@@ -168,7 +170,9 @@ export class HostSpace {
     }
     let done = 0;
     this.checkRange('write', addr, len);
-    this.requireMapped('write', addr, len);
+    // a write within one 4 KiB page faults, if it does, at its first translate, before any byte
+    // is written: only a longer one is checked whole first
+    if ((addr % PAGE_SIZE) + len > PAGE_SIZE) this.requireMapped('write', addr, len);
     while (done < len) {
       const pa = this.translate('write', addr, len, addr + done, len - done, true, true);
       const n = this.pieceLen;
@@ -259,22 +263,31 @@ export class HostSpace {
   pin(addr: number, len: number): Float64Array {
     this.checkRange('pin', addr, len);
     if (len === 0) return new Float64Array(0);
-    const spans = this.spans('pin', addr, len, 'EFAULT');
+    // one allocation (every registration but one over neighbouring allocations): no list of spans
+    const one = this.spanOne(addr, len);
+    const spans = one === null ? this.spans('pin', addr, len, 'EFAULT') : null;
+    const nSpans = spans === null ? 1 : spans.length;
     let n = 0;
-    for (const { r, lo, hi } of spans) {
+    for (let k = 0; k < nSpans; k++) {
+      const r = spans === null ? one! : spans[k].r;
+      const lo = spans === null ? this.spanLo : spans[k].lo;
+      const hi = spans === null ? this.spanHi : spans[k].hi;
       for (let p = lo; p < hi; p++) {
         if (r.pages.get(p) <= 0) throw new HostError('EFAULT', `host.pin: ${hex(addr)}+${len} is not present (page ${hex(r.addr + p * r.pageSize)}: fault it in first)`);
       }
       n += (hi - lo) * (r.pageSize / FRAME_SIZE);
     }
     const out = new Float64Array(n);
-    let k = 0;
-    for (const { r, lo, hi } of spans) {
+    let i = 0;
+    for (let k = 0; k < nSpans; k++) {
+      const r = spans === null ? one! : spans[k].r;
+      const lo = spans === null ? this.spanLo : spans[k].lo;
+      const hi = spans === null ? this.spanHi : spans[k].hi;
       for (let p = lo; p < hi; p++) {
         const pa = r.pages.get(p);
         for (let off = 0; off < r.pageSize; off += FRAME_SIZE) {
           this.mem.pin(pa + off);
-          out[k++] = pa + off;
+          out[i++] = pa + off;
         }
       }
     }
@@ -383,20 +396,28 @@ export class HostSpace {
     this.checkRange('faultIn', addr, length);
     if (length === 0) return [];
     const out: number[] = [];
-    for (const { r, lo, hi } of this.spans('faultIn', addr, length, 'EFAULT')) {
-      let p = lo;
-      while (p < hi) {
-        const v = r.pages.get(p);
-        if (v > 0) { p++; continue; }
-        if (v === UNMAPPED) throw new HostError('EFAULT', `host.faultIn: ${hex(r.addr + p * r.pageSize)} is not mapped (munmap)`);
-        let q = p;
-        while (q < hi && (r.pages.get(q) === DROPPED || r.pages.get(q) === LAZY)) q++;
-        this.populate(r, p, q, 'faultIn');
-        for (let i = p; i < q; i++) out.push(r.addr + i * r.pageSize);
-        p = q;
-      }
+    const one = this.spanOne(addr, length);
+    if (one !== null) {
+      this.faultInSpan(one, this.spanLo, this.spanHi, out);
+      return out;
     }
+    for (const { r, lo, hi } of this.spans('faultIn', addr, length, 'EFAULT')) this.faultInSpan(r, lo, hi, out);
     return out;
+  }
+
+  /** faultIn over pages [lo, hi) of `r`: the addresses of the pages populated go to `out`. */
+  private faultInSpan(r: Region, lo: number, hi: number, out: number[]): void {
+    let p = lo;
+    while (p < hi) {
+      const v = r.pages.get(p);
+      if (v > 0) { p++; continue; }
+      if (v === UNMAPPED) throw new HostError('EFAULT', `host.faultIn: ${hex(r.addr + p * r.pageSize)} is not mapped (munmap)`);
+      let q = p;
+      while (q < hi && (r.pages.get(q) === DROPPED || r.pages.get(q) === LAZY)) q++;
+      this.populate(r, p, q, 'faultIn');
+      for (let i = p; i < q; i++) out.push(r.addr + i * r.pageSize);
+      p = q;
+    }
   }
 
   // --- internals -------------------------------------------------------------------------------
@@ -408,8 +429,13 @@ export class HostSpace {
 
   /** Maps pages [lo, hi) of `r` (none with a frame) to fresh frames. */
   private populate(r: Region, lo: number, hi: number, op: string): void {
-    const was: number[] = [];
-    for (let i = lo; i < hi; i++) was.push(r.pages.get(i));
+    // what a failed huge-page population puts back (4 KiB pages are set only once all frames are
+    // taken: nothing to undo)
+    let was: number[] | null = null;
+    if (r.pageSize !== PAGE_SIZE) {
+      was = [];
+      for (let i = lo; i < hi; i++) was.push(r.pages.get(i));
+    }
     try {
       if (r.pageSize === PAGE_SIZE) {
         const frames = this.mem.allocFrames(hi - lo);
@@ -427,7 +453,7 @@ export class HostSpace {
         const fr: number[] = [];
         for (let off = 0; off < r.pageSize; off += FRAME_SIZE) fr.push(pa + off);
         this.mem.freeFrames(fr);
-        r.pages.set(i, was[i - lo]);
+        r.pages.set(i, was![i - lo]);
       }
       throw new HostError('ENOMEM', `host.${op}: ENOMEM: ${(hi - lo) * r.pageSize} bytes of host memory not available (${(e as Error).message})`);
     }
@@ -508,6 +534,20 @@ export class HostSpace {
       va = r.addr + (p + 1) * r.pageSize;
     }
     return -1;
+  }
+
+  /**
+   * The allocation holding all of [addr, addr + length) (length > 0), its page run in `spanLo`
+   * and `spanHi`; null when the range is not inside one allocation (then `spans` says what).
+   */
+  private spanOne(addr: number, length: number): Region | null {
+    const r = this.regionOf(addr);
+    if (r === null) return null;
+    const end = addr + length;
+    if (end > r.addr + r.pages.length * r.pageSize) return null;
+    this.spanLo = Math.floor((addr - r.addr) / r.pageSize);
+    this.spanHi = Math.ceil((end - r.addr) / r.pageSize);
+    return r;
   }
 
   /** The page runs [lo, hi) of each allocation covering [addr, addr + length); throws if a byte is outside all. */

@@ -113,6 +113,8 @@ const TAG_OLD_MR = 4;
 const TAG_OLD_XLT = 5;
 
 const CTX_BYTES = MKEY_CONTEXT_SIZE;
+/** No reads (an idle engine's list). */
+const NO_READS: DmaReq[] = [];
 
 /** Options of the engine. */
 export interface UmrEngineOptions {
@@ -210,9 +212,15 @@ export class UmrEngine extends Module implements EventTarget {
   private reads: DmaReq[] = [];
   private nIssued = 0;
   private nPending = 0;
+  /**
+   * Where each context read of a job lands, by tag (TAG_TARGET, TAG_MR, TAG_OLD_MR): the job's own
+   * copies, reused job after job (a job's writes carry snapshots, and the next job starts only
+   * once they have landed).
+   */
+  private readonly ctxBuf: Uint8Array[] = [new Uint8Array(CTX_BYTES), new Uint8Array(CTX_BYTES), new Uint8Array(0), new Uint8Array(0), new Uint8Array(CTX_BYTES)];
   /** The 64 context bytes read of each index this job, edited in place by the plan. */
-  private fetched = new Map<number, Uint8Array>();
-  private writes: PlannedWrite[] = [];
+  private readonly fetched = new Map<number, Uint8Array>();
+  private readonly writes: PlannedWrite[] = [];
   private nWritten = 0;
   private nLanded = 0;
 
@@ -340,8 +348,8 @@ export class UmrEngine extends Module implements EventTarget {
     this.oldKlm = null;
     this.oldMr = null;
     this.oldXlt = null;
-    this.fetched = new Map();
-    this.writes = [];
+    this.fetched.clear();
+    this.writes.length = 0;
     this.nWritten = 0;
     this.nLanded = 0;
     this.rKey.set(w.key);
@@ -363,7 +371,8 @@ export class UmrEngine extends Module implements EventTarget {
   /** Queues the read of a context, or records an index beyond the ICM table as never allocated (no read). */
   private readCtx(reads: DmaReq[], index: number, tag: number): void {
     if (index < this.icm.mkeyEntries) {
-      reads.push({ kind: 'read', addr: this.icm.mkeyContextAddr(index), length: CTX_BYTES, tag });
+      // into the engine's buffer for this tag: the job's copy of the context (no allocation per read)
+      reads.push({ kind: 'read', addr: this.icm.mkeyContextAddr(index), length: CTX_BYTES, tag, dst: this.ctxBuf[tag], dstOff: 0 });
       return;
     }
     const e = unallocatedMkey(index); // as the mkey cache answers
@@ -387,11 +396,11 @@ export class UmrEngine extends Module implements EventTarget {
       case TAG_TARGET:
         this.target = decodeIcmMkey(view, 0, mkeyIndex(this.w!.key));
         this.targetOcto = mkcTranslationsOctwordSize(view, 0);
-        this.fetched.set(this.target.index, d.slice(0, CTX_BYTES));
+        this.fetched.set(this.target.index, d);
         return;
       case TAG_MR:
         this.mr = decodeIcmMkey(view, 0, mkeyIndex(this.w!.bindKlm!.key));
-        this.fetched.set(this.mr.index, d.slice(0, CTX_BYTES));
+        this.fetched.set(this.mr.index, d);
         return;
       case TAG_XLT:
         this.list = d;
@@ -409,7 +418,7 @@ export class UmrEngine extends Module implements EventTarget {
       case TAG_OLD_MR:
         // read after the others: the newest copy of its index, should it be the bind's MR too
         this.oldMr = decodeIcmMkey(view, 0, mkeyIndex(this.oldKlm!.key));
-        this.fetched.set(this.oldMr.index, d.slice(0, CTX_BYTES));
+        this.fetched.set(this.oldMr.index, d);
         return;
     }
   }
@@ -649,9 +658,10 @@ export class UmrEngine extends Module implements EventTarget {
     this.oldKlm = null;
     this.oldMr = null;
     this.oldXlt = null;
-    this.reads = [];
-    this.writes = [];
-    this.fetched = new Map();
+    // the job's reads, writes and contexts go (the arrays and the map are reused by the next job)
+    this.reads = NO_READS;
+    this.writes.length = 0;
+    this.fetched.clear();
     this.rState.set(UMR.IDLE);
   }
 }

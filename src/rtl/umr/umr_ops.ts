@@ -376,11 +376,11 @@ export function checkTranslations(
   const capacity = Math.min(Math.floor((ctxOctwords * DS_SIZE) / eb), Math.floor(tableBytes / eb));
   const first = (w.xltOffsetOcto * DS_SIZE) / eb;
   const all = Math.floor(list.length / eb);
+  const view = new DataView(list.buffer, list.byteOffset, list.byteLength);
   let used = all;
-  while (used > 0 && isZero(list, (used - 1) * eb, eb)) used--;
+  while (used > 0 && isZero(view, (used - 1) * eb, eb)) used--;
   if (!Number.isInteger(first) || first + used > capacity) return fail;
   const count = Math.min(all, capacity - first);
-  const view = new DataView(list.buffer, list.byteOffset, list.byteLength);
   const plan: XltPlan = { first, count, used, mtt: null, klm: null };
   if (eb === MTT_SIZE) {
     plan.mtt = new Array<number>(count);
@@ -396,8 +396,9 @@ export function checkTranslations(
   return plan;
 }
 
-function isZero(b: Uint8Array, off: number, n: number): boolean {
-  for (let i = 0; i < n; i++) if (b[off + i] !== 0) return false;
+/** Whether the `n` bytes at `off` (an entry: 8 or 16 bytes) are all zero, a word at a time (a byte loop costs several ns a byte). */
+function isZero(v: DataView, off: number, n: number): boolean {
+  for (let i = 0; i < n; i += 4) if (v.getUint32(off + i) !== 0) return false;
   return true;
 }
 
