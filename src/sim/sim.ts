@@ -75,6 +75,8 @@ export class Sim {
   private dirtyOther: Committable[] = [];
   private nDirtyOther = 0;
   private resumed = false;
+  /** Inside settle's drain: processes run, no event fires. */
+  private draining = false;
   private running = false;
   private failure: unknown = null;
   private failed = false;
@@ -163,9 +165,13 @@ export class Sim {
     this.dirtyOther[this.nDirtyOther++] = c;
   }
 
-  /** @internal A process was resumed: let it run before the next event. */
+  /**
+   * @internal A process was resumed: let it run before the next event. Inside a drain
+   * (`settle`) nothing is owed: a process resumed there runs to its next await before the drain
+   * ends, as every microtask does, so another drain would find nothing to run.
+   */
   noteResume(): void {
-    this.resumed = true;
+    if (!this.draining) this.resumed = true;
   }
 
   /** Schedules `target.fire(arg)` at absolute time `t` (>= now). */
@@ -289,8 +295,9 @@ export class Sim {
       if (!this.failed) { this.failed = true; this.failure = e; }
     });
     // spawned from an event (an interrupt handler, not a process): its next steps are microtasks,
-    // so the scheduler must yield to them before the next event
-    this.resumed = true;
+    // so the scheduler must yield to them before the next event (from a process, the drain
+    // under way runs them: see noteResume)
+    this.noteResume();
     return p;
   }
 
@@ -308,7 +315,9 @@ export class Sim {
   private async settle(first = false): Promise<void> {
     do {
       this.resumed = false;
+      this.draining = true;
       await (first ? drainSlow() : drain());
+      this.draining = false;
       first = false;
       this.commit();
     } while (this.resumed);
