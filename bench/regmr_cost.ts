@@ -11,13 +11,10 @@ import { Sim } from '../src/sim/sim.ts';
 import { Testbed, Access } from '../src/index.ts';
 import { openReadPair } from '../experiments/support/read_pair.ts';
 
-const S = Sim.prototype as unknown as { runEvents(l: number): number; settle(f?: boolean): Promise<void> };
+const S = Sim.prototype as unknown as { runEvents(l: number): number };
 const runEvents = S.runEvents;
-const settle = S.settle;
 let events = 0;
-let settles = 0;
 S.runEvents = function (l) { const n = runEvents.call(this, l); events += n; return n; };
-S.settle = function (f) { settles++; return settle.call(this, f); };
 
 const N = Number(process.argv[2] ?? 5000);
 const DRAIN = 7000; // more than the one-page bucket's pre-fill: every MR measured misses
@@ -34,7 +31,7 @@ await tb.run(async () => {
   let i = 0;
   for (; i < DRAIN; i++) await pd1.regMr(src.addr + i * 4096, 4096, Access.LOCAL_WRITE | Access.REMOTE_READ);
   const e0 = events;
-  const s0 = settles;
+  const s0 = tb.sim.drains;
   const t0 = tb.now;
   const c1 = process.cpuUsage();
   let last = 0;
@@ -42,7 +39,7 @@ await tb.run(async () => {
   const cpu = cpuMs(process.cpuUsage(c1));
   out = {
     bench: 'regmr-cost', mrs: N, cpuUsPerMr: Math.round((cpu * 1000) / N), eventsPerMr: +((events - e0) / N).toFixed(2),
-    resumptionsPerMr: +((settles - s0) / N).toFixed(2), simNsPerMr: Math.round((tb.now - t0) / N / 1000),
+    resumptionsPerMr: +((tb.sim.drains - s0) / N).toFixed(2), simNsPerMr: Math.round((tb.now - t0) / N / 1000),
     prefillCpuS: +prefillCpuS.toFixed(2), prefillEndPs, endPs: tb.now, lastRkey: last,
     statsDigest: createHash('sha1').update(JSON.stringify(tb.stats())).digest('hex').slice(0, 16),
   };
