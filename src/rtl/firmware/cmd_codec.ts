@@ -116,7 +116,16 @@ function log2Exact(name: string, n: number): number {
   return l;
 }
 
+/** Bytes `encodeCmdInputInto` lends the next `buffer` call (null: allocate). */
+let lent: Uint8Array | null = null;
+
 function buffer(n: number): { b: Uint8Array; v: DataView } {
+  const a = lent;
+  if (a !== null && n <= a.length) {
+    lent = null;
+    a.fill(0, 0, n);
+    return { b: a.subarray(0, n), v: new DataView(a.buffer, a.byteOffset, n) };
+  }
   const b = new Uint8Array(n);
   return { b, v: new DataView(b.buffer) };
 }
@@ -886,6 +895,19 @@ export function encodeCmdInput(cmd: Cmd): Uint8Array {
   const c = codecOf(cmd.op) as CmdCodec<CmdName>;
   if (c === undefined) throw new RangeError(`no command ${String((cmd as { op: unknown }).op)}`);
   return c.encIn(cmd as never);
+}
+
+/**
+ * `encodeCmdInput` into `scratch` when the input fits it (a view of it: valid until the next
+ * use of `scratch`), else into new bytes: for a sender that copies the input out at once.
+ */
+export function encodeCmdInputInto(cmd: Cmd, scratch: Uint8Array): Uint8Array {
+  lent = scratch;
+  try {
+    return encodeCmdInput(cmd);
+  } finally {
+    lent = null;
+  }
 }
 
 /** The command in `bytes` (what the firmware reads), or the status a malformed input gets. */

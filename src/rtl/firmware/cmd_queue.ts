@@ -81,21 +81,38 @@ export class FwDma {
     return this.pending.size > 0;
   }
 
-  /** Reads `length` bytes at physical `addr`. */
-  async read(addr: number, length: number): Promise<Uint8Array> {
+  /**
+   * Reads `length` bytes at physical `addr` (into `dst` from `dstOff` when given: no allocation).
+   * A request the port has room for is pushed at once (no process hop: the caller waits only for
+   * the data), else it waits for room as `pushWait` does.
+   */
+  read(addr: number, length: number, dst?: Uint8Array, dstOff = 0): Promise<Uint8Array> {
     const tag = this.nextTag;
     this.nextTag = (this.nextTag + 1) >>> 0;
     const done = new Promise<Uint8Array>((resolve) => this.pending.set(tag, resolve));
-    await this.port.req.pushWait({ kind: 'read', addr, length, tag });
+    const req: DmaReq = dst === undefined ? { kind: 'read', addr, length, tag } : { kind: 'read', addr, length, tag, dst, dstOff };
+    const f = this.port.req;
+    if (!f.canPush()) return this.readWhenRoom(req, done);
+    f.push(req);
+    this.startDrain();
+    return done;
+  }
+
+  private async readWhenRoom(req: DmaReq, done: Promise<Uint8Array>): Promise<Uint8Array> {
+    await this.port.req.pushWait(req);
+    this.startDrain();
+    return done;
+  }
+
+  private startDrain(): void {
     if (!this.draining) {
       this.draining = true;
       void this.sim.spawn(() => this.drain());
     }
-    return done;
   }
 
-  /** A posted write of `data` at `addr`; resolves when it has landed in host memory if `waitLanded`. */
-  async write(addr: number, data: Uint8Array, waitLanded = false): Promise<void> {
+  /** A posted write of `data` at `addr`; resolves when it has landed in host memory if `waitLanded`, else once pushed. */
+  write(addr: number, data: Uint8Array, waitLanded = false): Promise<void> {
     let landed: EventTarget | undefined;
     let done: Promise<void> | null = null;
     // the landing is an event: the writer resumes before anything else looks (as sim.delay's resume)
@@ -103,6 +120,13 @@ export class FwDma {
       done = new Promise<void>((resolve) => (landed = { fire: () => { resolve(); this.sim.noteResume(); } }));
     }
     const req: DmaReq = { kind: 'write', addr, length: data.length, tag: 0, data, owned: true, landed };
+    const f = this.port.req;
+    if (!f.canPush()) return this.writeWhenRoom(req, done);
+    f.push(req);
+    return done ?? PUSHED;
+  }
+
+  private async writeWhenRoom(req: DmaReq, done: Promise<void> | null): Promise<void> {
     await this.port.req.pushWait(req);
     if (done !== null) await done;
   }
@@ -117,6 +141,9 @@ export class FwDma {
     this.draining = false;
   }
 }
+
+/** What a posted write the port took at once resolves with. */
+const PUSHED: Promise<void> = Promise.resolve();
 
 /**
  * HCA_RETURN_PAGES with too little output for the pages it asks back fails before it runs
@@ -143,6 +170,10 @@ class Delivery {
 interface EntrySlot {
   readonly i: number;
   base: number;
+  /** The entry and one mailbox block as read, and the input gathered (reused: one command per entry at a time). */
+  readonly entryBuf: Uint8Array;
+  readonly blockBuf: Uint8Array;
+  inputBuf: Uint8Array;
   entryBytes: Uint8Array | null;
   entry: CmdEntry | null;
   delivery: Delivery | null;
@@ -279,11 +310,11 @@ export class CmdQueueEngine {
   private async fetch(st: EntrySlot): Promise<Cmd | CmdError | null> {
     this.fetchStarted();
     try {
-      const entryBytes = await this.h.dma.read(st.base, CMD_ENTRY_BYTES);
+      const entryBytes = await this.h.dma.read(st.base, CMD_ENTRY_BYTES, st.entryBuf);
       st.entryBytes = entryBytes;
       const entry = decodeCmdEntry(entryBytes, 0);
       st.entry = entry;
-      const r = entry === null ? new Delivery('IN_PTR_ALIGN_ERR', 'a mailbox pointer past host memory') : await this.fetchInput(entryBytes, entry);
+      const r = entry === null ? new Delivery('IN_PTR_ALIGN_ERR', 'a mailbox pointer past host memory') : await this.fetchInput(st, entryBytes, entry);
       if (r instanceof Delivery) {
         st.delivery = r;
         return null;
@@ -301,7 +332,8 @@ export class CmdQueueEngine {
    */
   private readonly slots: EntrySlot[] = Array.from({ length: 1 << CMDQ_LOG_SZ }, (_, i) => {
     const st: EntrySlot = {
-      i, base: 0, entryBytes: null, entry: null, delivery: null, cmd: null, out: undefined, failed: null,
+      i, base: 0, entryBuf: new Uint8Array(CMD_ENTRY_BYTES), blockBuf: new Uint8Array(CMD_BLOCK_BYTES), inputBuf: new Uint8Array(CMD_BLOCK_BYTES),
+      entryBytes: null, entry: null, delivery: null, cmd: null, out: undefined, failed: null,
       settle: (cmd, out, failed) => {
         st.cmd = cmd;
         st.out = out;
@@ -326,7 +358,7 @@ export class CmdQueueEngine {
   }
 
   /** Checks the entry and reads its input (inline and the chain); the input bytes, or a delivery failure. */
-  private async fetchInput(b: Uint8Array, e: CmdEntry): Promise<Uint8Array | Delivery> {
+  private async fetchInput(st: EntrySlot, b: Uint8Array, e: CmdEntry): Promise<Uint8Array | Delivery> {
     if ((e.statusOwn & CMD_OWNER_HW) === 0) return new Delivery('CMD_DESCR_ERR', 'the doorbell rang for an entry software owns');
     if (!cmdEntrySigOk(b, 0)) return new Delivery('SIGNAT_ERR', 'the entry does not XOR to 0xff');
     if (e.type !== MLX5_PCI_CMD_XPORT) return new Delivery('CMD_DESCR_ERR', `type ${e.type} is not MLX5_PCI_CMD_XPORT`);
@@ -335,28 +367,32 @@ export class CmdQueueEngine {
     if (e.outlen < CMD_HDR_BYTES) return new Delivery('OUT_LENGTH_ERR', `outlen ${e.outlen} is shorter than the header`);
     if (cmdBlocksFor(e.outlen) > 0 && e.outPtr % CMD_BLOCK_ALIGN !== 0) return new Delivery('OUT_PTR_ALIGN_ERR', 'out_ptr is off a mailbox block');
     const need = cmdBlocksFor(e.inlen);
-    const chunks: Uint8Array[] = [e.in];
+    // the input is gathered in the entry's own buffer, grown as blocks arrive (an inlen no chain
+    // backs allocates nothing); the decoded command keeps none of its bytes
+    let input = st.inputBuf;
+    input.set(e.in.subarray(0, Math.min(CMD_INLINE_BYTES, e.inlen)), 0);
     let addr = e.inPtr;
     for (let k = 0; k < need; k++) {
       if (addr === 0) return new Delivery('IN_LENGTH_ERR', `the input chain ends after ${k} blocks; inlen ${e.inlen} needs ${need}`);
       if (addr < 0 || addr % CMD_BLOCK_ALIGN !== 0) return new Delivery('IN_PTR_ALIGN_ERR', 'an input block pointer is off a mailbox block');
-      const blk = await this.h.dma.read(addr, CMD_BLOCK_BYTES);
+      const blk = await this.h.dma.read(addr, CMD_BLOCK_BYTES, st.blockBuf);
       this.sBlocksIn.inc();
       if (!cmdBlockSigOk(blk, 0)) return new Delivery('SIGNAT_ERR', `input block ${k} fails its signatures`);
       const c = decodeCmdBlockCtrl(blk, 0);
       if (c.blockNum !== k) return new Delivery('BAD_BLK_NUM_ERR', `input block ${k} says block_num ${c.blockNum}`);
       if (c.token !== e.token) return new Delivery('TOK_ERR', `input block ${k} has token ${c.token}, the entry ${e.token}`);
-      chunks.push(blk.subarray(0, CMD_BLOCK_DATA));
+      const at = CMD_INLINE_BYTES + k * CMD_BLOCK_DATA;
+      const n = Math.min(CMD_BLOCK_DATA, e.inlen - at);
+      if (input.length < at + n) {
+        const grown = new Uint8Array(Math.max(at + n, 2 * input.length));
+        grown.set(input.subarray(0, at), 0);
+        input = grown;
+        st.inputBuf = grown;
+      }
+      input.set(blk.subarray(0, n), at);
       addr = c.next;
     }
-    const input = new Uint8Array(e.inlen);
-    let at = 0;
-    for (const c of chunks) {
-      const n = Math.min(c.length, e.inlen - at);
-      input.set(c.subarray(0, n), at);
-      at += n;
-    }
-    return input;
+    return input.subarray(0, e.inlen);
   }
 
   /** The output of an executed command as bytes (a failure: status and syndrome, and its tracer text). */
@@ -439,7 +475,11 @@ export class CmdQueueEngine {
     this.h.delivSig.setNow(CmdDeliveryStatus[status]);
     if ((this.eqeWanted & (1 << i)) !== 0) {
       const data = new Uint8Array(EQE_DATA_SIZE);
-      new DataView(data.buffer).setUint32(EQE_CMD_VECTOR_OFF, (1 << i) >>> 0);
+      const bit = (1 << i) >>> 0; // the vector, a big-endian u32
+      data[EQE_CMD_VECTOR_OFF] = bit >>> 24;
+      data[EQE_CMD_VECTOR_OFF + 1] = (bit >>> 16) & 0xff;
+      data[EQE_CMD_VECTOR_OFF + 2] = (bit >>> 8) & 0xff;
+      data[EQE_CMD_VECTOR_OFF + 3] = bit & 0xff;
       this.sEqes.inc();
       this.h.raiseCmdEqe(data);
     }
