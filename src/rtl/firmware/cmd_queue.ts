@@ -111,14 +111,17 @@ export class FwDma {
     }
   }
 
-  /** A posted write of `data` at `addr`; resolves when it has landed in host memory if `waitLanded`, else once pushed. */
-  write(addr: number, data: Uint8Array, waitLanded = false): Promise<void> {
+  /**
+   * A posted write of `data` at `addr`; resolves when it has landed in host memory if `waitLanded`
+   * is true, else once pushed. An EventTarget `waitLanded` is fired (`fire(0)`) when it lands.
+   */
+  write(addr: number, data: Uint8Array, waitLanded: boolean | EventTarget = false): Promise<void> {
     let landed: EventTarget | undefined;
     let done: Promise<void> | null = null;
     // the landing is an event: the writer resumes before anything else looks (as sim.delay's resume)
-    if (waitLanded) {
+    if (waitLanded === true) {
       done = new Promise<void>((resolve) => (landed = { fire: () => { resolve(); this.sim.noteResume(); } }));
-    }
+    } else if (waitLanded !== false) landed = waitLanded;
     const req: DmaReq = { kind: 'write', addr, length: data.length, tag: 0, data, owned: true, landed };
     const f = this.port.req;
     if (!f.canPush()) return this.writeWhenRoom(req, done);
@@ -132,8 +135,11 @@ export class FwDma {
   }
 
   private async drain(): Promise<void> {
+    const resp = this.port.resp;
     while (this.pending.size > 0) {
-      const r = await this.port.resp.popWait();
+      // as popWait, without its own async frame
+      while (!resp.canPop()) await resp.changed.wait();
+      const r = resp.pop();
       const res = this.pending.get(r.tag);
       this.pending.delete(r.tag);
       res?.(r.data ?? new Uint8Array(0));
@@ -166,6 +172,26 @@ class Delivery {
   ) {}
 }
 
+/** What is wrong with a fetched entry before its input is read (a delivery failure), or null. */
+function entryFault(b: Uint8Array, e: CmdEntry): Delivery | null {
+  if ((e.statusOwn & CMD_OWNER_HW) === 0) return new Delivery('CMD_DESCR_ERR', 'the doorbell rang for an entry software owns');
+  if (!cmdEntrySigOk(b, 0)) return new Delivery('SIGNAT_ERR', 'the entry does not XOR to 0xff');
+  if (e.type !== MLX5_PCI_CMD_XPORT) return new Delivery('CMD_DESCR_ERR', `type ${e.type} is not MLX5_PCI_CMD_XPORT`);
+  if (e.rsvd !== 0) return new Delivery('RES_FLD_NOT_CLR_ERR', 'a reserved byte of the entry is set');
+  if (e.inlen < CMD_HDR_BYTES) return new Delivery('IN_LENGTH_ERR', `inlen ${e.inlen} is shorter than the header`);
+  if (e.outlen < CMD_HDR_BYTES) return new Delivery('OUT_LENGTH_ERR', `outlen ${e.outlen} is shorter than the header`);
+  if (cmdBlocksFor(e.outlen) > 0 && e.outPtr % CMD_BLOCK_ALIGN !== 0) return new Delivery('OUT_PTR_ALIGN_ERR', 'out_ptr is off a mailbox block');
+  return null;
+}
+
+/** What is wrong with input block `k` as read (its control part `c`), or null. */
+function blockFault(blk: Uint8Array, k: number, c: { blockNum: number; token: number }, token: number): Delivery | null {
+  if (!cmdBlockSigOk(blk, 0)) return new Delivery('SIGNAT_ERR', `input block ${k} fails its signatures`);
+  if (c.blockNum !== k) return new Delivery('BAD_BLK_NUM_ERR', `input block ${k} says block_num ${c.blockNum}`);
+  if (c.token !== token) return new Delivery('TOK_ERR', `input block ${k} has token ${c.token}, the entry ${token}`);
+  return null;
+}
+
 /** One entry's command in flight (CmdQueueEngine.slots). */
 interface EntrySlot {
   readonly i: number;
@@ -174,6 +200,9 @@ interface EntrySlot {
   readonly entryBuf: Uint8Array;
   readonly blockBuf: Uint8Array;
   inputBuf: Uint8Array;
+  /** The delivery status being written back, and what its landing fires. */
+  status: CmdDeliveryStatusName;
+  readonly landed: EventTarget;
   entryBytes: Uint8Array | null;
   entry: CmdEntry | null;
   delivery: Delivery | null;
@@ -312,15 +341,50 @@ export class CmdQueueEngine {
     try {
       const entryBytes = await this.h.dma.read(st.base, CMD_ENTRY_BYTES, st.entryBuf);
       st.entryBytes = entryBytes;
-      const entry = decodeCmdEntry(entryBytes, 0);
-      st.entry = entry;
-      const r = entry === null ? new Delivery('IN_PTR_ALIGN_ERR', 'a mailbox pointer past host memory') : await this.fetchInput(st, entryBytes, entry);
-      if (r instanceof Delivery) {
-        st.delivery = r;
+      const e = decodeCmdEntry(entryBytes, 0);
+      st.entry = e;
+      const bad = e === null ? new Delivery('IN_PTR_ALIGN_ERR', 'a mailbox pointer past host memory') : entryFault(entryBytes, e);
+      if (bad !== null) {
+        st.delivery = bad;
         return null;
       }
-      const d = decodeCmdInput(r);
-      return d.ok ? returnRoom(d.cmd, (entry as CmdEntry).outlen) : d.error;
+      const entry = e as CmdEntry;
+      // the input chain, block by block (in this function: one process step per block read)
+      const need = cmdBlocksFor(entry.inlen);
+      // the input is gathered in the entry's own buffer, grown as blocks arrive (an inlen no chain
+      // backs allocates nothing); the decoded command keeps none of its bytes
+      let input = st.inputBuf;
+      input.set(entry.in.subarray(0, Math.min(CMD_INLINE_BYTES, entry.inlen)), 0);
+      let addr = entry.inPtr;
+      for (let k = 0; k < need; k++) {
+        let fault: Delivery | null = null;
+        if (addr === 0) fault = new Delivery('IN_LENGTH_ERR', `the input chain ends after ${k} blocks; inlen ${entry.inlen} needs ${need}`);
+        else if (addr < 0 || addr % CMD_BLOCK_ALIGN !== 0) fault = new Delivery('IN_PTR_ALIGN_ERR', 'an input block pointer is off a mailbox block');
+        if (fault !== null) {
+          st.delivery = fault;
+          return null;
+        }
+        const blk = await this.h.dma.read(addr, CMD_BLOCK_BYTES, st.blockBuf);
+        this.sBlocksIn.inc();
+        const c = decodeCmdBlockCtrl(blk, 0);
+        fault = blockFault(blk, k, c, entry.token);
+        if (fault !== null) {
+          st.delivery = fault;
+          return null;
+        }
+        const at = CMD_INLINE_BYTES + k * CMD_BLOCK_DATA;
+        const n = Math.min(CMD_BLOCK_DATA, entry.inlen - at);
+        if (input.length < at + n) {
+          const grown = new Uint8Array(Math.max(at + n, 2 * input.length));
+          grown.set(input.subarray(0, at), 0);
+          input = grown;
+          st.inputBuf = grown;
+        }
+        input.set(blk.subarray(0, n), at);
+        addr = c.next;
+      }
+      const d = decodeCmdInput(input.subarray(0, entry.inlen));
+      return d.ok ? returnRoom(d.cmd, entry.outlen) : d.error;
     } finally {
       this.fetchEnded();
     }
@@ -333,7 +397,7 @@ export class CmdQueueEngine {
   private readonly slots: EntrySlot[] = Array.from({ length: 1 << CMDQ_LOG_SZ }, (_, i) => {
     const st: EntrySlot = {
       i, base: 0, entryBuf: new Uint8Array(CMD_ENTRY_BYTES), blockBuf: new Uint8Array(CMD_BLOCK_BYTES), inputBuf: new Uint8Array(CMD_BLOCK_BYTES),
-      entryBytes: null, entry: null, delivery: null, cmd: null, out: undefined, failed: null,
+      entryBytes: null, entry: null, status: 'OK', landed: { fire: () => this.completed(i, st.status) }, delivery: null, cmd: null, out: undefined, failed: null,
       settle: (cmd, out, failed) => {
         st.cmd = cmd;
         st.out = out;
@@ -357,44 +421,6 @@ export class CmdQueueEngine {
     this.fetching--;
   }
 
-  /** Checks the entry and reads its input (inline and the chain); the input bytes, or a delivery failure. */
-  private async fetchInput(st: EntrySlot, b: Uint8Array, e: CmdEntry): Promise<Uint8Array | Delivery> {
-    if ((e.statusOwn & CMD_OWNER_HW) === 0) return new Delivery('CMD_DESCR_ERR', 'the doorbell rang for an entry software owns');
-    if (!cmdEntrySigOk(b, 0)) return new Delivery('SIGNAT_ERR', 'the entry does not XOR to 0xff');
-    if (e.type !== MLX5_PCI_CMD_XPORT) return new Delivery('CMD_DESCR_ERR', `type ${e.type} is not MLX5_PCI_CMD_XPORT`);
-    if (e.rsvd !== 0) return new Delivery('RES_FLD_NOT_CLR_ERR', 'a reserved byte of the entry is set');
-    if (e.inlen < CMD_HDR_BYTES) return new Delivery('IN_LENGTH_ERR', `inlen ${e.inlen} is shorter than the header`);
-    if (e.outlen < CMD_HDR_BYTES) return new Delivery('OUT_LENGTH_ERR', `outlen ${e.outlen} is shorter than the header`);
-    if (cmdBlocksFor(e.outlen) > 0 && e.outPtr % CMD_BLOCK_ALIGN !== 0) return new Delivery('OUT_PTR_ALIGN_ERR', 'out_ptr is off a mailbox block');
-    const need = cmdBlocksFor(e.inlen);
-    // the input is gathered in the entry's own buffer, grown as blocks arrive (an inlen no chain
-    // backs allocates nothing); the decoded command keeps none of its bytes
-    let input = st.inputBuf;
-    input.set(e.in.subarray(0, Math.min(CMD_INLINE_BYTES, e.inlen)), 0);
-    let addr = e.inPtr;
-    for (let k = 0; k < need; k++) {
-      if (addr === 0) return new Delivery('IN_LENGTH_ERR', `the input chain ends after ${k} blocks; inlen ${e.inlen} needs ${need}`);
-      if (addr < 0 || addr % CMD_BLOCK_ALIGN !== 0) return new Delivery('IN_PTR_ALIGN_ERR', 'an input block pointer is off a mailbox block');
-      const blk = await this.h.dma.read(addr, CMD_BLOCK_BYTES, st.blockBuf);
-      this.sBlocksIn.inc();
-      if (!cmdBlockSigOk(blk, 0)) return new Delivery('SIGNAT_ERR', `input block ${k} fails its signatures`);
-      const c = decodeCmdBlockCtrl(blk, 0);
-      if (c.blockNum !== k) return new Delivery('BAD_BLK_NUM_ERR', `input block ${k} says block_num ${c.blockNum}`);
-      if (c.token !== e.token) return new Delivery('TOK_ERR', `input block ${k} has token ${c.token}, the entry ${e.token}`);
-      const at = CMD_INLINE_BYTES + k * CMD_BLOCK_DATA;
-      const n = Math.min(CMD_BLOCK_DATA, e.inlen - at);
-      if (input.length < at + n) {
-        const grown = new Uint8Array(Math.max(at + n, 2 * input.length));
-        grown.set(input.subarray(0, at), 0);
-        input = grown;
-        st.inputBuf = grown;
-      }
-      input.set(blk.subarray(0, n), at);
-      addr = c.next;
-    }
-    return input.subarray(0, e.inlen);
-  }
-
   /** The output of an executed command as bytes (a failure: status and syndrome, and its tracer text). */
   private outputOf(cmd: Cmd | CmdError, out: unknown, failed: unknown): { bytes: Uint8Array; err: CmdError | null } {
     const op = cmd.op;
@@ -411,8 +437,21 @@ export class CmdQueueEngine {
   }
 
   /** Writes the output, the tracer record, then the entry's status and ownership; then the EQE. */
-  private async writeBack(i: number, base: number, b: Uint8Array, e: CmdEntry, cmd: Cmd | CmdError, out: unknown, failed: unknown): Promise<void> {
-    let { bytes, err } = this.outputOf(cmd, out, failed);
+  private writeBack(i: number, base: number, b: Uint8Array, e: CmdEntry, cmd: Cmd | CmdError, out: unknown, failed: unknown): Promise<void> {
+    const { bytes, err } = this.outputOf(cmd, out, failed);
+    if (err === null && bytes.length <= CMD_INLINE_BYTES && bytes.length <= e.outlen) {
+      // the usual output, inline in the entry: no mailbox, no tracer record, no process step
+      b.fill(0, CmdEntryOff.OUT, CmdEntryOff.OUT + CMD_INLINE_BYTES);
+      b.set(bytes, CmdEntryOff.OUT);
+      return this.complete(i, base, b, 'OK');
+    }
+    return this.writeBackChain(i, base, b, e, bytes, err);
+  }
+
+  /** `writeBack` of an output past the entry's 16 bytes, or of a failure. */
+  private async writeBackChain(i: number, base: number, b: Uint8Array, e: CmdEntry, out: Uint8Array, error: CmdError | null): Promise<void> {
+    let bytes = out;
+    let err = error;
     if (bytes.length > e.outlen) {
       // the output does not fit what the driver left: BAD_OUTPUT_LEN, as much as fits
       const op = err?.op ?? 'UNKNOWN';
@@ -467,10 +506,17 @@ export class CmdQueueEngine {
   }
 
   /** Status and ownership back to software (the entry re-signed), then the completion EQE. */
-  private async complete(i: number, base: number, b: Uint8Array, status: CmdDeliveryStatusName): Promise<void> {
+  private complete(i: number, base: number, b: Uint8Array, status: CmdDeliveryStatusName): Promise<void> {
     b[CmdEntryOff.STATUS_OWN] = (CmdDeliveryStatus[status] << 1) & 0xfe;
     signCmdEntry(b, 0);
-    await this.h.dma.write(base, b, true);
+    // the rest happens as the write lands, in its event (no process to resume)
+    const st = this.slots[i];
+    st.status = status;
+    return this.h.dma.write(base, b, st.landed);
+  }
+
+  /** Entry `i`'s status write landed: the entry is software's, then its EQE. */
+  private completed(i: number, status: CmdDeliveryStatusName): void {
     this.held &= ~(1 << i);
     this.h.delivSig.setNow(CmdDeliveryStatus[status]);
     if ((this.eqeWanted & (1 << i)) !== 0) {
