@@ -137,6 +137,8 @@ export class CmdQueue {
   private readonly entryBuf = new Uint8Array(CMD_ENTRY_BYTES);
   /** Scratch bytes a command's input is encoded into (a larger input gets bytes of its own). */
   private readonly inputBuf = new Uint8Array(2048);
+  /** Scratch bytes of a command's output as `result` gathers it (grown for a larger output). */
+  private outBuf = new Uint8Array(CMD_BLOCK_BYTES);
   /** Scratch bytes of a completed entry as `result` reads it. */
   private readonly doneBuf = new Uint8Array(CMD_ENTRY_BYTES);
   private readonly done = new Map<number, () => void>();
@@ -458,7 +460,9 @@ export class CmdQueue {
     if (!cmdEntrySigOk(e, 0)) throw new CmdDeliveryError(op, -1, 'the completed entry fails its signature');
     const deliv = e[CmdEntryOff.STATUS_OWN] >>> 1;
     if (deliv !== CmdDeliveryStatus.OK) throw new CmdDeliveryError(op, deliv, `delivery status ${DELIVERY_NAME[deliv] ?? 'UNKNOWN'}(${hex(deliv)})`);
-    const out = new Uint8Array(outlen);
+    // every byte of the output is written below: scratch bytes serve (the decoded output keeps none of them)
+    if (this.outBuf.length < outlen) this.outBuf = new Uint8Array(outlen);
+    const out = this.outBuf.subarray(0, outlen);
     out.set(e.subarray(CmdEntryOff.OUT, CmdEntryOff.OUT + CMD_INLINE_BYTES).subarray(0, outlen), 0);
     const need = cmdBlocksFor(outlen);
     for (let k = 0; k < need; k++) {

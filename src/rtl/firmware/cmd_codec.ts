@@ -938,6 +938,16 @@ export function encodeCmdOutput<K extends CmdName>(op: K, out: CmdOutputs[K]): U
   return codecOf(op).encOut(out);
 }
 
+/** `encodeCmdOutput` into `scratch` when it fits (a view of it, valid until its next use), else into new bytes. */
+export function encodeCmdOutputInto<K extends CmdName>(op: K, out: CmdOutputs[K], scratch: Uint8Array): Uint8Array {
+  lent = scratch;
+  try {
+    return encodeCmdOutput(op, out);
+  } finally {
+    lent = null;
+  }
+}
+
 /** The bytes of a failed command's output: its status and syndrome, nothing else (mlx5 `*_out`). */
 export function encodeCmdError(err: CmdError): Uint8Array {
   const { b, v } = buffer(CMD_HDR_BYTES);

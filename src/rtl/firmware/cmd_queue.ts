@@ -58,7 +58,7 @@ import {
   type CmdDeliveryStatusName,
   type CmdEntry,
 } from '../formats/cmd_layout.ts';
-import { CMD_HDR_BYTES, decodeCmdInput, encodeCmdError, encodeCmdOutput } from './cmd_codec.ts';
+import { CMD_HDR_BYTES, decodeCmdInput, encodeCmdError, encodeCmdOutputInto } from './cmd_codec.ts';
 import { CmdError, type Cmd, type CmdName } from './cmd_types.ts';
 import { CmdOpcode, ManagePagesOpMod } from '../formats/constants.ts';
 import { EQE_DATA_SIZE } from '../formats/eqe.ts';
@@ -253,6 +253,8 @@ export class CmdQueueEngine {
   private readonly sBlocksOut: Counter;
   private readonly sEqes: Counter;
   private readonly sDelivery = new Map<string, Counter>();
+  /** Scratch bytes a command's output is encoded into (`outputOf`). */
+  private readonly outScratch = new Uint8Array(CMD_BLOCK_BYTES);
 
   constructor(private readonly h: CmdQueueHost) {
     this.sDoorbells = h.stats.counter('cmdq_doorbells');
@@ -427,7 +429,8 @@ export class CmdQueueEngine {
     let err: CmdError | null = null;
     if (failed === null) {
       try {
-        return { bytes: encodeCmdOutput(op as CmdName, out as never), err: null };
+        // into scratch bytes: the write-back copies them into the entry, or (`writeBackChain`) first of all
+        return { bytes: encodeCmdOutputInto(op as CmdName, out as never, this.outScratch), err: null };
       } catch (e) {
         failed = e;
       }
@@ -450,7 +453,7 @@ export class CmdQueueEngine {
 
   /** `writeBack` of an output past the entry's 16 bytes, or of a failure. */
   private async writeBackChain(i: number, base: number, b: Uint8Array, e: CmdEntry, out: Uint8Array, error: CmdError | null): Promise<void> {
-    let bytes = out;
+    let bytes: Uint8Array = out.slice(); // out may be the scratch bytes another write-back takes while this one waits
     let err = error;
     if (bytes.length > e.outlen) {
       // the output does not fit what the driver left: BAD_OUTPUT_LEN, as much as fits
