@@ -18,7 +18,7 @@
  * A list given empty (CQ/QP pas) decodes as not given.
  */
 import { CmdOpcode, HcaCapOpMod, ManagePagesOpMod, MKEY_QPN_NONE, makeKey } from '../formats/constants.ts';
-import { decodeIfc, encodeIfc, readPas, setIfc, writePas, PAS_ENTRY_BYTES, type IfcLayout, type IfcValues } from '../formats/cmd_hdr.ts';
+import { decodeIfc, encodeIfc, readPas, setIfc, writePas, IN_HDR, PAS_ENTRY_BYTES, type IfcLayout, type IfcValues } from '../formats/cmd_hdr.ts';
 import { ENABLE_HCA_IN, ENABLE_HCA_OUT, DISABLE_HCA_IN, DISABLE_HCA_OUT, INIT_HCA_IN, INIT_HCA_OUT, TEARDOWN_HCA_IN, TEARDOWN_HCA_OUT } from '../formats/cmd_init.ts';
 import { MANAGE_PAGES_IN, MANAGE_PAGES_OUT, QUERY_PAGES_IN, QUERY_PAGES_OUT } from '../formats/cmd_pages.ts';
 import { CMD_HCA_CAP, ODP_CAP, QUERY_HCA_CAP_IN, QUERY_HCA_CAP_OUT } from '../formats/cmd_hca_cap.ts';
@@ -64,7 +64,7 @@ import { decodeMkeyContext, encodeMkeyContext } from '../formats/mkey_context.ts
 import { decodePageFaultResumeIn, encodePageFaultResumeIn, PAGE_FAULT_RESUME_IN_SIZE } from '../formats/page_fault_resume.ts';
 import { decodeKlm, encodeKlm, type Klm } from '../formats/klm.ts';
 import { KLM_SIZE, MTT_SIZE, OCTOWORD_SIZE } from '../formats/constants.ts';
-import { hex } from '../formats/field.ts';
+import { hex, setBits } from '../formats/field.ts';
 import type { Mtu } from '../config.ts';
 import type { QueuePages } from '../memory/pas.ts';
 import type { HcaGeneralCaps, HcaOdpCaps, OdpGeneralCap, OdpTransportCap } from './hca_caps.ts';
@@ -135,7 +135,10 @@ function input(op: CmdName, l: IfcLayout, opMod: number, fields: Record<string, 
   const r = buffer(l.bytes + extra);
   // the fields, then the header (as one spread object wrote them, without copying the fields)
   encodeIfc(r.v, 0, l, fields);
-  setIfc(r.v, 0, l, { opcode: CmdOpcode[op], op_mod: opMod });
+  // the header's two fields (every input layout has them: IN_HDR), without an object for them
+  const f = (l as IfcLayout<keyof typeof IN_HDR>).fields;
+  setBits(r.v, 0, f.opcode.bit, f.opcode.width, CmdOpcode[op], f.opcode.name);
+  setBits(r.v, 0, f.op_mod.bit, f.op_mod.width, opMod, f.op_mod.name);
   return r;
 }
 
