@@ -24,7 +24,7 @@
  * Doorbell rung for an entry the firmware still holds: ignored and counted (`doorbell_busy`), the
  * entry completes once. Entries from CMD_BG_FIRST up run in the background lane (cmdif.ts).
  */
-import type { Sim } from '../../sim/index.ts';
+import { Module, type Sim } from '../../sim/index.ts';
 import type { Counter, Signal } from '../../sim/index.ts';
 import type { EventTarget } from '../../sim/event_queue.ts';
 import type { DmaPort, DmaReq } from '../memory/pcie.ts';
@@ -65,16 +65,55 @@ import { EQE_DATA_SIZE } from '../formats/eqe.ts';
 import { MANAGE_PAGES_OUT } from '../formats/cmd_pages.ts';
 import { PAS_ENTRY_BYTES } from '../formats/cmd_hdr.ts';
 
+/**
+ * The consumer of a DMA port's responses: its FIFO wakes it in the commit that makes a response
+ * visible, and it hands the responses over there (no process polls the FIFO, which would also
+ * wake at every other commit of it, its own pops included).
+ */
+class DmaResponses extends Module {
+  constructor(
+    parent: Module,
+    private readonly take: () => void,
+  ) {
+    super(parent.sim, parent, 'dma_resp');
+  }
+
+  override wake(): void {
+    this.take();
+  }
+}
+
 /** A process's DMA through one PCIe port: reads matched to their responses by tag. */
 export class FwDma {
   private readonly pending = new Map<number, (d: Uint8Array) => void>();
   private nextTag = 0;
   private draining = false;
 
+  /** `owner`: the module the response consumer sits in (without one, a process drains the responses). */
   constructor(
     private readonly sim: Sim,
     private readonly port: DmaPort,
-  ) {}
+    owner?: Module,
+  ) {
+    if (owner !== undefined) {
+      port.resp.consumer = new DmaResponses(owner, () => this.takeResponses());
+      this.draining = true; // never a drain process
+    }
+  }
+
+  /** The responses visible now go to their readers, who resume before the next event. */
+  private takeResponses(): void {
+    const resp = this.port.resp;
+    let any = false;
+    while (resp.canPop()) {
+      const r = resp.pop();
+      const res = this.pending.get(r.tag);
+      this.pending.delete(r.tag);
+      res?.(r.data ?? new Uint8Array(0));
+      any = true;
+    }
+    if (any) this.sim.noteResume();
+  }
 
   /** True while a request is queued or a read is outstanding. */
   get busy(): boolean {

@@ -312,7 +312,7 @@ export class Cmdif extends Module {
     this.delivStatus = this.signal('deliv_status', CmdDeliveryStatusEnum.width, { enum: CmdDeliveryStatusEnum });
     this.cmdq = new CmdQueueEngine({
       sim: this.sim,
-      dma: new FwDma(this.sim, opts.ports.dma),
+      dma: new FwDma(this.sim, opts.ports.dma, this),
       post: (bg, fetched, settle, pages) => this.postEntry(bg, fetched, settle, pages),
       cmdEqExists: () => this.cmdEqExists(),
       raiseCmdEqe: (data) => this.onCmdEqe?.(data),
