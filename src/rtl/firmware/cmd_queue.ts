@@ -87,18 +87,14 @@ class DmaResponses extends Module {
 export class FwDma {
   private readonly pending = new Map<number, (d: Uint8Array) => void>();
   private nextTag = 0;
-  private draining = false;
 
-  /** `owner`: the module the response consumer sits in (without one, a process drains the responses). */
+  /** `owner`: the module the response consumer sits in. */
   constructor(
     private readonly sim: Sim,
     private readonly port: DmaPort,
-    owner?: Module,
+    owner: Module,
   ) {
-    if (owner !== undefined) {
-      port.resp.consumer = new DmaResponses(owner, () => this.takeResponses());
-      this.draining = true; // never a drain process
-    }
+    port.resp.consumer = new DmaResponses(owner, () => this.takeResponses());
   }
 
   /** The responses visible now go to their readers, who resume before the next event. */
@@ -133,21 +129,12 @@ export class FwDma {
     const f = this.port.req;
     if (!f.canPush()) return this.readWhenRoom(req, done);
     f.push(req);
-    this.startDrain();
     return done;
   }
 
   private async readWhenRoom(req: DmaReq, done: Promise<Uint8Array>): Promise<Uint8Array> {
     await this.port.req.pushWait(req);
-    this.startDrain();
     return done;
-  }
-
-  private startDrain(): void {
-    if (!this.draining) {
-      this.draining = true;
-      void this.sim.spawn(() => this.drain());
-    }
   }
 
   /**
@@ -171,19 +158,6 @@ export class FwDma {
   private async writeWhenRoom(req: DmaReq, done: Promise<void> | null): Promise<void> {
     await this.port.req.pushWait(req);
     if (done !== null) await done;
-  }
-
-  private async drain(): Promise<void> {
-    const resp = this.port.resp;
-    while (this.pending.size > 0) {
-      // as popWait, without its own async frame
-      while (!resp.canPop()) await resp.changed.wait();
-      const r = resp.pop();
-      const res = this.pending.get(r.tag);
-      this.pending.delete(r.tag);
-      res?.(r.data ?? new Uint8Array(0));
-    }
-    this.draining = false;
   }
 }
 
