@@ -27,7 +27,7 @@
 import type { Hca } from '../../rtl/hca.ts';
 import type { Sim } from '../../sim/index.ts';
 import { CmdError, CmdStatus, type Cmd, type CmdName, type CmdOf, type CmdOutputs, type CmdStatusName } from '../../rtl/firmware/cmd_types.ts';
-import { cmdOutputLength, decodeCmdOutput, encodeCmdInputInto } from '../../rtl/firmware/cmd_codec.ts';
+import { cmdOutputLength, decodeCmdOutput, encodeCmdInput } from '../../rtl/firmware/cmd_codec.ts';
 import {
   CMD_BG_ENTRIES,
   CMD_BG_FIRST,
@@ -378,7 +378,7 @@ export class CmdQueue {
     try {
       const host = this.hca.host;
       // the input in the queue's scratch bytes: copied into the entry and mailboxes before any wait
-      let input = encodeCmdInputInto(cmd as unknown as Cmd, this.inputBuf);
+      let input = encodeCmdInput(cmd as unknown as Cmd, this.inputBuf);
       const outlen = cmdOutputLength(cmd as unknown as Cmd);
       const lane = this.lanes[laneName];
       const taken = lane.take();

@@ -116,7 +116,7 @@ function log2Exact(name: string, n: number): number {
   return l;
 }
 
-/** Bytes `encodeCmdInputInto` lends the next `buffer` call (null: allocate). */
+/** Bytes an encode with `scratch` lends the next `buffer` call (null: allocate). */
 let lent: Uint8Array | null = null;
 
 function buffer(n: number): { b: Uint8Array; v: DataView } {
@@ -892,22 +892,15 @@ function opModOf(cmd: Cmd): number {
 /**
  * The bytes of a command's input (what the driver posts). A value its structure cannot hold (a
  * size not a power of two, a field too wide) throws a RangeError naming it: the driver checks
- * its arguments before it builds a command.
+ * its arguments before it builds a command. With `scratch`, the input is written there when it
+ * fits (a view of it, valid until its next use: for a sender that copies it out at once).
  */
-export function encodeCmdInput(cmd: Cmd): Uint8Array {
+export function encodeCmdInput(cmd: Cmd, scratch?: Uint8Array): Uint8Array {
   const c = codecOf(cmd.op) as CmdCodec<CmdName>;
   if (c === undefined) throw new RangeError(`no command ${String((cmd as { op: unknown }).op)}`);
-  return c.encIn(cmd as never);
-}
-
-/**
- * `encodeCmdInput` into `scratch` when the input fits it (a view of it: valid until the next
- * use of `scratch`), else into new bytes: for a sender that copies the input out at once.
- */
-export function encodeCmdInputInto(cmd: Cmd, scratch: Uint8Array): Uint8Array {
-  lent = scratch;
+  lent = scratch ?? null;
   try {
-    return encodeCmdInput(cmd);
+    return c.encIn(cmd as never);
   } finally {
     lent = null;
   }
@@ -936,16 +929,11 @@ export function decodeCmdInput(bytes: Uint8Array): DecodedCmdInput {
   }
 }
 
-/** The bytes of a successful command's output (status OK). */
-export function encodeCmdOutput<K extends CmdName>(op: K, out: CmdOutputs[K]): Uint8Array {
-  return codecOf(op).encOut(out);
-}
-
-/** `encodeCmdOutput` into `scratch` when it fits (a view of it, valid until its next use), else into new bytes. */
-export function encodeCmdOutputInto<K extends CmdName>(op: K, out: CmdOutputs[K], scratch: Uint8Array): Uint8Array {
-  lent = scratch;
+/** The bytes of a successful command's output (status OK); into `scratch` when it fits, as `encodeCmdInput`. */
+export function encodeCmdOutput<K extends CmdName>(op: K, out: CmdOutputs[K], scratch?: Uint8Array): Uint8Array {
+  lent = scratch ?? null;
   try {
-    return encodeCmdOutput(op, out);
+    return codecOf(op).encOut(out);
   } finally {
     lent = null;
   }

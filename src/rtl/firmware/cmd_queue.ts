@@ -58,7 +58,7 @@ import {
   type CmdDeliveryStatusName,
   type CmdEntry,
 } from '../formats/cmd_layout.ts';
-import { CMD_HDR_BYTES, decodeCmdInput, encodeCmdError, encodeCmdOutputInto } from './cmd_codec.ts';
+import { CMD_HDR_BYTES, decodeCmdInput, encodeCmdError, encodeCmdOutput } from './cmd_codec.ts';
 import { CmdError, type Cmd, type CmdName } from './cmd_types.ts';
 import { CmdOpcode, ManagePagesOpMod } from '../formats/constants.ts';
 import { EQE_DATA_SIZE } from '../formats/eqe.ts';
@@ -443,7 +443,7 @@ export class CmdQueueEngine {
     if (failed === null) {
       try {
         // into scratch bytes: the write-back copies them into the entry, or (`writeBackChain`) first of all
-        return { bytes: encodeCmdOutputInto(op as CmdName, out as never, this.outScratch), err: null };
+        return { bytes: encodeCmdOutput(op as CmdName, out as never, this.outScratch), err: null };
       } catch (e) {
         failed = e;
       }
