@@ -121,6 +121,8 @@ const QUEUES = new WeakMap<Hca, CmdQueue>();
 
 export class CmdQueue {
   private up: Promise<void> | null = null;
+  /** `up` has resolved: the queue, its pages and the command EQ exist. */
+  private started = false;
   private queueVa = 0;
   private tracerVa = 0;
   private logStride = 6;
@@ -133,6 +135,12 @@ export class CmdQueue {
   /** Scratch bytes of one mailbox block and one entry (host.write copies them out). */
   private readonly blockBuf = new Uint8Array(CMD_BLOCK_BYTES);
   private readonly entryBuf = new Uint8Array(CMD_ENTRY_BYTES);
+  /** Scratch bytes a command's input is encoded into (a larger input gets bytes of its own). */
+  private readonly inputBuf = new Uint8Array(2048);
+  /** Scratch bytes of a command's output as `result` gathers it (grown for a larger output). */
+  private outBuf = new Uint8Array(CMD_BLOCK_BYTES);
+  /** Scratch bytes of a completed entry as `result` reads it. */
+  private readonly doneBuf = new Uint8Array(CMD_ENTRY_BYTES);
   private readonly done = new Map<number, () => void>();
   /** Commands posted through the queue, and mailbox blocks the pool holds (for tests and stats). */
   posted = 0;
@@ -195,17 +203,21 @@ export class CmdQueue {
   }
 
   /** Runs one command and resolves with its output (rejects with CmdError on a bad status). */
-  async exec<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
-    this.checkUp(cmd.op);
-    await this.start();
-    return this.post(cmd, 'fg');
+  exec<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
+    // once the queue is up and open, straight to the post (no process hop)
+    return this.started && this.closing === null ? this.post(cmd, 'fg') : this.startThenPost(cmd, 'fg');
   }
 
   /** As `exec`, in the background lane (never ahead of or in the way of `exec`'s commands). */
-  async execBackground<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
+  execBackground<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
+    return this.started && this.closing === null ? this.post(cmd, 'bg') : this.startThenPost(cmd, 'bg');
+  }
+
+  /** `exec` before the queue is up (or after close: EIO). */
+  private async startThenPost<K extends CmdName>(cmd: CmdOf<K>, lane: 'fg' | 'bg'): Promise<CmdOutputs[K]> {
     this.checkUp(cmd.op);
     await this.start();
-    return this.post(cmd, 'bg');
+    return this.post(cmd, lane);
   }
 
   /** True once `close` began: the adapter is being (or was) let go. */
@@ -288,6 +300,7 @@ export class CmdQueue {
       const dev = { hca: this.hca, tb: { sim: this.sim }, cmdq: { exec }, cmd: <T>(p: Promise<T>) => p };
       this.cmdEq = await DriverEq.create(dev, CMD_EQ_SIZE, (1 << EventType.CMD) | (1 << EventType.PAGE_REQUEST), (e) => this.onEqe(e));
       this.events = true;
+      this.started = true;
     })();
     return this.up;
   }
@@ -299,7 +312,9 @@ export class CmdQueue {
       return;
     }
     if (e.type !== EventType.CMD) return;
-    const vector = new DataView(e.data.buffer, e.data.byteOffset, e.data.byteLength).getUint32(EQE_CMD_VECTOR_OFF);
+    const b = e.data;
+    const o = EQE_CMD_VECTOR_OFF;
+    const vector = ((b[o] << 24) | (b[o + 1] << 16) | (b[o + 2] << 8) | b[o + 3]) >>> 0;
     for (let i = 0; i < MLX5_MAX_COMMANDS; i++) {
       if (((vector >>> i) & 1) === 0) continue;
       const d = this.done.get(i);
@@ -357,11 +372,74 @@ export class CmdQueue {
   }
 
   /** Posts `cmd` in an entry of its lane, rings, waits, and decodes the output. */
-  private async post<K extends CmdName>(cmd: CmdOf<K>, lane: 'fg' | 'bg' | 'pages'): Promise<CmdOutputs[K]> {
+  private async post<K extends CmdName>(cmd: CmdOf<K>, laneName: 'fg' | 'bg' | 'pages'): Promise<CmdOutputs[K]> {
     this.sim.checkInProcess(`cmd.exec(${String(cmd.op)})`);
     this.pending++;
     try {
-      return await this.send(cmd, lane);
+      const host = this.hca.host;
+      // the input in the queue's scratch bytes: copied into the entry and mailboxes before any wait
+      let input = encodeCmdInput(cmd as unknown as Cmd, this.inputBuf);
+      const outlen = cmdOutputLength(cmd as unknown as Cmd);
+      const lane = this.lanes[laneName];
+      const taken = lane.take();
+      let idx: number;
+      if (typeof taken === 'number') idx = taken;
+      else {
+        input = input.slice(); // another command may use the scratch while this one waits for an entry
+        idx = await taken;
+      }
+      const token = this.nextToken();
+      let ins: Block[];
+      let outs: Block[];
+      try {
+        ins = this.chain(String(cmd.op), cmdBlocksFor(input.length), input, token);
+        try {
+          outs = this.chain(String(cmd.op), cmdBlocksFor(outlen), null, token);
+        } catch (e) {
+          for (const b of ins) this.blocks.push(b);
+          throw e;
+        }
+      } catch (e) {
+        lane.give(idx);
+        throw e;
+      }
+      const entryVa = this.queueVa + idx * 2 ** this.logStride;
+      const e = this.entryBuf;
+      // (the entry is zeroed first: an input shorter than 16 bytes leaves the rest of in[] 0)
+      encodeCmdEntry(e, 0, {
+        type: MLX5_PCI_CMD_XPORT,
+        inlen: input.length,
+        inPtr: ins.length > 0 ? ins[0].pa : 0,
+        in: input,
+        out: ZERO_INLINE,
+        outPtr: outs.length > 0 ? outs[0].pa : 0,
+        outlen,
+        token,
+        sig: 0,
+        rsvd: 0,
+        statusOwn: CMD_OWNER_HW,
+      });
+      signCmdEntry(e, 0);
+      host.write(entryVa, e);
+      this.posted++;
+      const completed = this.events ? new Promise<void>((resolve) => this.done.set(idx, resolve)) : null;
+      this.hca.iseg.write32(IsegOff.CMD_DBELL, (1 << idx) >>> 0);
+      if (completed !== null) await completed;
+      else {
+        // polled every 100 ns, or every 1/1024 of the time waited so far: a command of seconds
+        // (a configuration with slow firmware or PCIe) costs thousands of reads, not millions
+        const t0 = this.sim.now;
+        while ((host.read(entryVa + CmdEntryOff.STATUS_OWN, 1)[0] & CMD_OWNER_HW) !== 0) {
+          await this.sim.delay(Math.max(CMD_POLL_PS, Math.floor((this.sim.now - t0) / 1024)));
+        }
+      }
+      try {
+        return this.result(cmd, entryVa, idx, outlen, outs);
+      } finally {
+        for (const b of ins) this.blocks.push(b);
+        for (const b of outs) this.blocks.push(b);
+        lane.give(idx);
+      }
     } finally {
       this.pending--;
       if (this.pending === 0 && this.idleWaiters.length > 0) {
@@ -372,80 +450,24 @@ export class CmdQueue {
     }
   }
 
-  private async send<K extends CmdName>(cmd: CmdOf<K>, laneName: 'fg' | 'bg' | 'pages'): Promise<CmdOutputs[K]> {
-    const host = this.hca.host;
-    const input = encodeCmdInput(cmd as unknown as Cmd);
-    const outlen = cmdOutputLength(cmd as unknown as Cmd);
-    const lane = this.lanes[laneName];
-    const taken = lane.take();
-    const idx = typeof taken === 'number' ? taken : await taken;
-    const token = this.nextToken();
-    let ins: Block[];
-    let outs: Block[];
-    try {
-      ins = this.chain(String(cmd.op), cmdBlocksFor(input.length), input, token);
-      try {
-        outs = this.chain(String(cmd.op), cmdBlocksFor(outlen), null, token);
-      } catch (e) {
-        for (const b of ins) this.blocks.push(b);
-        throw e;
-      }
-    } catch (e) {
-      lane.give(idx);
-      throw e;
-    }
-    const entryVa = this.queueVa + idx * 2 ** this.logStride;
-    const e = this.entryBuf;
-    // (the entry is zeroed first: an input shorter than 16 bytes leaves the rest of in[] 0)
-    encodeCmdEntry(e, 0, {
-      type: MLX5_PCI_CMD_XPORT,
-      inlen: input.length,
-      inPtr: ins.length > 0 ? ins[0].pa : 0,
-      in: input,
-      out: ZERO_INLINE,
-      outPtr: outs.length > 0 ? outs[0].pa : 0,
-      outlen,
-      token,
-      sig: 0,
-      rsvd: 0,
-      statusOwn: CMD_OWNER_HW,
-    });
-    signCmdEntry(e, 0);
-    host.write(entryVa, e);
-    this.posted++;
-    const completed = this.events ? new Promise<void>((resolve) => this.done.set(idx, resolve)) : null;
-    this.hca.iseg.write32(IsegOff.CMD_DBELL, (1 << idx) >>> 0);
-    if (completed !== null) await completed;
-    else {
-      // polled every 100 ns, or every 1/1024 of the time waited so far: a command of seconds
-      // (a configuration with slow firmware or PCIe) costs thousands of reads, not millions
-      const t0 = this.sim.now;
-      while ((host.read(entryVa + CmdEntryOff.STATUS_OWN, 1)[0] & CMD_OWNER_HW) !== 0) {
-        await this.sim.delay(Math.max(CMD_POLL_PS, Math.floor((this.sim.now - t0) / 1024)));
-      }
-    }
-    try {
-      return this.result(cmd, entryVa, idx, outlen, outs);
-    } finally {
-      for (const b of ins) this.blocks.push(b);
-      for (const b of outs) this.blocks.push(b);
-      lane.give(idx);
-    }
-  }
-
   /** The output of a completed entry (mlx5_cmd_comp_handler, mlx5_copy_from_msg, cmd_status_err). */
   private result<K extends CmdName>(cmd: CmdOf<K>, entryVa: number, idx: number, outlen: number, outs: readonly Block[]): CmdOutputs[K] {
     const host = this.hca.host;
-    const e = host.read(entryVa, CMD_ENTRY_BYTES);
+    // the completed entry into scratch bytes (read before the entry is given back: no other command reads it meanwhile)
+    const e = this.doneBuf;
+    host.readInto(entryVa, e, 0, CMD_ENTRY_BYTES);
     const op = String(cmd.op);
     if (!cmdEntrySigOk(e, 0)) throw new CmdDeliveryError(op, -1, 'the completed entry fails its signature');
     const deliv = e[CmdEntryOff.STATUS_OWN] >>> 1;
     if (deliv !== CmdDeliveryStatus.OK) throw new CmdDeliveryError(op, deliv, `delivery status ${DELIVERY_NAME[deliv] ?? 'UNKNOWN'}(${hex(deliv)})`);
-    const out = new Uint8Array(outlen);
+    // every byte of the output is written below: scratch bytes serve (the decoded output keeps none of them)
+    if (this.outBuf.length < outlen) this.outBuf = new Uint8Array(outlen);
+    const out = this.outBuf.subarray(0, outlen);
     out.set(e.subarray(CmdEntryOff.OUT, CmdEntryOff.OUT + CMD_INLINE_BYTES).subarray(0, outlen), 0);
     const need = cmdBlocksFor(outlen);
     for (let k = 0; k < need; k++) {
-      const blk = host.read(outs[k].va, CMD_BLOCK_BYTES);
+      const blk = this.blockBuf;
+      host.readInto(outs[k].va, blk, 0, CMD_BLOCK_BYTES);
       if (!cmdBlockSigOk(blk, 0)) throw new CmdDeliveryError(op, -1, `output block ${k} fails its signatures`);
       const at = CMD_INLINE_BYTES + k * CMD_BLOCK_DATA;
       out.set(blk.subarray(0, Math.min(CMD_BLOCK_DATA, outlen - at)), at);

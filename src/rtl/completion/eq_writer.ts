@@ -209,8 +209,10 @@ export class EqWriter extends Module implements EventTarget {
     }
     this.fsm.setNow(EQW.WRITE);
     const n = s.pi++;
-    const bytes = new Uint8Array(EQE_SIZE);
-    encodeEqe(new DataView(bytes.buffer), 0, {
+    // an EQE's bytes stay PCIe's until the write lands (owned): a pool of them, given back as they land
+    const bytes = this.freeBufs.pop() ?? new Uint8Array(EQE_SIZE);
+    this.inFlightBufs.push(bytes);
+    encodeEqe(this.viewOf(bytes), 0, {
       type: j.type,
       subType: j.subType,
       data: j.data ?? ZERO_DATA,
@@ -223,6 +225,9 @@ export class EqWriter extends Module implements EventTarget {
 
   /** @internal An EQE write landed in host memory (tag = eqn): an armed EQ interrupts. */
   fire(eqn: number): void {
+    // writes land in the order they were pushed (one latency for all): this is the oldest
+    const landed = this.inFlightBufs.shift();
+    if (landed !== undefined) this.freeBufs.push(landed);
     const s = this.eqState.get(eqn);
     if (s !== undefined && s.armed) this.interrupt(eqn, s);
   }
@@ -230,7 +235,13 @@ export class EqWriter extends Module implements EventTarget {
   private interrupt(eqn: number, s: EqState): void {
     s.armed = false;
     this.sInterrupts.inc();
-    if (this.eqs.eqList().some((e) => e.eqn === eqn && ((e.eventMask >>> EventType.CMD) & 1) !== 0)) this.sCmdInterrupts.inc();
+    const eqs = this.eqs.eqList();
+    for (let i = 0; i < eqs.length; i++) {
+      if (eqs[i].eqn === eqn && ((eqs[i].eventMask >>> EventType.CMD) & 1) !== 0) {
+        this.sCmdInterrupts.inc();
+        break;
+      }
+    }
     this.rIrq.setNow(1);
     this.rIrqEqn.setNow(eqn);
     this.irqPulse = true;
@@ -250,6 +261,21 @@ export class EqWriter extends Module implements EventTarget {
       // EQEs already past the consumer index: interrupt now, or the driver would wait forever
       if (s.pi > s.ci) this.interrupt(d.eqn, s);
     }
+  }
+
+  /** EQE buffers free for the next write, and those PCIe holds until they land (oldest first). */
+  private readonly freeBufs: Uint8Array[] = [];
+  private readonly inFlightBufs: Uint8Array[] = [];
+  private readonly views = new WeakMap<Uint8Array, DataView>();
+
+  /** The DataView of a pooled EQE buffer (made once per buffer). */
+  private viewOf(b: Uint8Array): DataView {
+    let v = this.views.get(b);
+    if (v === undefined) {
+      v = new DataView(b.buffer, b.byteOffset, b.byteLength);
+      this.views.set(b, v);
+    }
+    return v;
   }
 
   private route(type: number): EqPlace | undefined {

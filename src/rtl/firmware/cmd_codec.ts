@@ -18,7 +18,7 @@
  * A list given empty (CQ/QP pas) decodes as not given.
  */
 import { CmdOpcode, HcaCapOpMod, ManagePagesOpMod, MKEY_QPN_NONE, makeKey } from '../formats/constants.ts';
-import { decodeIfc, encodeIfc, readPas, setIfc, writePas, PAS_ENTRY_BYTES, type IfcLayout, type IfcValues } from '../formats/cmd_hdr.ts';
+import { decodeIfc, encodeIfc, readPas, setIfc, writePas, IN_HDR, PAS_ENTRY_BYTES, type IfcLayout, type IfcValues } from '../formats/cmd_hdr.ts';
 import { ENABLE_HCA_IN, ENABLE_HCA_OUT, DISABLE_HCA_IN, DISABLE_HCA_OUT, INIT_HCA_IN, INIT_HCA_OUT, TEARDOWN_HCA_IN, TEARDOWN_HCA_OUT } from '../formats/cmd_init.ts';
 import { MANAGE_PAGES_IN, MANAGE_PAGES_OUT, QUERY_PAGES_IN, QUERY_PAGES_OUT } from '../formats/cmd_pages.ts';
 import { CMD_HCA_CAP, ODP_CAP, QUERY_HCA_CAP_IN, QUERY_HCA_CAP_OUT } from '../formats/cmd_hca_cap.ts';
@@ -64,7 +64,7 @@ import { decodeMkeyContext, encodeMkeyContext } from '../formats/mkey_context.ts
 import { decodePageFaultResumeIn, encodePageFaultResumeIn, PAGE_FAULT_RESUME_IN_SIZE } from '../formats/page_fault_resume.ts';
 import { decodeKlm, encodeKlm, type Klm } from '../formats/klm.ts';
 import { KLM_SIZE, MTT_SIZE, OCTOWORD_SIZE } from '../formats/constants.ts';
-import { hex } from '../formats/field.ts';
+import { hex, setBits } from '../formats/field.ts';
 import type { Mtu } from '../config.ts';
 import type { QueuePages } from '../memory/pas.ts';
 import type { HcaGeneralCaps, HcaOdpCaps, OdpGeneralCap, OdpTransportCap } from './hca_caps.ts';
@@ -116,7 +116,16 @@ function log2Exact(name: string, n: number): number {
   return l;
 }
 
+/** Bytes an encode with `scratch` lends the next `buffer` call (null: allocate). */
+let lent: Uint8Array | null = null;
+
 function buffer(n: number): { b: Uint8Array; v: DataView } {
+  const a = lent;
+  if (a !== null && n <= a.length) {
+    lent = null;
+    a.fill(0, 0, n);
+    return { b: a.subarray(0, n), v: new DataView(a.buffer, a.byteOffset, n) };
+  }
   const b = new Uint8Array(n);
   return { b, v: new DataView(b.buffer) };
 }
@@ -126,7 +135,10 @@ function input(op: CmdName, l: IfcLayout, opMod: number, fields: Record<string, 
   const r = buffer(l.bytes + extra);
   // the fields, then the header (as one spread object wrote them, without copying the fields)
   encodeIfc(r.v, 0, l, fields);
-  setIfc(r.v, 0, l, { opcode: CmdOpcode[op], op_mod: opMod });
+  // the header's two fields (every input layout has them: IN_HDR), without an object for them
+  const f = (l as IfcLayout<keyof typeof IN_HDR>).fields;
+  setBits(r.v, 0, f.opcode.bit, f.opcode.width, CmdOpcode[op], f.opcode.name);
+  setBits(r.v, 0, f.op_mod.bit, f.op_mod.width, opMod, f.op_mod.name);
   return r;
 }
 
@@ -880,12 +892,18 @@ function opModOf(cmd: Cmd): number {
 /**
  * The bytes of a command's input (what the driver posts). A value its structure cannot hold (a
  * size not a power of two, a field too wide) throws a RangeError naming it: the driver checks
- * its arguments before it builds a command.
+ * its arguments before it builds a command. With `scratch`, the input is written there when it
+ * fits (a view of it, valid until its next use: for a sender that copies it out at once).
  */
-export function encodeCmdInput(cmd: Cmd): Uint8Array {
+export function encodeCmdInput(cmd: Cmd, scratch?: Uint8Array): Uint8Array {
   const c = codecOf(cmd.op) as CmdCodec<CmdName>;
   if (c === undefined) throw new RangeError(`no command ${String((cmd as { op: unknown }).op)}`);
-  return c.encIn(cmd as never);
+  lent = scratch ?? null;
+  try {
+    return c.encIn(cmd as never);
+  } finally {
+    lent = null;
+  }
 }
 
 /** The command in `bytes` (what the firmware reads), or the status a malformed input gets. */
@@ -911,9 +929,14 @@ export function decodeCmdInput(bytes: Uint8Array): DecodedCmdInput {
   }
 }
 
-/** The bytes of a successful command's output (status OK). */
-export function encodeCmdOutput<K extends CmdName>(op: K, out: CmdOutputs[K]): Uint8Array {
-  return codecOf(op).encOut(out);
+/** The bytes of a successful command's output (status OK); into `scratch` when it fits, as `encodeCmdInput`. */
+export function encodeCmdOutput<K extends CmdName>(op: K, out: CmdOutputs[K], scratch?: Uint8Array): Uint8Array {
+  lent = scratch ?? null;
+  try {
+    return codecOf(op).encOut(out);
+  } finally {
+    lent = null;
+  }
 }
 
 /** The bytes of a failed command's output: its status and syndrome, nothing else (mlx5 `*_out`). */

@@ -24,7 +24,7 @@
  * Doorbell rung for an entry the firmware still holds: ignored and counted (`doorbell_busy`), the
  * entry completes once. Entries from CMD_BG_FIRST up run in the background lane (cmdif.ts).
  */
-import type { Sim } from '../../sim/index.ts';
+import { Module, type Sim } from '../../sim/index.ts';
 import type { Counter, Signal } from '../../sim/index.ts';
 import type { EventTarget } from '../../sim/event_queue.ts';
 import type { DmaPort, DmaReq } from '../memory/pcie.ts';
@@ -65,58 +65,104 @@ import { EQE_DATA_SIZE } from '../formats/eqe.ts';
 import { MANAGE_PAGES_OUT } from '../formats/cmd_pages.ts';
 import { PAS_ENTRY_BYTES } from '../formats/cmd_hdr.ts';
 
+/**
+ * The consumer of a DMA port's responses: its FIFO wakes it in the commit that makes a response
+ * visible, and it hands the responses over there (no process polls the FIFO, which would also
+ * wake at every other commit of it, its own pops included).
+ */
+class DmaResponses extends Module {
+  constructor(
+    parent: Module,
+    private readonly take: () => void,
+  ) {
+    super(parent.sim, parent, 'dma_resp');
+  }
+
+  override wake(): void {
+    this.take();
+  }
+}
+
 /** A process's DMA through one PCIe port: reads matched to their responses by tag. */
 export class FwDma {
   private readonly pending = new Map<number, (d: Uint8Array) => void>();
   private nextTag = 0;
-  private draining = false;
 
+  /** `owner`: the module the response consumer sits in. */
   constructor(
     private readonly sim: Sim,
     private readonly port: DmaPort,
-  ) {}
+    owner: Module,
+  ) {
+    port.resp.consumer = new DmaResponses(owner, () => this.takeResponses());
+  }
+
+  /** The responses visible now go to their readers, who resume before the next event. */
+  private takeResponses(): void {
+    const resp = this.port.resp;
+    let any = false;
+    while (resp.canPop()) {
+      const r = resp.pop();
+      const res = this.pending.get(r.tag);
+      this.pending.delete(r.tag);
+      res?.(r.data ?? new Uint8Array(0));
+      any = true;
+    }
+    if (any) this.sim.noteResume();
+  }
 
   /** True while a request is queued or a read is outstanding. */
   get busy(): boolean {
     return this.pending.size > 0;
   }
 
-  /** Reads `length` bytes at physical `addr`. */
-  async read(addr: number, length: number): Promise<Uint8Array> {
+  /**
+   * Reads `length` bytes at physical `addr` (into `dst` from `dstOff` when given: no allocation).
+   * A request the port has room for is pushed at once (no process hop: the caller waits only for
+   * the data), else it waits for room as `pushWait` does.
+   */
+  read(addr: number, length: number, dst?: Uint8Array, dstOff = 0): Promise<Uint8Array> {
     const tag = this.nextTag;
     this.nextTag = (this.nextTag + 1) >>> 0;
     const done = new Promise<Uint8Array>((resolve) => this.pending.set(tag, resolve));
-    await this.port.req.pushWait({ kind: 'read', addr, length, tag });
-    if (!this.draining) {
-      this.draining = true;
-      void this.sim.spawn(() => this.drain());
-    }
+    const req: DmaReq = dst === undefined ? { kind: 'read', addr, length, tag } : { kind: 'read', addr, length, tag, dst, dstOff };
+    const f = this.port.req;
+    if (!f.canPush()) return this.readWhenRoom(req, done);
+    f.push(req);
     return done;
   }
 
-  /** A posted write of `data` at `addr`; resolves when it has landed in host memory if `waitLanded`. */
-  async write(addr: number, data: Uint8Array, waitLanded = false): Promise<void> {
+  private async readWhenRoom(req: DmaReq, done: Promise<Uint8Array>): Promise<Uint8Array> {
+    await this.port.req.pushWait(req);
+    return done;
+  }
+
+  /**
+   * A posted write of `data` at `addr`; resolves when it has landed in host memory if `waitLanded`
+   * is true, else once pushed. An EventTarget `waitLanded` is fired (`fire(0)`) when it lands.
+   */
+  write(addr: number, data: Uint8Array, waitLanded: boolean | EventTarget = false): Promise<void> {
     let landed: EventTarget | undefined;
     let done: Promise<void> | null = null;
     // the landing is an event: the writer resumes before anything else looks (as sim.delay's resume)
-    if (waitLanded) {
+    if (waitLanded === true) {
       done = new Promise<void>((resolve) => (landed = { fire: () => { resolve(); this.sim.noteResume(); } }));
-    }
+    } else if (waitLanded !== false) landed = waitLanded;
     const req: DmaReq = { kind: 'write', addr, length: data.length, tag: 0, data, owned: true, landed };
+    const f = this.port.req;
+    if (!f.canPush()) return this.writeWhenRoom(req, done);
+    f.push(req);
+    return done ?? PUSHED;
+  }
+
+  private async writeWhenRoom(req: DmaReq, done: Promise<void> | null): Promise<void> {
     await this.port.req.pushWait(req);
     if (done !== null) await done;
   }
-
-  private async drain(): Promise<void> {
-    while (this.pending.size > 0) {
-      const r = await this.port.resp.popWait();
-      const res = this.pending.get(r.tag);
-      this.pending.delete(r.tag);
-      res?.(r.data ?? new Uint8Array(0));
-    }
-    this.draining = false;
-  }
 }
+
+/** What a posted write the port took at once resolves with. */
+const PUSHED: Promise<void> = Promise.resolve();
 
 /**
  * HCA_RETURN_PAGES with too little output for the pages it asks back fails before it runs
@@ -139,10 +185,37 @@ class Delivery {
   ) {}
 }
 
+/** What is wrong with a fetched entry before its input is read (a delivery failure), or null. */
+function entryFault(b: Uint8Array, e: CmdEntry): Delivery | null {
+  if ((e.statusOwn & CMD_OWNER_HW) === 0) return new Delivery('CMD_DESCR_ERR', 'the doorbell rang for an entry software owns');
+  if (!cmdEntrySigOk(b, 0)) return new Delivery('SIGNAT_ERR', 'the entry does not XOR to 0xff');
+  if (e.type !== MLX5_PCI_CMD_XPORT) return new Delivery('CMD_DESCR_ERR', `type ${e.type} is not MLX5_PCI_CMD_XPORT`);
+  if (e.rsvd !== 0) return new Delivery('RES_FLD_NOT_CLR_ERR', 'a reserved byte of the entry is set');
+  if (e.inlen < CMD_HDR_BYTES) return new Delivery('IN_LENGTH_ERR', `inlen ${e.inlen} is shorter than the header`);
+  if (e.outlen < CMD_HDR_BYTES) return new Delivery('OUT_LENGTH_ERR', `outlen ${e.outlen} is shorter than the header`);
+  if (cmdBlocksFor(e.outlen) > 0 && e.outPtr % CMD_BLOCK_ALIGN !== 0) return new Delivery('OUT_PTR_ALIGN_ERR', 'out_ptr is off a mailbox block');
+  return null;
+}
+
+/** What is wrong with input block `k` as read (its control part `c`), or null. */
+function blockFault(blk: Uint8Array, k: number, c: { blockNum: number; token: number }, token: number): Delivery | null {
+  if (!cmdBlockSigOk(blk, 0)) return new Delivery('SIGNAT_ERR', `input block ${k} fails its signatures`);
+  if (c.blockNum !== k) return new Delivery('BAD_BLK_NUM_ERR', `input block ${k} says block_num ${c.blockNum}`);
+  if (c.token !== token) return new Delivery('TOK_ERR', `input block ${k} has token ${c.token}, the entry ${token}`);
+  return null;
+}
+
 /** One entry's command in flight (CmdQueueEngine.slots). */
 interface EntrySlot {
   readonly i: number;
   base: number;
+  /** The entry and one mailbox block as read, and the input gathered (reused: one command per entry at a time). */
+  readonly entryBuf: Uint8Array;
+  readonly blockBuf: Uint8Array;
+  inputBuf: Uint8Array;
+  /** The delivery status being written back, and what its landing fires. */
+  status: CmdDeliveryStatusName;
+  readonly landed: EventTarget;
   entryBytes: Uint8Array | null;
   entry: CmdEntry | null;
   delivery: Delivery | null;
@@ -193,6 +266,8 @@ export class CmdQueueEngine {
   private readonly sBlocksOut: Counter;
   private readonly sEqes: Counter;
   private readonly sDelivery = new Map<string, Counter>();
+  /** Scratch bytes a command's output is encoded into (`outputOf`). */
+  private readonly outScratch = new Uint8Array(CMD_BLOCK_BYTES);
 
   constructor(private readonly h: CmdQueueHost) {
     this.sDoorbells = h.stats.counter('cmdq_doorbells');
@@ -279,17 +354,52 @@ export class CmdQueueEngine {
   private async fetch(st: EntrySlot): Promise<Cmd | CmdError | null> {
     this.fetchStarted();
     try {
-      const entryBytes = await this.h.dma.read(st.base, CMD_ENTRY_BYTES);
+      const entryBytes = await this.h.dma.read(st.base, CMD_ENTRY_BYTES, st.entryBuf);
       st.entryBytes = entryBytes;
-      const entry = decodeCmdEntry(entryBytes, 0);
-      st.entry = entry;
-      const r = entry === null ? new Delivery('IN_PTR_ALIGN_ERR', 'a mailbox pointer past host memory') : await this.fetchInput(entryBytes, entry);
-      if (r instanceof Delivery) {
-        st.delivery = r;
+      const e = decodeCmdEntry(entryBytes, 0);
+      st.entry = e;
+      const bad = e === null ? new Delivery('IN_PTR_ALIGN_ERR', 'a mailbox pointer past host memory') : entryFault(entryBytes, e);
+      if (bad !== null) {
+        st.delivery = bad;
         return null;
       }
-      const d = decodeCmdInput(r);
-      return d.ok ? returnRoom(d.cmd, (entry as CmdEntry).outlen) : d.error;
+      const entry = e as CmdEntry;
+      // the input chain, block by block (in this function: one process step per block read)
+      const need = cmdBlocksFor(entry.inlen);
+      // the input is gathered in the entry's own buffer, grown as blocks arrive (an inlen no chain
+      // backs allocates nothing); the decoded command keeps none of its bytes
+      let input = st.inputBuf;
+      input.set(entry.in.subarray(0, Math.min(CMD_INLINE_BYTES, entry.inlen)), 0);
+      let addr = entry.inPtr;
+      for (let k = 0; k < need; k++) {
+        let fault: Delivery | null = null;
+        if (addr === 0) fault = new Delivery('IN_LENGTH_ERR', `the input chain ends after ${k} blocks; inlen ${entry.inlen} needs ${need}`);
+        else if (addr < 0 || addr % CMD_BLOCK_ALIGN !== 0) fault = new Delivery('IN_PTR_ALIGN_ERR', 'an input block pointer is off a mailbox block');
+        if (fault !== null) {
+          st.delivery = fault;
+          return null;
+        }
+        const blk = await this.h.dma.read(addr, CMD_BLOCK_BYTES, st.blockBuf);
+        this.sBlocksIn.inc();
+        const c = decodeCmdBlockCtrl(blk, 0);
+        fault = blockFault(blk, k, c, entry.token);
+        if (fault !== null) {
+          st.delivery = fault;
+          return null;
+        }
+        const at = CMD_INLINE_BYTES + k * CMD_BLOCK_DATA;
+        const n = Math.min(CMD_BLOCK_DATA, entry.inlen - at);
+        if (input.length < at + n) {
+          const grown = new Uint8Array(Math.max(at + n, 2 * input.length));
+          grown.set(input.subarray(0, at), 0);
+          input = grown;
+          st.inputBuf = grown;
+        }
+        input.set(blk.subarray(0, n), at);
+        addr = c.next;
+      }
+      const d = decodeCmdInput(input.subarray(0, entry.inlen));
+      return d.ok ? returnRoom(d.cmd, entry.outlen) : d.error;
     } finally {
       this.fetchEnded();
     }
@@ -301,7 +411,8 @@ export class CmdQueueEngine {
    */
   private readonly slots: EntrySlot[] = Array.from({ length: 1 << CMDQ_LOG_SZ }, (_, i) => {
     const st: EntrySlot = {
-      i, base: 0, entryBytes: null, entry: null, delivery: null, cmd: null, out: undefined, failed: null,
+      i, base: 0, entryBuf: new Uint8Array(CMD_ENTRY_BYTES), blockBuf: new Uint8Array(CMD_BLOCK_BYTES), inputBuf: new Uint8Array(CMD_BLOCK_BYTES),
+      entryBytes: null, entry: null, status: 'OK', landed: { fire: () => this.completed(i, st.status) }, delivery: null, cmd: null, out: undefined, failed: null,
       settle: (cmd, out, failed) => {
         st.cmd = cmd;
         st.out = out;
@@ -325,47 +436,14 @@ export class CmdQueueEngine {
     this.fetching--;
   }
 
-  /** Checks the entry and reads its input (inline and the chain); the input bytes, or a delivery failure. */
-  private async fetchInput(b: Uint8Array, e: CmdEntry): Promise<Uint8Array | Delivery> {
-    if ((e.statusOwn & CMD_OWNER_HW) === 0) return new Delivery('CMD_DESCR_ERR', 'the doorbell rang for an entry software owns');
-    if (!cmdEntrySigOk(b, 0)) return new Delivery('SIGNAT_ERR', 'the entry does not XOR to 0xff');
-    if (e.type !== MLX5_PCI_CMD_XPORT) return new Delivery('CMD_DESCR_ERR', `type ${e.type} is not MLX5_PCI_CMD_XPORT`);
-    if (e.rsvd !== 0) return new Delivery('RES_FLD_NOT_CLR_ERR', 'a reserved byte of the entry is set');
-    if (e.inlen < CMD_HDR_BYTES) return new Delivery('IN_LENGTH_ERR', `inlen ${e.inlen} is shorter than the header`);
-    if (e.outlen < CMD_HDR_BYTES) return new Delivery('OUT_LENGTH_ERR', `outlen ${e.outlen} is shorter than the header`);
-    if (cmdBlocksFor(e.outlen) > 0 && e.outPtr % CMD_BLOCK_ALIGN !== 0) return new Delivery('OUT_PTR_ALIGN_ERR', 'out_ptr is off a mailbox block');
-    const need = cmdBlocksFor(e.inlen);
-    const chunks: Uint8Array[] = [e.in];
-    let addr = e.inPtr;
-    for (let k = 0; k < need; k++) {
-      if (addr === 0) return new Delivery('IN_LENGTH_ERR', `the input chain ends after ${k} blocks; inlen ${e.inlen} needs ${need}`);
-      if (addr < 0 || addr % CMD_BLOCK_ALIGN !== 0) return new Delivery('IN_PTR_ALIGN_ERR', 'an input block pointer is off a mailbox block');
-      const blk = await this.h.dma.read(addr, CMD_BLOCK_BYTES);
-      this.sBlocksIn.inc();
-      if (!cmdBlockSigOk(blk, 0)) return new Delivery('SIGNAT_ERR', `input block ${k} fails its signatures`);
-      const c = decodeCmdBlockCtrl(blk, 0);
-      if (c.blockNum !== k) return new Delivery('BAD_BLK_NUM_ERR', `input block ${k} says block_num ${c.blockNum}`);
-      if (c.token !== e.token) return new Delivery('TOK_ERR', `input block ${k} has token ${c.token}, the entry ${e.token}`);
-      chunks.push(blk.subarray(0, CMD_BLOCK_DATA));
-      addr = c.next;
-    }
-    const input = new Uint8Array(e.inlen);
-    let at = 0;
-    for (const c of chunks) {
-      const n = Math.min(c.length, e.inlen - at);
-      input.set(c.subarray(0, n), at);
-      at += n;
-    }
-    return input;
-  }
-
   /** The output of an executed command as bytes (a failure: status and syndrome, and its tracer text). */
   private outputOf(cmd: Cmd | CmdError, out: unknown, failed: unknown): { bytes: Uint8Array; err: CmdError | null } {
     const op = cmd.op;
     let err: CmdError | null = null;
     if (failed === null) {
       try {
-        return { bytes: encodeCmdOutput(op as CmdName, out as never), err: null };
+        // into scratch bytes: the write-back copies them into the entry, or (`writeBackChain`) first of all
+        return { bytes: encodeCmdOutput(op as CmdName, out as never, this.outScratch), err: null };
       } catch (e) {
         failed = e;
       }
@@ -375,8 +453,21 @@ export class CmdQueueEngine {
   }
 
   /** Writes the output, the tracer record, then the entry's status and ownership; then the EQE. */
-  private async writeBack(i: number, base: number, b: Uint8Array, e: CmdEntry, cmd: Cmd | CmdError, out: unknown, failed: unknown): Promise<void> {
-    let { bytes, err } = this.outputOf(cmd, out, failed);
+  private writeBack(i: number, base: number, b: Uint8Array, e: CmdEntry, cmd: Cmd | CmdError, out: unknown, failed: unknown): Promise<void> {
+    const { bytes, err } = this.outputOf(cmd, out, failed);
+    if (err === null && bytes.length <= CMD_INLINE_BYTES && bytes.length <= e.outlen) {
+      // the usual output, inline in the entry: no mailbox, no tracer record, no process step
+      b.fill(0, CmdEntryOff.OUT, CmdEntryOff.OUT + CMD_INLINE_BYTES);
+      b.set(bytes, CmdEntryOff.OUT);
+      return this.complete(i, base, b, 'OK');
+    }
+    return this.writeBackChain(i, base, b, e, bytes, err);
+  }
+
+  /** `writeBack` of an output past the entry's 16 bytes, or of a failure. */
+  private async writeBackChain(i: number, base: number, b: Uint8Array, e: CmdEntry, out: Uint8Array, error: CmdError | null): Promise<void> {
+    let bytes: Uint8Array = out.slice(); // out may be the scratch bytes another write-back takes while this one waits
+    let err = error;
     if (bytes.length > e.outlen) {
       // the output does not fit what the driver left: BAD_OUTPUT_LEN, as much as fits
       const op = err?.op ?? 'UNKNOWN';
@@ -431,15 +522,26 @@ export class CmdQueueEngine {
   }
 
   /** Status and ownership back to software (the entry re-signed), then the completion EQE. */
-  private async complete(i: number, base: number, b: Uint8Array, status: CmdDeliveryStatusName): Promise<void> {
+  private complete(i: number, base: number, b: Uint8Array, status: CmdDeliveryStatusName): Promise<void> {
     b[CmdEntryOff.STATUS_OWN] = (CmdDeliveryStatus[status] << 1) & 0xfe;
     signCmdEntry(b, 0);
-    await this.h.dma.write(base, b, true);
+    // the rest happens as the write lands, in its event (no process to resume)
+    const st = this.slots[i];
+    st.status = status;
+    return this.h.dma.write(base, b, st.landed);
+  }
+
+  /** Entry `i`'s status write landed: the entry is software's, then its EQE. */
+  private completed(i: number, status: CmdDeliveryStatusName): void {
     this.held &= ~(1 << i);
     this.h.delivSig.setNow(CmdDeliveryStatus[status]);
     if ((this.eqeWanted & (1 << i)) !== 0) {
       const data = new Uint8Array(EQE_DATA_SIZE);
-      new DataView(data.buffer).setUint32(EQE_CMD_VECTOR_OFF, (1 << i) >>> 0);
+      const bit = (1 << i) >>> 0; // the vector, a big-endian u32
+      data[EQE_CMD_VECTOR_OFF] = bit >>> 24;
+      data[EQE_CMD_VECTOR_OFF + 1] = (bit >>> 16) & 0xff;
+      data[EQE_CMD_VECTOR_OFF + 2] = (bit >>> 8) & 0xff;
+      data[EQE_CMD_VECTOR_OFF + 3] = bit & 0xff;
       this.sEqes.inc();
       this.h.raiseCmdEqe(data);
     }

@@ -87,7 +87,7 @@ export interface CmdifOptions {
 
 /** What the firmware uses: the ICM writer (every change of ICM goes through it) and the mkey table's size. */
 export interface CmdifDeps {
-  readonly writer: Pick<IcmWriter, 'createMkey' | 'readMkey' | 'isAllocated' | 'destroyMkey' | 'contextBytes'>;
+  readonly writer: Pick<IcmWriter, 'writeNewMkey' | 'readMkey' | 'isAllocated' | 'destroyMkey' | 'contextBytes'>;
   readonly icm: Pick<Icm, 'mkeyEntries' | 'qpc' | 'cqc' | 'eqc' | 'releaseAll'>;
   /** The pages the driver gives (MANAGE_PAGES); absent: no page commands (a lone firmware). */
   readonly pages?: FwPages;
@@ -180,6 +180,12 @@ interface Posted {
   fetched: Promise<Cmd | CmdError | null> | null;
   posted: number;
   settle: (cmd: Cmd | CmdError, out: unknown, failed: unknown) => void;
+}
+
+/** A command's effect: its output, or what it failed with (null: it did not). */
+interface Executed {
+  out: unknown;
+  failed: unknown;
 }
 
 /** The command's name, whatever software posted (a mailbox may hold anything). */
@@ -306,9 +312,9 @@ export class Cmdif extends Module {
     this.delivStatus = this.signal('deliv_status', CmdDeliveryStatusEnum.width, { enum: CmdDeliveryStatusEnum });
     this.cmdq = new CmdQueueEngine({
       sim: this.sim,
-      dma: new FwDma(this.sim, opts.ports.dma),
+      dma: new FwDma(this.sim, opts.ports.dma, this),
       post: (bg, fetched, settle, pages) => this.postEntry(bg, fetched, settle, pages),
-      cmdEqExists: () => [...this.eqs.values()].some((eq) => ((eq.eventMask >>> EventType.CMD) & 1) !== 0),
+      cmdEqExists: () => this.cmdEqExists(),
       raiseCmdEqe: (data) => this.onCmdEqe?.(data),
       entrySig: this.entry,
       delivSig: this.delivStatus,
@@ -420,7 +426,19 @@ export class Cmdif extends Module {
 
   /** Every EQ, in increasing eqn order (the EQ writer routes events by their event masks). */
   eqList(): readonly Readonly<EqContext>[] {
-    return [...this.eqs.values()].sort((a, b) => a.eqn - b.eqn);
+    // asked per EQE and per command doorbell: made again only when an EQ comes or goes
+    this.eqSorted ??= Object.freeze([...this.eqs.values()].sort((a, b) => a.eqn - b.eqn));
+    return this.eqSorted;
+  }
+
+  /** `eqList`'s answer until an EQ is created or destroyed (null: to be made). */
+  private eqSorted: readonly Readonly<EqContext>[] | null = null;
+
+  /** Whether some EQ takes command-completion events. */
+  private cmdEqExists(): boolean {
+    const l = this.eqList();
+    for (let i = 0; i < l.length; i++) if (((l[i].eventMask >>> EventType.CMD) & 1) !== 0) return true;
+    return false;
   }
 
   /** Every CQ, in increasing cqn order. */
@@ -461,7 +479,8 @@ export class Cmdif extends Module {
       const start = this.sim.now;
       await this.sim.delay(this.latencyOf(op));
       this.perOp.get(op)?.inc();
-      const { out, failed } = await this.executeWithPages(cmd);
+      const x = this.executeWithPages(cmd);
+      const { out, failed } = x instanceof Promise ? await x : x;
       // DESTROY_MKEY returns once the DMA translated through the mkey has finished, as the
       // invalidating UMR completes (umr/umr_engine.ts): the driver then frees the MR's pages
       if (failed === null && op === 'DESTROY_MKEY' && this.dmaFence !== null && 'index' in cmd) await this.dmaFence.drain(cmd.index);
@@ -496,7 +515,8 @@ export class Cmdif extends Module {
       for (const p of round) {
         const cmd = p.cmd as Cmd | CmdError;
         this.perOp.get(opName(cmd))?.inc();
-        const { out, failed } = await this.executeWithPages(cmd);
+        const x = this.executeWithPages(cmd);
+        const { out, failed } = x instanceof Promise ? await x : x;
         this.bgRunning--;
         if (this.tap !== null) {
           const op = opName(cmd);
@@ -528,7 +548,8 @@ export class Cmdif extends Module {
       const start = this.sim.now;
       await this.sim.delay(this.latencyOf(op));
       this.perOp.get(op)?.inc();
-      const { out, failed } = await this.executeWithPages(cmd);
+      const x = this.executeWithPages(cmd);
+      const { out, failed } = x instanceof Promise ? await x : x;
       // the pages moved: given (the input's list) or returned (the output's)
       if (failed === null && mod === ManagePagesOpMod.ALLOCATION_SUCCESS) this.pgPages.setNow(Math.min(2 ** 32 - 1, (cmd as CmdInputs['MANAGE_PAGES']).pas?.length ?? 0));
       else if (failed === null && mod === ManagePagesOpMod.HCA_RETURN_PAGES) this.pgPages.setNow((out as CmdOutputs['MANAGE_PAGES']).pas.length);
@@ -548,19 +569,32 @@ export class Cmdif extends Module {
    * the driver's MANAGE_PAGES (a PAGE_REQUEST, fw_pages.ts) and runs again (nothing was changed),
    * or fails NO_RESOURCES when the driver has none.
    */
-  private async executeWithPages(cmd: Cmd | CmdError): Promise<{ out: unknown; failed: unknown }> {
+  private executeWithPages(cmd: Cmd | CmdError): Executed | Promise<Executed> {
+    // the usual case, ICM had its pages: no process hop
+    try {
+      return { out: this.execute(cmd), failed: null };
+    } catch (e) {
+      if (!(e instanceof IcmNeedPages) || this.pages === null) return { out: undefined, failed: e };
+      return this.executeAfterPages(cmd, e);
+    }
+  }
+
+  /** The rest of `executeWithPages` once ICM asked for `need`'s pages: wait for them, run again. */
+  private async executeAfterPages(cmd: Cmd | CmdError, need: IcmNeedPages): Promise<Executed> {
+    let e: unknown = need;
     for (;;) {
+      if (!(e instanceof IcmNeedPages) || this.pages === null) return { out: undefined, failed: e };
+      if (!(await this.pages.request(e.pages))) {
+        // the page lane ran meanwhile: name this command again
+        const op = opName(cmd);
+        const mod = op === 'QUERY_HCA_CAP' ? (cmd as { opMod: number }).opMod & 0xffff : 0;
+        const detail = `ICM needs ${e.pages} more pages for ${e.what} and the driver gave none (MANAGE_PAGES ALLOCATION_FAIL, or no EQ takes PAGE_REQUEST)`;
+        return { out: undefined, failed: new CmdError(op, opcodeOf(op), mod, 'NO_RESOURCES', 'icm_pages', detail) };
+      }
       try {
         return { out: this.execute(cmd), failed: null };
-      } catch (e) {
-        if (!(e instanceof IcmNeedPages) || this.pages === null) return { out: undefined, failed: e };
-        if (!(await this.pages.request(e.pages))) {
-          // the page lane ran meanwhile: name this command again
-          const op = opName(cmd);
-          const mod = op === 'QUERY_HCA_CAP' ? (cmd as { opMod: number }).opMod & 0xffff : 0;
-          const detail = `ICM needs ${e.pages} more pages for ${e.what} and the driver gave none (MANAGE_PAGES ALLOCATION_FAIL, or no EQ takes PAGE_REQUEST)`;
-          return { out: undefined, failed: new CmdError(op, opcodeOf(op), mod, 'NO_RESOURCES', 'icm_pages', detail) };
-        }
+      } catch (x) {
+        e = x;
       }
     }
   }
@@ -715,6 +749,7 @@ export class Cmdif extends Module {
     }
     for (const eqn of [...this.eqs.keys()]) {
       this.eqs.delete(eqn);
+      this.eqSorted = null;
       this.eqns.release(eqn);
       for (const l of this.destroyListeners) l('EQ', eqn);
     }
@@ -897,7 +932,7 @@ export class Cmdif extends Module {
       zeroBased,
     };
     try {
-      this.writer.createMkey(desc);
+      this.writer.writeNewMkey(desc);
     } catch (e) {
       this.mkeys.release(index);
       // ICM could not get the host pages for the table (or the context's page): the firmware's
@@ -961,6 +996,7 @@ export class Cmdif extends Module {
     if (eqn < 0) this.fail('NO_RESOURCES', 'eq_exhausted', `all ${this.caps.general.cur.maxEq} EQs exist`);
     this.contextIn(this.icm.eqc, eqn, () => this.eqns.release(eqn));
     this.eqs.set(eqn, Object.freeze({ eqn, size, bufAddr, eventMask }));
+    this.eqSorted = null;
     return { eqn };
   }
 
@@ -1005,6 +1041,7 @@ export class Cmdif extends Module {
       if (cq.eqn === eqn) this.fail('RESOURCE_BUSY', 'eq_in_use', `eqn ${hex(eqn)} is used by cqn ${hex(cq.cqn)}`);
     }
     this.eqs.delete(eqn);
+    this.eqSorted = null;
     this.eqns.release(eqn);
     this.icm.eqc.remove(eqn);
     for (const l of this.destroyListeners) l('EQ', eqn);

@@ -107,8 +107,18 @@ export class IcmWriter extends Module implements EventTarget {
 
   // --- firmware: effects at the end of a command's latency ---
 
-  /** Writes a new mkey (CREATE_MKEY's effect): its translation table and its context. */
+  /** Writes a new mkey (CREATE_MKEY's effect): its translation table and its context; the entry as written. */
   createMkey(d: MkeyDesc): MkeyEntry {
+    this.writeNewMkey(d);
+    return decodeIcmMkey(new DataView(this.ctxBuf.buffer), 0, d.index);
+  }
+
+  /** The context bytes CREATE_MKEY writes (ICM copies them: one buffer serves every command). */
+  private readonly ctxBuf = new Uint8Array(MKEY_CONTEXT_SIZE);
+  private readonly ctxView = new DataView(this.ctxBuf.buffer);
+
+  /** `createMkey` without decoding the entry back (the firmware's command needs only the index). */
+  writeNewMkey(d: MkeyDesc): void {
     this.checkNoUmrWrite(d.index, 'CREATE_MKEY');
     const isMtt = d.accessMode === MkcAccessMode.MTT;
     const isKsm = d.accessMode === MkcAccessMode.KSM;
@@ -125,10 +135,9 @@ export class IcmWriter extends Module implements EventTarget {
       xltAddr = this.icm.allocXlt(Math.max(64, count * entryBytes));
       this.writeTranslations(xltAddr, d);
     }
-    const buf = new Uint8Array(MKEY_CONTEXT_SIZE);
-    const view = new DataView(buf.buffer);
+    const buf = this.ctxBuf;
     encodeIcmMkey(
-      view,
+      this.ctxView,
       0,
       {
         free: d.free,
@@ -161,7 +170,6 @@ export class IcmWriter extends Module implements EventTarget {
     this.mem.write(ctxAddr, buf);
     this.mkeyCache.invalidate(d.index); // no older cached copy of the index survives a create
     this.sCreated.inc();
-    return decodeIcmMkey(view, 0, d.index);
   }
 
   /** Rewrites translation entries of an existing table (firmware's own writes; ODP's MTT update). */

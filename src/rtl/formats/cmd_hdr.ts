@@ -76,7 +76,8 @@ export function encodeIfc<K extends string>(view: DataView, off: number, l: IfcL
 
 /** Writes the fields given, leaving the other bytes as they are (a nested structure already written). */
 export function setIfc<K extends string>(view: DataView, off: number, l: IfcLayout<K>, v: Partial<IfcValues<K>>): void {
-  for (const k of Object.keys(v) as K[]) {
+  // for-in over a plain object: its own keys, without the array Object.keys makes
+  for (const k in v) {
     const x = v[k];
     if (x === undefined) continue;
     const f = l.fields[k];

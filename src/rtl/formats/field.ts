@@ -59,7 +59,12 @@ export function zero(view: DataView, off: number, len: number): void {
   if (off < 0 || off + len > view.byteLength) {
     throw new RangeError(`bytes ${off}..${off + len} lie outside the view (${view.byteLength} bytes)`);
   }
-  new Uint8Array(view.buffer, view.byteOffset + off, len).fill(0);
+  // through the view itself: a Uint8Array over `view.buffer` would be an object per call (and
+  // makes V8 give an on-heap buffer a backing store of its own)
+  let i = off;
+  const end = off + len;
+  for (; i + 4 <= end; i += 4) view.setUint32(i, 0);
+  for (; i < end; i++) view.setUint8(i, 0);
 }
 
 /**
