@@ -19,6 +19,7 @@ import type { Qp } from './qp.ts';
 import type { Cq } from './cq.ts';
 import type { WorkCompletion } from './types.ts';
 import { VerbsError, removing } from './verbs_error.ts';
+import { TagTable } from '../sim/tag_table.ts';
 import { buildLocalInvWqe, buildRegMrWqe, buildXltUpdateWqe, ksmListBytes, mttListBytes, type MrAccess, type RegMrWqeParams } from './wqe_builder.ts';
 import { MkeyMaskBit, makeKey } from '../rtl/formats/constants.ts';
 
@@ -54,7 +55,7 @@ export class DriverUmr {
   private qpReady = false;
   private seq = 0;
   /** Posted UMRs waiting for their completion, by wr id. */
-  private readonly waiters = new Map<number, Waiter>();
+  private readonly waiters = new TagTable<Waiter>();
   private polling = false;
   /** Free slots of the MAX_UMR_WR semaphore, and the callers waiting for one (FIFO: down()). */
   private free = -1;
@@ -126,7 +127,7 @@ export class DriverUmr {
           try {
             post(qp, wrId);
           } catch (e) {
-            this.waiters.delete(wrId);
+            this.waiters.take(wrId);
             reject(e);
             return;
           }
@@ -179,8 +180,7 @@ export class DriverUmr {
       for (const wc of this.cq!.poll(this.maxInFlight)) this.deliver(wc);
     } catch (e) {
       // the device failed (the wait's error): every UMR waiting fails with it
-      const ws = [...this.waiters.values()];
-      this.waiters.clear();
+      const ws = this.waiters.takeAll();
       for (const w of ws) w.reject(e);
     }
     if (this.waiters.size > 0) this.cq!.waitOne(this.onCompletions);
@@ -189,9 +189,8 @@ export class DriverUmr {
 
   private deliver(wc: WorkCompletion): void {
     const id = Number(wc.wrId);
-    const w = this.waiters.get(id);
+    const w = this.waiters.take(id);
     if (w === undefined) return; // a completion of the QP a recovery replaced
-    this.waiters.delete(id);
     w.resolve(wc);
     if (this.waiters.size === 0 && this.drained !== null) this.drained();
   }

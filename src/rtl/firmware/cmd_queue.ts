@@ -25,6 +25,7 @@
  * entry completes once. Entries from CMD_BG_FIRST up run in the background lane (cmdif.ts).
  */
 import { Module, type Sim } from '../../sim/index.ts';
+import { TagTable } from '../../sim/tag_table.ts';
 import type { Counter, Signal } from '../../sim/index.ts';
 import type { EventTarget } from '../../sim/event_queue.ts';
 import type { DmaPort, DmaReq } from '../memory/pcie.ts';
@@ -83,9 +84,13 @@ class DmaResponses extends Module {
   }
 }
 
+/** Cells of FwDma's table of waiting readers. */
+const PENDING_CELLS = 64;
+
 /** A process's DMA through one PCIe port: reads matched to their responses by tag. */
 export class FwDma {
-  private readonly pending = new Map<number, (d: Uint8Array) => void>();
+  /** Readers waiting for their data, by tag (tags count up: see TagTable). */
+  private readonly pending = new TagTable<(d: Uint8Array) => void>(PENDING_CELLS);
   private nextTag = 0;
 
   /** `owner`: the module the response consumer sits in. */
@@ -103,8 +108,7 @@ export class FwDma {
     let any = false;
     while (resp.canPop()) {
       const r = resp.pop();
-      const res = this.pending.get(r.tag);
-      this.pending.delete(r.tag);
+      const res = this.pending.take(r.tag);
       res?.(r.data ?? new Uint8Array(0));
       any = true;
     }
