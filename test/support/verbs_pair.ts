@@ -1033,17 +1033,43 @@ export class VerbsPair {
   }
 
   /** Resolves SGE specs on adapter `h`: the model's and the testbed's SGE lists. */
+  /**
+   * A list with an SGE through an ODP MR keeps only such SGEs, each with the MR's current key
+   * and inside the MR's span (an implicit one's: the ODP buffer). When a WQE faults, mlx5's
+   * handler maps every data segment of the WQE whole (odp.c:1139-1205,
+   * pagefault_data_segments), not only the bytes the message takes, and any segment it cannot map
+   * (a wrong key, past the MR, unmapped memory) fails the fault: the WQE then ends in an access
+   * error where the HCA, had it not faulted, would have met that segment's own error, or none.
+   * Whether a WQE faults depends on which pages the device holds, which the untimed model does
+   * not track; such lists are left out rather than given an answer the model cannot know (pages
+   * the sequence munmaps inside the span stay a case it may answer wrongly).
+   */
   private sgl(q: QpRec, sges: SgeSpec[], hostRead = false): [ModelSge[], Sge[]] {
     const h = q.hca;
     const ms: ModelSge[] = [];
     const ts: Sge[] = [];
-    for (const s of sges) {
-      const k = this.key(q, s.key);
+    const ks = sges.map((s) => this.key(q, s.key));
+    const odp = ks.some((k) => k.odp);
+    if (odp) this.count('SGE list with an ODP MR: only its ODP SGEs, current keys, inside the span');
+    for (let i = 0; i < sges.length; i++) {
+      const s = sges[i];
+      const k = ks[i];
+      if (odp && !k.odp) continue;
       let addr = Math.max(0, k.span.start + offsetOf(s.pos, k.span.length, s.len));
       // inline data is read by the CPU at post time: keep it off the testbed's own queues
       if (hostRead) addr = this.hostAddr(h, addr);
-      ms.push({ addr, length: s.len, lkey: k.m });
-      ts.push({ addr, length: s.len, lkey: k.t });
+      let len = s.len;
+      let mk = k.m;
+      let tk = k.t;
+      if (odp) {
+        const end = k.span.start + k.span.length;
+        addr = Math.min(Math.max(addr, k.span.start), end - 1);
+        len = Math.max(1, Math.min(len, end - addr));
+        mk = k.cur.m;
+        tk = k.cur.t;
+      }
+      ms.push({ addr, length: len, lkey: mk });
+      ts.push({ addr, length: len, lkey: tk });
     }
     return [ms, ts];
   }
@@ -1201,7 +1227,7 @@ export class VerbsPair {
   }
 
   /** A key on `q`'s adapter: the model's, the testbed's, and the range of what it names (model view). */
-  private key(q: QpRec, ref: KeyRef): { m: number; t: number; span: { start: number; length: number }; what: string } {
+  private key(q: QpRec, ref: KeyRef): { m: number; t: number; span: { start: number; length: number }; what: string; odp: boolean; cur: { m: number; t: number } } {
     const h = q.hca;
     let mkey: number;
     let span = { start: 0, length: 4096 };
@@ -1228,7 +1254,9 @@ export class VerbsPair {
     if (ref.variant === 'prev') mkey = makeKey(keyIndex(mkey), keyTag(mkey) - 1);
     if (ref.variant === 'next') mkey = makeKey(keyIndex(mkey), keyTag(mkey) + 1);
     const what = rec === undefined ? ref.kind : 'lkey' in rec.m ? `${(rec as MrRec).type}${rec.destroyed ? '-dead' : ''}` : `mw${(rec as MwRec).type}${rec.destroyed ? '-dead' : ''}`;
-    return { m: mkey, t: this.tbKey(h, mkey), span, what: `${what}${ref.variant === 'cur' ? '' : '-' + ref.variant}` };
+    const odp = rec !== undefined && 'lkey' in rec.m && (rec as MrRec).odp === true && !rec.destroyed && span.length > 0;
+    const cur = odp ? { m: (rec as MrRec).m.lkey, t: this.tbKey(h, (rec as MrRec).m.lkey) } : { m: mkey, t: this.tbKey(h, mkey) };
+    return { m: mkey, t: this.tbKey(h, mkey), span, what: `${what}${ref.variant === 'cur' ? '' : '-' + ref.variant}`, odp, cur };
   }
 
   /** An MR's range as the device has it while VALID (else the handle's: the next registration's). */
