@@ -279,15 +279,7 @@ export class Sim {
       while (!done && !this.failed) {
         if (this.queue.size === 0 && this.nextClock === null) throw this.stallError();
         if (this.runEvents(Infinity) < 0) throw this.stallError();
-        // settle(), inlined: one async call less per resumption (its promise and frame)
-        do {
-          this.resumed = false;
-          this.draining = true;
-          this.drains++;
-          await drain();
-          this.draining = false;
-          this.commit();
-        } while (this.resumed);
+        await this.settle();
       }
     } finally {
       this.running = false;
