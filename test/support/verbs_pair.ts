@@ -719,7 +719,9 @@ export class VerbsPair {
         const len = span.length;
         await this.both(
           () => this.m.adviseMr(this.mPds[mr.hca][mr.pd], mr.m.lkey, span.start, span.length, s.advice),
-          () => this.tPds[mr.hca][mr.pd].adviseMr(s.advice, [{ addr: iova, length: len, lkey: mr.t.lkey }], { flush: true }),
+          // tbKey: a dead MR's key whose index the MR cache has since handed to a live MR names
+          // that MR on the testbed (the cache keeps an mkey's key); it maps to nothing, as in the model
+          () => this.tPds[mr.hca][mr.pd].adviseMr(s.advice, [{ addr: iova, length: len, lkey: this.tbKey(mr.hca, mr.m.lkey) }], { flush: true }),
           'prefetch',
         );
         return;
