@@ -393,6 +393,8 @@ export class VerbsPair {
   readonly bufs: BufRec[] = [];
   /** Per adapter: the buffer ODP MRs, madvise and munmap use (no pinned MR covers it). */
   readonly odpBufs: BufRec[] = [];
+  /** Per adapter: the page addresses the sequence munmapped (they are never mapped again). */
+  private readonly munmapped: Set<number>[] = Array.from({ length: HCAS }, () => new Set<number>());
   readonly mrs: MrRec[] = [];
   readonly mws: MwRec[] = [];
   readonly qps: QpRec[] = [];
@@ -697,6 +699,7 @@ export class VerbsPair {
           await this.tb.host(h).madviseDontNeed(addr, len);
         } else {
           this.m.unmapHost(h, addr, len);
+          for (let a = addr; a < addr + len; a += 4096) this.munmapped[h].add(a);
           await this.tb.host(h).munmap(addr, len);
         }
         this.count(s.kind);
@@ -1043,9 +1046,18 @@ export class VerbsPair {
    * (a wrong key, past the MR, unmapped memory) fails the fault: the WQE then ends in an access
    * error where the HCA, had it not faulted, would have met that segment's own error, or none.
    * Whether a WQE faults depends on which pages the device holds, which the untimed model does
-   * not track; such lists are left out rather than given an answer the model cannot know (pages
-   * the sequence munmaps inside the span stay a case it may answer wrongly).
+   * not track; such lists are left out rather than given an answer the model cannot know.
+   * Pages the sequence munmapped are the same kind of case: the first ODP SGE stops before its
+   * first unmapped page (or, starting on one, stays inside that page, which any byte the message
+   * takes then fails on both sides), and the list ends after the first SGE that meets one.
    */
+  /** The start of the first page of `[addr, addr + len)` the sequence munmapped on adapter `h`, or -1. */
+  private firstUnmapped(h: number, addr: number, len: number): number {
+    if (this.munmapped[h].size === 0) return -1;
+    for (let p = addr - (addr % 4096); p < addr + len; p += 4096) if (this.munmapped[h].has(p)) return p;
+    return -1;
+  }
+
   private sgl(q: QpRec, sges: SgeSpec[], hostRead = false): [ModelSge[], Sge[]] {
     const h = q.hca;
     const ms: ModelSge[] = [];
@@ -1053,6 +1065,7 @@ export class VerbsPair {
     const ks = sges.map((s) => this.key(q, s.key));
     const odp = ks.some((k) => k.odp);
     if (odp) this.count('SGE list with an ODP MR: only its ODP SGEs, current keys, inside the span');
+    let odpSeen = 0;
     for (let i = 0; i < sges.length; i++) {
       const s = sges[i];
       const k = ks[i];
@@ -1069,6 +1082,19 @@ export class VerbsPair {
         len = Math.max(1, Math.min(len, end - addr));
         mk = k.cur.m;
         tk = k.cur.t;
+        const gap = this.firstUnmapped(h, addr, len);
+        if (gap >= 0) {
+          if (odpSeen > 0) {
+            this.count('ODP SGE list cut before an SGE over a munmapped page');
+            break;
+          }
+          this.count('ODP SGE kept off a munmapped page');
+          len = gap > addr ? gap - addr : Math.min(len, 4096 - (addr % 4096));
+          ms.push({ addr, length: len, lkey: mk });
+          ts.push({ addr, length: len, lkey: tk });
+          break;
+        }
+        odpSeen++;
       }
       ms.push({ addr, length: len, lkey: mk });
       ts.push({ addr, length: len, lkey: tk });
