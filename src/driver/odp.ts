@@ -533,7 +533,14 @@ export class OdpHandler {
     child.dying = true;
     const done: Promise<void> = this.ctx.tb.spawn(async () => {
       await child.unused();
-      await this.writeKsm(imp, ci);
+      try {
+        await this.writeKsm(imp, ci);
+      } catch (e) {
+        // "fail if free": a consumer's LOCAL_INV freed the parent; mlx5 ignores this update's
+        // result and frees the child all the same (Linux 6.12 odp.c:216-220)
+        if (!(e instanceof VerbsError)) throw e;
+        this.failedUpdates++;
+      }
       child.mr.destroyed = true;
       await this.releaseChildMkey(child, 'implicit ODP child (freed empty)');
       // the KSM rewrite and the revoke (or DESTROY_MKEY) completed only once the DMA translated

@@ -8,7 +8,7 @@
  * and, for a zap, lets the pages go all the same (odp.c:327-340 ignores the zap's result).
  */
 import { describe, expect, it } from 'vitest';
-import { Access, Testbed, VerbsError } from '../../src/index.ts';
+import { Access, SIZE_MAX, Testbed, VerbsError } from '../../src/index.ts';
 import { buildXltUpdateWqe } from '../../src/driver/wqe_builder.ts';
 import { UmrCtrlFlag } from '../../src/rtl/formats/constants.ts';
 import { rcPair } from '../support/rc_pair.ts';
@@ -51,6 +51,30 @@ describe('translation updates: "fail if free" as umr.c sets it', () => {
       expect((err as VerbsError).errno).toBe('EFAULT');
       expect(p.c0.odp.failedUpdates).toBe(2);
       await omr.dereg();
+    });
+    expect(tb.checkers[0].violationCount).toBe(0);
+    expect(tb.hca(0).mem.framesOrphaned).toBe(0);
+  });
+
+  it('after a consumer\'s LOCAL_INV of an implicit ODP MR, freeing an emptied child rewrites the parent\'s KSM entry, which fails; madvise returns all the same (odp.c:216 ignores it)', async () => {
+    const tb = new Testbed({ hcas: 2, trace: { checkDma: true }, config: { mrCacheLimit: 0 } });
+    await tb.run(async () => {
+      const p = await rcPair(tb);
+      const h0 = tb.host(0);
+      const a = h0.alloc(PAGE);
+      const imr = await p.pd0.regMr(0, SIZE_MAX, Access.ON_DEMAND | Access.LOCAL_WRITE);
+      // the prefetch makes the child MR over the page and writes the parent's KSM entry for it
+      await p.pd0.adviseMr('PREFETCH_WRITE', [{ addr: a.addr, length: PAGE, lkey: imr.lkey }], { flush: true });
+      const frame = h0.dmaAddress(a.addr);
+      p.qp0.postSend({ wrId: 1, opcode: 'LOCAL_INV', invalidateRkey: imr.lkey, signaled: true });
+      expect((await p.cq0.wait(1))[0].status).toBe('SUCCESS');
+      const failed0 = p.c0.odp.failedUpdates;
+      // the child's only page goes: the child is freed, and its entry in the (free) parent is rewritten
+      await h0.madviseDontNeed(a.addr, PAGE);
+      await tb.quiesce();
+      expect(p.c0.odp.failedUpdates - failed0).toBe(1);
+      expect(tb.hca(0).mem.isAllocated(frame)).toBe(false);
+      await imr.dereg();
     });
     expect(tb.checkers[0].violationCount).toBe(0);
     expect(tb.hca(0).mem.framesOrphaned).toBe(0);
