@@ -37,11 +37,17 @@ const MAX_PIECES = 32;
 
 /** QPs waiting for a slot, in the order they began to wait. */
 export class WaitList<T extends Waiter> {
-  pieces: Piece<T>[] = [];
+  pieces: Piece<T>[];
   len = 0;
   /** Waiters to look at one by one when the list is woken (sq.ts: keyed, gone, or with an input). */
-  marks: T[] = [];
+  marks: T[];
   private tail: T[] = [];
+
+  /** `marks`, `pieces`: empty arrays to reuse (a woken list's, emptied once nothing reads them). */
+  constructor(marks: T[] = [], pieces: Piece<T>[] = []) {
+    this.marks = marks;
+    this.pieces = pieces;
+  }
 
   /** `q` begins to wait. */
   append(q: T): void {
@@ -122,10 +128,25 @@ export class SlotRun<T extends Waiter> implements KeyRun {
    * with the list's other runs: nothing is copied per run).
    */
   constructor(
-    readonly pieces: Piece<T>[],
-    readonly m: number,
-    readonly shift = 0,
+    public pieces: Piece<T>[],
+    public m: number,
+    public shift = 0,
   ) {}
+
+  /** The run again, as new, over other members (a served run is reused: a wake per slot given back must not allocate). */
+  reuse(pieces: Piece<T>[], m: number, shift: number): this {
+    this.pieces = pieces;
+    this.m = m;
+    this.shift = shift;
+    this.base = 0;
+    this.next = 0;
+    this.arbKey = 0;
+    this.pi = 0;
+    this.piOff = 0;
+    this.marks.length = 0;
+    this.mi = 0;
+    return this;
+  }
 
   /** The member served next. */
   current(): T {

@@ -231,6 +231,17 @@ export class Sq extends Module {
    * back); when one is, they all become ready, as runs (slot_waiters.ts).
    */
   private waiters = new WaitList<SqQp>();
+  /** wakeWaiters' scratch (kept: a wake per slot given back must not allocate): the marks in list order, the run marks. */
+  private spareMarks: SqQp[] = [];
+  private readonly markQ: SqQp[] = [];
+  private readonly markG: number[] = [];
+  private readonly runMarks: number[] = [];
+  private runMarkAt = 0;
+  /** Piece arrays of woken lists that runs may still read, and emptied ones to reuse. */
+  private readonly wokenPieces: Piece<SqQp>[][] = [];
+  private readonly sparePieces: Piece<SqQp>[][] = [];
+  /** Served runs, for addRuns to reuse. */
+  private readonly runPool: SlotRun<SqQp>[] = [];
   /** Slots other QPs leave to the UMR QP. */
   private readonly reserved: number;
   /** QPs with posted WQEBBs not parsed yet. */
@@ -561,8 +572,33 @@ export class Sq extends Module {
       if (!q.active && q.arbWait === 0) rl.leave(q);
     }
     if (rl.parked > 0) this.countSkipped();
-    if (rl.runs.length > 0) rl.dropServedRuns();
+    if (rl.runs.length > 0) {
+      // the runs the list drops now are served whole and referenced no more (none is in the
+      // next edge's list): kept for addRuns
+      const rs = rl.runs;
+      for (let i = rl.runHead; i < rs.length && rs[i].next >= rs[i].m && this.runPool.length < 64; i++) this.runPool.push(rs[i] as SlotRun<SqQp>);
+      rl.dropServedRuns();
+    }
+    if (this.wokenPieces.length > 0) this.recyclePieces();
     return act;
+  }
+
+  /** The woken lists' piece arrays that no pending run reads any more are emptied for reuse. */
+  private recyclePieces(): void {
+    const wp = this.wokenPieces;
+    const rs = this.ready.runs;
+    let keep = 0;
+    for (let i = 0; i < wp.length; i++) {
+      const p = wp[i];
+      let read = false;
+      for (let r = this.ready.runHead; r < rs.length && !read; r++) if ((rs[r] as SlotRun<SqQp>).pieces === p) read = true;
+      if (read) wp[keep++] = p;
+      else if (this.sparePieces.length < 8) {
+        p.length = 0;
+        this.sparePieces.push(p);
+      }
+    }
+    wp.length = keep;
   }
 
   /**
@@ -648,12 +684,37 @@ export class Sq extends Module {
    */
   private wakeWaiters(): void {
     const w = this.waiters;
-    this.waiters = new WaitList<SqQp>();
+    // the woken list's marks array is looked at here only: the next list takes it back, emptied
+    this.waiters = new WaitList<SqQp>(this.spareMarks, this.sparePieces.length > 0 ? this.sparePieces.pop()! : []);
     w.compact();
-    const marks = w.marks.map((q) => ({ q, g: w.indexOf(q) })).sort((x, y) => x.g - y.g);
+    // its runs read its pieces until they are served
+    this.wokenPieces.push(w.pieces);
+    // the marks in list order (a stable insertion sort into scratch arrays: they are few)
+    const mq = this.markQ;
+    const mg = this.markG;
+    const n = w.marks.length;
+    for (let i = 0; i < n; i++) {
+      const q = w.marks[i];
+      const g = w.indexOf(q);
+      let j = i;
+      while (j > 0 && mg[j - 1] > g) {
+        mq[j] = mq[j - 1];
+        mg[j] = mg[j - 1];
+        j--;
+      }
+      mq[j] = q;
+      mg[j] = g;
+    }
+    w.marks.length = 0;
+    this.spareMarks = w.marks;
     let from = 0;
-    const runMarks: number[] = [];
-    for (const { q, g } of marks) {
+    const runMarks = this.runMarks;
+    runMarks.length = 0;
+    this.runMarkAt = 0;
+    for (let i = 0; i < n; i++) {
+      const q = mq[i];
+      const g = mg[i];
+      mq[i] = null as unknown as SqQp;
       q.wMark = false;
       if (!this.gone(q) && q.arbKey < 0) {
         // not ready: a member of the run, served alone when it must be
@@ -668,14 +729,17 @@ export class Sq extends Module {
     this.addRuns(w.pieces, from, w.len, runMarks);
   }
 
-  /** Waiters from .. to - 1 of the pieces become ready as runs (split where the keys are renumbered). */
+  /**
+   * Waiters from .. to - 1 of the pieces become ready as runs (split where the keys are
+   * renumbered); `marks` from `runMarkAt` on are list indices of members to serve alone.
+   */
   private addRuns(pieces: Piece<SqQp>[], from: number, to: number, marks: number[]): void {
     while (from < to) {
       const t = Math.min(to - from, this.ready.room());
       // the run's members are read from the woken list's pieces, from `from` on
-      const r = new SlotRun(pieces, t, from);
-      while (marks.length > 0 && marks[0] < from + t) {
-        const g = marks.shift()! - from;
+      const r = this.runPool.length > 0 ? this.runPool.pop()!.reuse(pieces, t, from) : new SlotRun(pieces, t, from);
+      while (this.runMarkAt < marks.length && marks[this.runMarkAt] < from + t) {
+        const g = marks[this.runMarkAt++] - from;
         r.marks.push(g);
         const q = r.memberAt(g);
         if (q !== undefined) q.rMark = true;
