@@ -41,12 +41,19 @@ export class WaitList<T extends Waiter> {
   len = 0;
   /** Waiters to look at one by one when the list is woken (sq.ts: keyed, gone, or with an input). */
   marks: T[];
+  /** Marks 0 .. nMarks - 1 are in use (the array keeps its length: it is reused). */
+  nMarks = 0;
   private tail: T[] = [];
 
   /** `marks`, `pieces`: empty arrays to reuse (a woken list's, emptied once nothing reads them). */
   constructor(marks: T[] = [], pieces: Piece<T>[] = []) {
     this.marks = marks;
     this.pieces = pieces;
+  }
+
+  /** `q` is to be looked at alone when the list is woken. */
+  mark(q: T): void {
+    this.marks[this.nMarks++] = q;
   }
 
   /** `q` begins to wait. */
@@ -103,6 +110,7 @@ export class WaitList<T extends Waiter> {
     this.pieces = [];
     this.len = 0;
     this.marks = [];
+    this.nMarks = 0;
     this.tail = [];
   }
 }

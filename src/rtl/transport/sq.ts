@@ -656,7 +656,7 @@ export class Sq extends Module {
   private markWaiter(q: SqQp): void {
     if (q.wMark) return;
     q.wMark = true;
-    this.waiters.marks.push(q);
+    this.waiters.mark(q);
   }
 
   /**
@@ -692,7 +692,7 @@ export class Sq extends Module {
     // the marks in list order (a stable insertion sort into scratch arrays: they are few)
     const mq = this.markQ;
     const mg = this.markG;
-    const n = w.marks.length;
+    const n = w.nMarks;
     for (let i = 0; i < n; i++) {
       const q = w.marks[i];
       const g = w.indexOf(q);
@@ -705,7 +705,7 @@ export class Sq extends Module {
       mq[j] = q;
       mg[j] = g;
     }
-    w.marks.length = 0;
+    for (let i = 0; i < n; i++) w.marks[i] = undefined as unknown as SqQp;
     this.spareMarks = w.marks;
     let from = 0;
     const runMarks = this.runMarks;
