@@ -176,7 +176,10 @@ export class ReadyList<T extends Arbitrated> {
 
   /**
    * Keys ran out: the entries and the runs' members not served yet take keys 0.. in their order,
-   * in a key space at least 16x their number (4x renumbered four times as often: at 4,096 QPs x 16 the visits were 86 entries per READ, now 20; the order, so what is simulated, is the same).
+   * in a key space at least 64x their number. A wake of the send queue's slot waiters takes a
+   * key for each of them (some 3,000 at 4,096 QPs x 16), so the space runs out often: at 4x the
+   * renumbering visited 86 entries per READ there, at 16x 20, at 64x 6 (the order, so what is
+   * simulated, is the same; the key space is 262,144 there, 2 MB of entries).
    */
   private renumber(): void {
     const live = this.scratch;
@@ -208,7 +211,7 @@ export class ReadyList<T extends Arbitrated> {
     for (let r = this.runHead; r < rs.length; r++) members += rs[r].m - rs[r].next;
     const total = nLive + members;
     let keys = this.keys;
-    while (keys < 16 * total) keys *= 2;
+    while (keys < 64 * total) keys *= 2;
     // every parked entry is live, so the wait sets hold live keys only: emptied at once
     for (let i = 0; i < nLive; i++) this.byKey[live[i].arbKey] = undefined;
     if (keys !== this.keys) {
