@@ -37,7 +37,7 @@ const MAX_PIECES = 32;
 
 /** QPs waiting for a slot, in the order they began to wait. */
 export class WaitList<T extends Waiter> {
-  pieces: Piece<T>[];
+  pieces: Piece<T>[] = [];
   len = 0;
   /** Waiters to look at one by one when the list is woken (sq.ts: keyed, gone, or with an input). */
   marks: T[];
@@ -45,10 +45,9 @@ export class WaitList<T extends Waiter> {
   nMarks = 0;
   private tail: T[] = [];
 
-  /** `marks`, `pieces`: empty arrays to reuse (a woken list's, emptied once nothing reads them). */
-  constructor(marks: T[] = [], pieces: Piece<T>[] = []) {
+  /** `marks`: an array to reuse for the marks (a woken list's; its length is kept, `nMarks` counts). */
+  constructor(marks: T[] = []) {
     this.marks = marks;
-    this.pieces = pieces;
   }
 
   /** `q` is to be looked at alone when the list is woken. */
@@ -151,7 +150,7 @@ export class SlotRun<T extends Waiter> implements KeyRun {
     this.arbKey = 0;
     this.pi = 0;
     this.piOff = 0;
-    this.marks.length = 0;
+    if (this.marks.length !== 0) this.marks.length = 0; // (a setter call even on an empty array)
     this.mi = 0;
     return this;
   }

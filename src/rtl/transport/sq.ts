@@ -237,9 +237,6 @@ export class Sq extends Module {
   private readonly markG: number[] = [];
   private readonly runMarks: number[] = [];
   private runMarkAt = 0;
-  /** Piece arrays of woken lists that runs may still read, and emptied ones to reuse. */
-  private readonly wokenPieces: Piece<SqQp>[][] = [];
-  private readonly sparePieces: Piece<SqQp>[][] = [];
   /** Served runs, for addRuns to reuse. */
   private readonly runPool: SlotRun<SqQp>[] = [];
   /** Slots other QPs leave to the UMR QP. */
@@ -579,26 +576,7 @@ export class Sq extends Module {
       for (let i = rl.runHead; i < rs.length && rs[i].next >= rs[i].m && this.runPool.length < 64; i++) this.runPool.push(rs[i] as SlotRun<SqQp>);
       rl.dropServedRuns();
     }
-    if (this.wokenPieces.length > 0) this.recyclePieces();
     return act;
-  }
-
-  /** The woken lists' piece arrays that no pending run reads any more are emptied for reuse. */
-  private recyclePieces(): void {
-    const wp = this.wokenPieces;
-    const rs = this.ready.runs;
-    let keep = 0;
-    for (let i = 0; i < wp.length; i++) {
-      const p = wp[i];
-      let read = false;
-      for (let r = this.ready.runHead; r < rs.length && !read; r++) if ((rs[r] as SlotRun<SqQp>).pieces === p) read = true;
-      if (read) wp[keep++] = p;
-      else if (this.sparePieces.length < 8) {
-        p.length = 0;
-        this.sparePieces.push(p);
-      }
-    }
-    wp.length = keep;
   }
 
   /**
@@ -685,10 +663,8 @@ export class Sq extends Module {
   private wakeWaiters(): void {
     const w = this.waiters;
     // the woken list's marks array is looked at here only: the next list takes it back, emptied
-    this.waiters = new WaitList<SqQp>(this.spareMarks, this.sparePieces.length > 0 ? this.sparePieces.pop()! : []);
+    this.waiters = new WaitList<SqQp>(this.spareMarks);
     w.compact();
-    // its runs read its pieces until they are served
-    this.wokenPieces.push(w.pieces);
     // the marks in list order (a stable insertion sort into scratch arrays: they are few)
     const mq = this.markQ;
     const mg = this.markG;
@@ -709,7 +685,7 @@ export class Sq extends Module {
     this.spareMarks = w.marks;
     let from = 0;
     const runMarks = this.runMarks;
-    runMarks.length = 0;
+    if (runMarks.length !== 0) runMarks.length = 0; // (a setter call even on an empty array)
     this.runMarkAt = 0;
     for (let i = 0; i < n; i++) {
       const q = mq[i];
