@@ -88,6 +88,8 @@ interface PortState {
   count: number;
 }
 
+const EMPTY_DATA = new Uint8Array(0);
+
 interface PostedWrite {
   addr: number;
   data: Uint8Array;
@@ -179,6 +181,9 @@ export class Pcie extends Module implements EventTarget {
   private lastWriteDue = 0;
 
   private readonly writes = new Ring<PostedWrite>();
+  /** Records of landed writes, reused by the next ones (the first nFreeWrites). */
+  private readonly freeWrites: PostedWrite[] = [];
+  private nFreeWrites = 0;
   private readonly doorbells = new Ring<Doorbell>();
   private doorbellsDue = 0;
   private doorbellBlocked = false;
@@ -428,7 +433,20 @@ export class Pcie extends Module implements EventTarget {
       throw new Error(`${this.path}: ${this.ports[pi].port.name} write tag ${r.tag}: data must hold length (${r.length}) bytes, got ${d === undefined ? 'none' : d.length}`);
     }
     const due = this.sim.now + this.cfg.pcieWritePs;
-    this.writes.push({ addr: r.addr, data: r.owned === true ? d : d.slice(), landed: r.landed ?? null, tag: r.tag, backed, port: pi, qpn: r.qpn ?? -1, wqe: r.wqe ?? -1 });
+    const data = r.owned === true ? d : d.slice();
+    let w: PostedWrite;
+    if (this.nFreeWrites > 0) {
+      w = this.freeWrites[--this.nFreeWrites];
+      w.addr = r.addr;
+      w.data = data;
+      w.landed = r.landed ?? null;
+      w.tag = r.tag;
+      w.backed = backed;
+      w.port = pi;
+      w.qpn = r.qpn ?? -1;
+      w.wqe = r.wqe ?? -1;
+    } else w = { addr: r.addr, data, landed: r.landed ?? null, tag: r.tag, backed, port: pi, qpn: r.qpn ?? -1, wqe: r.wqe ?? -1 };
+    this.writes.push(w);
     this.lastWriteDue = due;
     this.sim.at(due, this.writeLand);
     this.cWrites.inc();
@@ -446,7 +464,13 @@ export class Pcie extends Module implements EventTarget {
     if (this.checker !== null && w.backed) this.checker.check('write', this.ports[w.port].port.name, w.addr, w.data.length, w.qpn, w.wqe, this.sim.now);
     // a table page freed while the write was in flight takes nothing: counted as unsupported
     if (w.backed && !this.mem.write(w.addr, w.data)) this.cUnsupported.inc();
-    if (w.landed !== null) w.landed.fire(w.tag);
+    const landed = w.landed;
+    const tag = w.tag;
+    // the record is free again (nothing keeps it); its data is dropped now, not at its reuse
+    w.data = EMPTY_DATA;
+    w.landed = null;
+    this.freeWrites[this.nFreeWrites++] = w;
+    if (landed !== null) landed.fire(tag);
   }
 
   /** Pushes a completed read into its port's resp FIFO and frees its tag. */
