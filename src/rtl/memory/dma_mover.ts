@@ -51,8 +51,9 @@ export class DmaMover {
   private readonly landBufs: (PooledBuf | null)[] = [];
   private landHead = 0;
   private landTail = 0;
-  /** DMA fence holds to release once the writes in flight have landed. */
+  /** DMA fence holds to release once the writes in flight have landed (the first nAfterLanded). */
   private readonly afterLanded: number[] = [];
+  private nAfterLanded = 0;
   private fence: { release(token: number): void } | null = null;
   private readonly landTarget: EventTarget = { fire: (): void => this.landedOne() };
 
@@ -182,7 +183,7 @@ export class DmaMover {
     if (this.writesOut === 0) fence.release(token);
     else {
       this.fence = fence;
-      this.afterLanded.push(token);
+      this.afterLanded[this.nAfterLanded++] = token;
     }
   }
 
@@ -196,11 +197,11 @@ export class DmaMover {
       this.landHead = 0;
       this.landTail = 0;
     }
-    if (this.writesOut === 0 && this.afterLanded.length > 0) {
+    if (this.writesOut === 0 && this.nAfterLanded > 0) {
       const held = this.afterLanded;
-      const n = held.length;
+      const n = this.nAfterLanded;
       for (let i = 0; i < n; i++) this.fence!.release(held[i]);
-      held.length = 0; // (release never issues a write of this mover: nothing was added meanwhile)
+      this.nAfterLanded = 0; // (release never issues a write of this mover: nothing was added meanwhile)
     }
   }
 

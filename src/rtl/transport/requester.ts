@@ -25,7 +25,7 @@ import type { PayloadPool, PooledBuf } from '../memory/payload_pool.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { DmaMover, MOVER_TAG_SPAN } from '../memory/dma_mover.ts';
 import type { AtuPort } from '../translation/atu.ts';
-import type { AtuRequest, AtuResponse, PhysSegment } from '../translation/atu_types.ts';
+import { AtuAnswer, type AtuRequest, type AtuResponse, type PhysSegment } from '../translation/atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcOp, RcRequest, RcResponse } from './rc_types.ts';
 import type { FaultClient, FaultReport } from '../translation/pagefault.ts';
@@ -108,8 +108,9 @@ export interface DmaFenceHolds {
 
 interface Ctx {
   readonly idx: number;
-  /** The DMA fence holds its translations carry, while its DMA through them is not over. */
+  /** The DMA fence holds its translations carry (the first nHolds), while its DMA through them is not over. */
   readonly holds: number[];
+  nHolds: number;
   readonly mover: DmaMover;
   stage: number;
   job: ReqJob | null;
@@ -118,9 +119,10 @@ interface Ctx {
   /** READ or atomic: counts against the QP's initiator depth while waiting for its answer. */
   rdAtomic: boolean;
   /**
-   * The message's local pointers (the first nPtrs), each the ATU request that translates it:
-   * reused by every message of the context (the ATU drops a request before it answers it, and
-   * a message is translated again only once every answer is in).
+   * The message's local pointers (the first nPtrs), each the ATU request that translates it,
+   * with the answer the ATU writes: reused by every message of the context (the ATU drops a
+   * request before it answers it; a message is translated again only once every answer is in,
+   * and its segments, `local`, are rebuilt then; the next message starts after this one's DMA).
    */
   readonly ptrs: AtuRequest[];
   nPtrs: number;
@@ -275,7 +277,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     this.port.resp.consumer = this;
     this.port.req.producer = this;
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
-        idx: i, holds: [], mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
+        idx: i, holds: [], nHolds: 0, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
         ptrs: [], nPtrs: 0, results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null, answerData: null,
         answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0, faultToken: 0, placed: 0,
       }), this.stats, 'contexts');
@@ -340,8 +342,8 @@ export class Requester extends Module implements EventTarget, FaultClient {
       const r = this.atu.resp.pop();
       const c = this.ctxs[Math.floor(r.tag / ATU_TAG_SPAN)];
       c.results[r.tag % ATU_TAG_SPAN] = r;
-      if (r.fenceKey) c.holds.push(r.fenceKey);
-      if (r.fenceInd) c.holds.push(r.fenceInd);
+      if (r.fenceKey) c.holds[c.nHolds++] = r.fenceKey;
+      if (r.fenceInd) c.holds[c.nHolds++] = r.fenceInd;
       if (--c.answersDue === 0 && c.issued === c.nPtrs) this.translated(c);
     }
     if (this.timerDue) {
@@ -449,7 +451,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
       if (d.kind === 'inline') (inline ??= []).push(d.data);
       else {
         const n = c.nPtrs++;
-        if (n === c.ptrs.length) c.ptrs.push({ key: 0, va: 0, length: 0, access: 0, pd: 0, qpn: 0, tag: c.idx * ATU_TAG_SPAN + n, local: true });
+        if (n === c.ptrs.length) c.ptrs.push({ key: 0, va: 0, length: 0, access: 0, pd: 0, qpn: 0, tag: c.idx * ATU_TAG_SPAN + n, local: true, answer: new AtuAnswer() });
         const p = c.ptrs[n];
         p.key = d.seg.lkey;
         p.va = d.seg.addr;
@@ -922,9 +924,10 @@ export class Requester extends Module implements EventTarget, FaultClient {
   /** The message's DMA through its translations is over (once its posted writes land). */
   private releaseFence(c: Ctx): void {
     const h = c.holds;
-    if (h.length === 0) return;
-    for (let i = 0; i < h.length; i++) c.mover.releaseWhenLanded(this.fence!, h[i]);
-    h.length = 0;
+    const n = c.nHolds;
+    if (n === 0) return;
+    for (let i = 0; i < n; i++) c.mover.releaseWhenLanded(this.fence!, h[i]);
+    c.nHolds = 0; // by count: a length of 0 would drop the array's store
   }
 
   /** A completion was handed over: the context is free again. */
