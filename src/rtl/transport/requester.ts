@@ -431,7 +431,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     c.nPtrs = 0;
     c.issued = 0;
     c.answersDue = 0;
-    if (c.local.length !== 0) c.local.length = 0;
+    // `local` is rebuilt when the pointers are translated, or emptied below when there are none
     c.payload = null;
     c.payloadBuf = null;
     c.readBuf = null;
@@ -490,6 +490,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
       c.stage = XLATE;
       this.xlateQ.push(c);
     } else {
+      if (c.local.length !== 0) c.local.length = 0; // nothing to place or gather
       c.stage = READY;
       this.pumpQ.push(q);
     }

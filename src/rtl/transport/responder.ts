@@ -1021,7 +1021,11 @@ export class Responder extends Module implements FaultClient {
   private done(c: Ctx): void {
     const list = c.rq!.list;
     const i = list.indexOf(c);
-    if (i >= 0) list.splice(i, 1);
+    if (i >= 0) {
+      // out of the list in place (splice would build an array of the removed one)
+      for (let j = i + 1; j < list.length; j++) list[j - 1] = list[j];
+      list.pop();
+    }
     this.recycle(c);
     // the new head may answer, start, or act on its translation; a pipelined successor may be
     // waiting for this one to have committed (it is gone now): both look again
