@@ -463,7 +463,9 @@ export class Qp {
     const view = this.scratchView;
     const wqeIndex = this.sqPi & 0xffff;
     const fence = this.fenceOf(w);
-    const common = { wqeIndex, qpn: this.qpNum, signaled: w.signaled ?? false, solicited: w.solicited ?? false, fence };
+    // a plain READ or WRITE (the hot path) builds its parameters itself: no objects for them
+    const plain = (w.opcode === 'RDMA_READ' || w.opcode === 'RDMA_WRITE') && !w.inline;
+    const common = plain ? null : { wqeIndex, qpn: this.qpNum, signaled: w.signaled ?? false, solicited: w.solicited ?? false, fence };
     // the user's SGEs are used as they are (no copy on the hot path), after checking them
     checkWrId('postSend: wrId', w.wrId);
     checkBool('postSend: signaled', w.signaled);
@@ -497,7 +499,7 @@ export class Qp {
         throw new VerbsError('ENOMEM', `postSend: ${bytes} bytes of inline data exceed the QP's maxInlineData ${this.attr.maxInlineData} (createQp's maxInlineData, at most ${MAX_INLINE_DATA})`);
       }
     }
-    const data = w.inline ? { inlineData: this.inlineBytes(sg) } : { sgList: sg };
+    const data = plain ? null : w.inline ? { inlineData: this.inlineBytes(sg) } : { sgList: sg };
     let ds: number;
     try {
       ds = this.build(view, w, common, sg, data, fence, wqeIndex, fromBindVerb);
@@ -549,9 +551,12 @@ export class Qp {
 
   /** Writes the WQE of `w` into the scratch buffer; returns its ds. */
   private build(
-    view: DataView, w: SendWr, common: { wqeIndex: number; qpn: number; signaled: boolean; solicited: boolean; fence: number },
-    sg: readonly WqeSge[], data: { inlineData?: Uint8Array; sgList?: readonly WqeSge[] }, fence: number, wqeIndex: number, fromBindVerb: boolean,
+    view: DataView, w: SendWr, c: { wqeIndex: number; qpn: number; signaled: boolean; solicited: boolean; fence: number } | null,
+    sg: readonly WqeSge[], d: { inlineData?: Uint8Array; sgList?: readonly WqeSge[] } | null, fence: number, wqeIndex: number, fromBindVerb: boolean,
   ): number {
+    // null only for a plain READ or WRITE, whose branch below does not read them
+    const common = c!;
+    const data = d!;
     const ctx = this.pd.ctx;
     const compareAdd = w.compareAdd === undefined ? 0n : checkOperand64('postSend: compareAdd', w.compareAdd);
     const swap = w.swap === undefined ? 0n : checkOperand64('postSend: swap', w.swap);
@@ -563,7 +568,7 @@ export class Qp {
         ds = w.opcode === 'RDMA_WRITE' && w.inline
           ? buildRdmaWqe(view, 0, { ...common, inlineData: data.inlineData!, opcode: WqeOpcode.RDMA_WRITE, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0 })
           : buildRdmaWqe(view, 0, {
-              wqeIndex, qpn: this.qpNum, signaled: common.signaled, solicited: common.solicited, fence, sgList: sg,
+              wqeIndex, qpn: this.qpNum, signaled: w.signaled ?? false, solicited: w.solicited ?? false, fence, sgList: sg,
               opcode: w.opcode === 'RDMA_WRITE' ? WqeOpcode.RDMA_WRITE : WqeOpcode.RDMA_READ,
               remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0,
             });

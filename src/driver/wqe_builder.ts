@@ -51,9 +51,11 @@ import {
 import type {
   AtomicOperands,
   CtrlSeg,
+  DataSeg,
   Klm,
   MkeyContext,
   MkeyMaskName,
+  RaddrSeg,
 } from '../rtl/formats/index.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -274,19 +276,35 @@ export function encodeXltList(view: DataView, off: number, list: XltList): numbe
   return padded;
 }
 
+/**
+ * Segment fields the builders fill and encode at once (the encoders keep nothing): one object
+ * each for every WQE posted, none per call.
+ */
+const CTRL: CtrlSeg = { opmod: 0, wqeIndex: 0, opcode: 0, qpn: 0, ds: 0, signature: 0, fence: 0, ce: 0, se: false, imm: 0 };
+const RADDR: RaddrSeg = { raddr: 0, rkey: 0 };
+const DATA: DataSeg = { byteCount: 0, inline: false, lkey: 0, addr: 0 };
+
+/** The control segment's fields (the shared CTRL: encode them before the next call). */
 function ctrlOf(p: WqeCommonParams, opcode: number, ds: number, imm: number, opmod = 0): CtrlSeg {
-  return {
-    opmod,
-    wqeIndex: p.wqeIndex,
-    opcode,
-    qpn: p.qpn,
-    ds,
-    signature: 0,
-    fence: p.fence ?? FenceMode.NONE,
-    ce: p.signaled ? CeMode.CQ_UPDATE : CeMode.ERROR_ONLY,
-    se: p.solicited ?? false,
-    imm,
-  };
+  const c = CTRL;
+  c.opmod = opmod;
+  c.wqeIndex = p.wqeIndex;
+  c.opcode = opcode;
+  c.qpn = p.qpn;
+  c.ds = ds;
+  c.signature = 0;
+  c.fence = p.fence ?? FenceMode.NONE;
+  c.ce = p.signaled ? CeMode.CQ_UPDATE : CeMode.ERROR_ONLY;
+  c.se = p.solicited ?? false;
+  c.imm = imm;
+  return c;
+}
+
+/** The remote address segment's fields (the shared RADDR: encode them before the next call). */
+function raddrOf(raddr: number, rkey: number): RaddrSeg {
+  RADDR.raddr = raddr;
+  RADDR.rkey = rkey;
+  return RADDR;
 }
 
 /** DS the local data of `p` takes (0-length SGEs are skipped: a 0 byte_count would mean 2 GiB). */
@@ -313,14 +331,17 @@ function writeData(view: DataView, off: number, p: WqeDataParams): void {
     return;
   }
   let ds = 0;
-  for (const s of p.sgList ?? []) {
+  const sges = p.sgList;
+  if (sges === undefined) return;
+  for (let i = 0; i < sges.length; i++) {
+    const s = sges[i];
     if (s.length === 0) continue;
-    encodeDataSeg(view, off + ds * DS_SIZE, {
-      byteCount: dataSegByteCount(s.length),
-      inline: false,
-      lkey: s.lkey,
-      addr: s.addr,
-    });
+    const d = DATA;
+    d.byteCount = dataSegByteCount(s.length);
+    d.inline = false;
+    d.lkey = s.lkey;
+    d.addr = s.addr;
+    encodeDataSeg(view, off + ds * DS_SIZE, d);
     ds++;
   }
 }
@@ -360,7 +381,7 @@ export function buildRdmaWqe(view: DataView, off: number, p: RdmaWqeParams): num
   }
   const ds = 2 + dataDs(p);
   checkWqeDs(ds);
-  encodeRaddrSeg(view, off + CTRL_SEG_SIZE, { raddr: p.remoteAddr, rkey: p.rkey });
+  encodeRaddrSeg(view, off + CTRL_SEG_SIZE, raddrOf(p.remoteAddr, p.rkey));
   writeData(view, off + CTRL_SEG_SIZE + RADDR_SEG_SIZE, p);
   const inv = p.opcode === WqeOpcode.RDMA_READ ? p.invalidateRkey : undefined;
   const imm = p.opcode === WqeOpcode.RDMA_WRITE_IMM ? p.immData : inv ?? 0;
@@ -372,7 +393,7 @@ export function buildRdmaWqe(view: DataView, off: number, p: RdmaWqeParams): num
 export function buildAtomicWqe(view: DataView, off: number, p: AtomicWqeParams): number {
   const ds = 3 + dataDs({ sgList: p.sgList });
   checkWqeDs(ds);
-  encodeRaddrSeg(view, off + CTRL_SEG_SIZE, { raddr: p.remoteAddr, rkey: p.rkey });
+  encodeRaddrSeg(view, off + CTRL_SEG_SIZE, raddrOf(p.remoteAddr, p.rkey));
   // any 64-bit operands (a negative one in two's complement: an add of -1 is 2^64 - 1)
   const atomic: AtomicOperands =
     p.opcode === WqeOpcode.ATOMIC_CS ? { swapAdd: BigInt(p.swap), compare: BigInt(p.compare) } : { swapAdd: BigInt(p.add), compare: 0n };

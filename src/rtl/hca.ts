@@ -237,7 +237,8 @@ export class Hca extends Module {
     this.cmdif.dmaFence = fence;
     this.requester = new Requester(this, 'requester', {
       clock,
-      ports: { atu: this.atu.port('requester', 8, true), dma: this.pcie.port('requester', { reqCapacity: 8, respCapacity: 16 }) },
+      // the requester and responder take a read completion's data when they pop it
+      ports: { atu: this.atu.port('requester', 8, true), dma: this.pcie.port('requester', { reqCapacity: 8, respCapacity: 16, reuseResponses: true }) },
       deps: { qps, payloads, faults, fence },
       contexts: cfg.requesterContexts,
       hcaIndex: Number(name.slice(3)),
@@ -248,7 +249,7 @@ export class Hca extends Module {
       clock,
       ports: {
         atu: this.atu.port('responder', 8, true),
-        dma: this.pcie.port('responder', { reqCapacity: 8, respCapacity: 16 }),
+        dma: this.pcie.port('responder', { reqCapacity: 8, respCapacity: 16, reuseResponses: true }),
         cqWriter: this.cqWriter.req,
         // SEND_WITH_INV invalidates through the UMR engine, timed and cache-coherent like LOCAL_INV
         rinv: this.umrEngine.rinv,

@@ -6,8 +6,8 @@
  * write land: memory/host_mem.ts MemWatch).
  */
 import { EnumType, Fifo, Module, type Reg, type WireOptions } from '../../sim/index.ts';
-import type { DmaPort } from '../memory/pcie.ts';
-import { encodeCqe } from '../formats/cqe.ts';
+import type { DmaPort, DmaReq } from '../memory/pcie.ts';
+import { encodeCqe, type Cqe } from '../formats/cqe.ts';
 import { CqeOpcode, CqeSyndrome, EventType, SYNDROME_TO_WC_STATUS } from '../formats/constants.ts';
 import type { EqeJob } from './eq_writer.ts';
 import { EQE_DATA_SIZE } from '../formats/eqe.ts';
@@ -127,6 +127,14 @@ export class CqWriter extends Module {
   private readonly ciSeen = new Map<number, number>();
   /** Producer counter per CQ. */
   private readonly pi = new Map<number, number>();
+  /**
+   * CQE writes (request, bytes), reused round robin: one more than the port's request FIFO
+   * holds, so the one reused was popped by PCIe, which copies the data of a write it does not
+   * own when it pops it (pcie.ts acceptWrite); and the fields each CQE is encoded from.
+   */
+  private readonly cqeWrites: { req: DmaReq; view: DataView }[] = [];
+  private cqeNext = 0;
+  private readonly cqe: Cqe = { immInvalPkey: 0, byteCnt: 0, vendorErrSynd: 0, syndrome: 0, wqeOpcode: 0, qpn: 0, wqeCounter: 0, signature: 0, opcode: 0, format: 0, se: false, owner: 0 };
   private readonly rValid: Reg;
   private readonly rCqn: Reg;
   private readonly rOpcode: Reg;
@@ -205,24 +213,23 @@ export class CqWriter extends Module {
       return;
     }
     this.pi.set(j.cqn, n + 1);
-    const bytes = new Uint8Array(64);
-    encodeCqe(new DataView(bytes.buffer), 0, {
-      immInvalPkey: j.immInvalPkey >>> 0,
-      byteCnt: j.byteCnt >>> 0,
-      vendorErrSynd: 0,
-      syndrome: j.syndrome,
-      wqeOpcode: j.wqeOpcode,
-      qpn: j.qpn,
-      wqeCounter: j.wqeCounter & 0xffff,
-      signature: 0,
-      opcode: j.opcode,
-      format: 0,
-      se: j.se,
-      // the owner bit of pass n / size: software compares it with (n & size) != 0
-      owner: (n & cq.size) !== 0 ? 1 : 0,
-    });
+    const w = this.nextWrite();
+    const f = this.cqe;
+    f.immInvalPkey = j.immInvalPkey >>> 0;
+    f.byteCnt = j.byteCnt >>> 0;
+    f.syndrome = j.syndrome;
+    f.wqeOpcode = j.wqeOpcode;
+    f.qpn = j.qpn;
+    f.wqeCounter = j.wqeCounter & 0xffff;
+    f.opcode = j.opcode;
+    f.se = j.se;
+    // the owner bit of pass n / size: software compares it with (n & size) != 0
+    f.owner = (n & cq.size) !== 0 ? 1 : 0;
+    encodeCqe(w.view, 0, f); // every byte (reserved ones zeroed)
     // a CQE never crosses a page (64 B at a 64 B offset): addressed through the page list
-    this.port.req.push({ kind: 'write', addr: queueAddr(cq.pages, (n & (cq.size - 1)) * 64), length: 64, tag: j.cqn, data: bytes });
+    w.req.addr = queueAddr(cq.pages, (n & (cq.size - 1)) * 64);
+    w.req.tag = j.cqn;
+    this.port.req.push(w.req);
     // an armed CQ raises one completion event (solicited-only: for a solicited or error CQE)
     const a = this.arm.get(j.cqn);
     if (a !== undefined && a.armed && (!a.solicitedOnly || j.se || j.syndrome !== 0)) this.event(j.cqn, cq.eqn, a);
@@ -234,6 +241,20 @@ export class CqWriter extends Module {
     this.sCqes.inc();
     if (j.syndrome !== 0) this.sErrors.inc();
     if (this.tap !== null) this.tap.written(j);
+  }
+
+  /** The next CQE write of the ring (see `cqeWrites`). */
+  private nextWrite(): { req: DmaReq; view: DataView } {
+    const size = this.port.req.capacity + 1;
+    if (this.cqeWrites.length < size) {
+      const data = new Uint8Array(64);
+      const w = { req: { kind: 'write' as const, addr: 0, length: 64, tag: 0, data }, view: new DataView(data.buffer) };
+      this.cqeWrites.push(w);
+      return w;
+    }
+    const w = this.cqeWrites[this.cqeNext];
+    this.cqeNext = this.cqeNext + 1 === size ? 0 : this.cqeNext + 1;
+    return w;
   }
 
   /**

@@ -65,20 +65,24 @@ export function encodeCtrlSeg(view: DataView, off: number, f: CtrlSeg): void {
 
 /** Reads the 16-byte control segment at `off`. */
 export function decodeCtrlSeg(view: DataView, off: number): CtrlSeg {
+  return decodeCtrlSegInto(view, off, { opmod: 0, wqeIndex: 0, opcode: 0, qpn: 0, ds: 0, signature: 0, fence: 0, ce: 0, se: false, imm: 0 });
+}
+
+/** Reads the 16-byte control segment at `off` into `f` (a parser's reused segment), and returns it. */
+export function decodeCtrlSegInto(view: DataView, off: number, f: CtrlSeg): CtrlSeg {
   const qpnDs = view.getUint32(off + 4);
   const fmCeSe = view.getUint8(off + 11);
-  return {
-    opmod: view.getUint8(off + 0),
-    wqeIndex: view.getUint16(off + 1),
-    opcode: view.getUint8(off + 3),
-    qpn: qpnDs >>> 8,
-    ds: qpnDs & 0x3f,
-    signature: view.getUint8(off + 8),
-    fence: fmCeSe >>> 5,
-    ce: (fmCeSe >>> 2) & 3,
-    se: (fmCeSe & 2) !== 0,
-    imm: view.getUint32(off + 12),
-  };
+  f.opmod = view.getUint8(off + 0);
+  f.wqeIndex = view.getUint16(off + 1);
+  f.opcode = view.getUint8(off + 3);
+  f.qpn = qpnDs >>> 8;
+  f.ds = qpnDs & 0x3f;
+  f.signature = view.getUint8(off + 8);
+  f.fence = fmCeSe >>> 5;
+  f.ce = (fmCeSe >>> 2) & 3;
+  f.se = (fmCeSe & 2) !== 0;
+  f.imm = view.getUint32(off + 12);
+  return f;
 }
 
 /*

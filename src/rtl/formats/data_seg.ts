@@ -49,13 +49,19 @@ export function encodeDataSeg(view: DataView, off: number, f: DataSeg): void {
 
 /** Reads the 16-byte data segment at `off`. */
 export function decodeDataSeg(view: DataView, off: number): DataSeg {
+  return decodeDataSegInto(view, off, { byteCount: 0, inline: false, lkey: 0, addr: 0 });
+}
+
+/** Reads the 16-byte data segment at `off` into `f` (a parser's reused segment), and returns it. */
+export function decodeDataSegInto(view: DataView, off: number, f: DataSeg): DataSeg {
   const bc = view.getUint32(off + 0);
-  return {
-    byteCount: bc & 0x7fffffff,
-    inline: bc >= MLX5_INLINE_SEG,
-    lkey: view.getUint32(off + 4),
-    addr: getU64(view, off + 8, 'addr'),
-  };
+  // the address first: a RangeError leaves `f` as it was
+  const addr = getU64(view, off + 8, 'addr');
+  f.byteCount = bc & 0x7fffffff;
+  f.inline = bc >= MLX5_INLINE_SEG;
+  f.lkey = view.getUint32(off + 4);
+  f.addr = addr;
+  return f;
 }
 
 /** The length in bytes a byte_count stands for: 0 means 2 GiB. */

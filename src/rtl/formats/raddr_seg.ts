@@ -27,8 +27,12 @@ export function encodeRaddrSeg(view: DataView, off: number, f: RaddrSeg): void {
 
 /** Reads the 16-byte remote address segment at `off`. */
 export function decodeRaddrSeg(view: DataView, off: number): RaddrSeg {
-  return {
-    raddr: getU64(view, off + 0, 'raddr'),
-    rkey: view.getUint32(off + 8),
-  };
+  return decodeRaddrSegInto(view, off, { raddr: 0, rkey: 0 });
+}
+
+/** Reads the 16-byte remote address segment at `off` into `f` (a parser's reused segment), and returns it. */
+export function decodeRaddrSegInto(view: DataView, off: number, f: RaddrSeg): RaddrSeg {
+  f.raddr = getU64(view, off + 0, 'raddr');
+  f.rkey = view.getUint32(off + 8);
+  return f;
 }

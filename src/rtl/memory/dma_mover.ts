@@ -7,7 +7,7 @@
  * Gathered bytes land in a pooled buffer (payload_pool.ts): the owner takes it (`takeBuf`) to
  * send it on, or the next gather returns it to the pool.
  */
-import type { DmaPort } from './pcie.ts';
+import type { DmaPort, DmaReq } from './pcie.ts';
 import type { EventTarget } from '../../sim/event_queue.ts';
 import { PayloadPool, type PooledBuf } from './payload_pool.ts';
 
@@ -30,7 +30,15 @@ export class DmaMover {
   private buf: Uint8Array = new Uint8Array(0);
   private inflight = 0;
   private reading = false;
-  private chunkAt: number[] = []; // buffer offset of each tag
+  private readonly chunkAt: number[] = []; // buffer offset of each tag: the first nChunks
+  private nChunks = 0;
+  /**
+   * The mover's requests, reused round robin: one more than the port's request FIFO holds, so
+   * the one reused was pushed before the FIFO's every entry, and PCIe took it (it copies what it
+   * needs when it pops a request: pcie.ts acceptRead/acceptWrite).
+   */
+  private readonly reqs: DmaReq[] = [];
+  private reqNext = 0;
   private held: PooledBuf | null = null; // the gather buffer, until taken
   private writeBuf: PooledBuf | null = null; // what a scatter writes from, if pooled
   /** Bytes moved by reads and writes. */
@@ -42,8 +50,10 @@ export class DmaMover {
   private writesOut = 0;
   private readonly landBufs: (PooledBuf | null)[] = [];
   private landHead = 0;
-  /** DMA fence holds to release once the writes in flight have landed. */
+  private landTail = 0;
+  /** DMA fence holds to release once the writes in flight have landed (the first nAfterLanded). */
   private readonly afterLanded: number[] = [];
+  private nAfterLanded = 0;
   private fence: { release(token: number): void } | null = null;
   private readonly landTarget: EventTarget = { fire: (): void => this.landedOne() };
 
@@ -89,7 +99,7 @@ export class DmaMover {
     this.buf = buf;
     this.inflight = 0;
     this.reading = reading;
-    this.chunkAt.length = 0; // the last transfer's reads have all completed
+    this.nChunks = 0; // the last transfer's reads have all completed
   }
 
   /** True when every byte was issued and (for reads) every completion has arrived. */
@@ -118,21 +128,50 @@ export class DmaMover {
     const s = this.segs[this.seg];
     const n = Math.min(s.length - this.off, this.buf.length - this.bufOff, this.reading ? MAX_READ : 4096);
     const addr = s.pa + this.off;
+    const r = this.nextReq();
+    r.addr = addr;
+    r.length = n;
+    r.qpn = this.qpn;
+    r.wqe = this.wqe;
     if (this.reading) {
-      const tag = this.chunkAt.length * MOVER_TAG_SPAN + this.ctx;
-      this.chunkAt.push(this.bufOff);
-      this.port.req.push({ kind: 'read', addr, length: n, tag, dst: this.buf, dstOff: this.bufOff, qpn: this.qpn, wqe: this.wqe });
+      const k = this.nChunks++;
+      this.chunkAt[k] = this.bufOff;
+      r.kind = 'read';
+      r.tag = k * MOVER_TAG_SPAN + this.ctx;
+      r.data = undefined;
+      r.dst = this.buf;
+      r.dstOff = this.bufOff;
+      this.port.req.push(r);
       this.inflight++;
     } else {
       const wb = this.writeBuf;
       if (wb !== null) wb.retain(); // released when the write lands
-      this.landBufs.push(wb);
+      this.landBufs[this.landTail++] = wb;
       this.writesOut++;
-      this.port.req.push({ kind: 'write', addr, length: n, tag: 0, data: n === this.buf.length ? this.buf : this.buf.subarray(this.bufOff, this.bufOff + n), owned: true, landed: this.landTarget, qpn: this.qpn, wqe: this.wqe });
+      r.kind = 'write';
+      r.tag = 0;
+      r.data = n === this.buf.length ? this.buf : this.buf.subarray(this.bufOff, this.bufOff + n);
+      r.dst = undefined;
+      r.dstOff = undefined;
+      this.port.req.push(r);
     }
     this.off += n;
     this.bufOff += n;
     this.bytes += n;
+  }
+
+  /** The next request object of the ring (see `reqs`). */
+  private nextReq(): DmaReq {
+    const size = this.port.req.capacity + 1;
+    if (this.reqs.length < size) {
+      // every field a request of either kind sets, so all share one shape
+      const r: DmaReq = { kind: 'read', addr: 0, length: 0, tag: 0, data: undefined, landed: this.landTarget, owned: true, dst: undefined, dstOff: undefined, qpn: -1, wqe: -1 };
+      this.reqs.push(r);
+      return r;
+    }
+    const r = this.reqs[this.reqNext];
+    this.reqNext = this.reqNext + 1 === size ? 0 : this.reqNext + 1;
+    return r;
   }
 
   /**
@@ -144,7 +183,7 @@ export class DmaMover {
     if (this.writesOut === 0) fence.release(token);
     else {
       this.fence = fence;
-      this.afterLanded.push(token);
+      this.afterLanded[this.nAfterLanded++] = token;
     }
   }
 
@@ -154,14 +193,15 @@ export class DmaMover {
     this.landBufs[this.landHead++] = null;
     if (b) b.release();
     if (--this.writesOut === 0) {
-      this.landBufs.length = 0; // (no shift: a megabyte's 256 writes would cost 256^2 moves)
+      // (no shift: a megabyte's 256 writes would cost 256^2 moves; no length 0: it drops the store)
       this.landHead = 0;
+      this.landTail = 0;
     }
-    if (this.writesOut === 0 && this.afterLanded.length > 0) {
+    if (this.writesOut === 0 && this.nAfterLanded > 0) {
       const held = this.afterLanded;
-      const n = held.length;
+      const n = this.nAfterLanded;
       for (let i = 0; i < n; i++) this.fence!.release(held[i]);
-      held.length = 0; // (release never issues a write of this mover: nothing was added meanwhile)
+      this.nAfterLanded = 0; // (release never issues a write of this mover: nothing was added meanwhile)
     }
   }
 

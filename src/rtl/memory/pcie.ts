@@ -62,6 +62,12 @@ export interface DmaPortOptions {
   respCapacity?: number;
   /** The client reads or writes the device's translation tables in ICM (default false). */
   tables?: boolean;
+  /**
+   * The client reads a completion's fields when it pops it and keeps nothing of the object (it
+   * may keep its data): the port's completions are then reused round robin, one more than its
+   * resp FIFO holds, so the one reused was popped already (a hot-path saving; default false).
+   */
+  reuseResponses?: boolean;
 }
 
 /** The configuration fields the PCIe block uses. */
@@ -86,7 +92,12 @@ interface PortState {
   readonly held: Int32Array;
   head: number;
   count: number;
+  /** Its completions, reused round robin (DmaPortOptions.reuseResponses), or null: a new one each. */
+  readonly resps: DmaResp[] | null;
+  respNext: number;
 }
+
+const EMPTY_DATA = new Uint8Array(0);
 
 interface PostedWrite {
   addr: number;
@@ -179,6 +190,9 @@ export class Pcie extends Module implements EventTarget {
   private lastWriteDue = 0;
 
   private readonly writes = new Ring<PostedWrite>();
+  /** Records of landed writes, reused by the next ones (the first nFreeWrites). */
+  private readonly freeWrites: PostedWrite[] = [];
+  private nFreeWrites = 0;
   private readonly doorbells = new Ring<Doorbell>();
   private doorbellsDue = 0;
   private doorbellBlocked = false;
@@ -253,7 +267,8 @@ export class Pcie extends Module implements EventTarget {
     const resp = new Fifo<DmaResp>(this, `${name}_resp`, { capacity: opts.respCapacity ?? 4 });
     req.consumer = this;
     const port: DmaPort = { name, req, resp };
-    this.ports.push({ port, tables: opts.tables === true, held: new Int32Array(this.maxOut), head: 0, count: 0 });
+    const resps = opts.reuseResponses === true ? Array.from({ length: resp.capacity + 1 }, (): DmaResp => ({ tag: 0, data: null })) : null;
+    this.ports.push({ port, tables: opts.tables === true, held: new Int32Array(this.maxOut), head: 0, count: 0, resps, respNext: 0 });
     return port;
   }
 
@@ -428,7 +443,20 @@ export class Pcie extends Module implements EventTarget {
       throw new Error(`${this.path}: ${this.ports[pi].port.name} write tag ${r.tag}: data must hold length (${r.length}) bytes, got ${d === undefined ? 'none' : d.length}`);
     }
     const due = this.sim.now + this.cfg.pcieWritePs;
-    this.writes.push({ addr: r.addr, data: r.owned === true ? d : d.slice(), landed: r.landed ?? null, tag: r.tag, backed, port: pi, qpn: r.qpn ?? -1, wqe: r.wqe ?? -1 });
+    const data = r.owned === true ? d : d.slice();
+    let w: PostedWrite;
+    if (this.nFreeWrites > 0) {
+      w = this.freeWrites[--this.nFreeWrites];
+      w.addr = r.addr;
+      w.data = data;
+      w.landed = r.landed ?? null;
+      w.tag = r.tag;
+      w.backed = backed;
+      w.port = pi;
+      w.qpn = r.qpn ?? -1;
+      w.wqe = r.wqe ?? -1;
+    } else w = { addr: r.addr, data, landed: r.landed ?? null, tag: r.tag, backed, port: pi, qpn: r.qpn ?? -1, wqe: r.wqe ?? -1 };
+    this.writes.push(w);
     this.lastWriteDue = due;
     this.sim.at(due, this.writeLand);
     this.cWrites.inc();
@@ -446,13 +474,27 @@ export class Pcie extends Module implements EventTarget {
     if (this.checker !== null && w.backed) this.checker.check('write', this.ports[w.port].port.name, w.addr, w.data.length, w.qpn, w.wqe, this.sim.now);
     // a table page freed while the write was in flight takes nothing: counted as unsupported
     if (w.backed && !this.mem.write(w.addr, w.data)) this.cUnsupported.inc();
-    if (w.landed !== null) w.landed.fire(w.tag);
+    const landed = w.landed;
+    const tag = w.tag;
+    // the record is free again (nothing keeps it); its data is dropped now, not at its reuse
+    w.data = EMPTY_DATA;
+    w.landed = null;
+    this.freeWrites[this.nFreeWrites++] = w;
+    if (landed !== null) landed.fire(tag);
   }
 
   /** Pushes a completed read into its port's resp FIFO and frees its tag. */
   private deliver(slot: number): void {
     const ps = this.ports[this.slotPort[slot]];
-    ps.port.resp.push({ tag: this.slotTag[slot], data: this.slotData[slot] });
+    const ring = ps.resps;
+    if (ring === null) ps.port.resp.push({ tag: this.slotTag[slot], data: this.slotData[slot] });
+    else {
+      const r = ring[ps.respNext];
+      ps.respNext = ps.respNext + 1 === ring.length ? 0 : ps.respNext + 1;
+      r.tag = this.slotTag[slot];
+      r.data = this.slotData[slot];
+      ps.port.resp.push(r);
+    }
     this.slotData[slot] = null;
     this.hReadLatency.add(this.sim.now - this.slotAccept[slot]);
     this.freeSlots[this.nFree++] = slot;

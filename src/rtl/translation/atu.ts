@@ -76,7 +76,9 @@ interface Ctx {
   port: AtuPort | null;
   req: AtuRequest | null;
   needWrite: boolean;
+  /** The segments so far: the first nSegs (the request's answer's array, reused, or a new one). */
   segs: PhysSegment[];
+  nSegs: number;
   committed: number;
   frames: Frame[];
   sp: number;
@@ -161,6 +163,7 @@ export class Atu extends Module {
         req: null,
         needWrite: false,
         segs: [],
+        nSegs: 0,
         committed: 0,
         frames,
         sp: 0,
@@ -229,7 +232,18 @@ export class Atu extends Module {
       if (c.state === CTX.IDLE) continue;
       if (c.state === CTX.RESPOND) {
         if (c.port!.resp.canPush()) {
-          c.port!.resp.push({ tag: c.req!.tag, result: c.result!, mkeyMisses: c.mkeyMisses, mttMisses: c.mttMisses, fenceKey: c.fenceKey, fenceInd: c.fenceInd, partial: c.result!.kind === 'fault' ? c.segs : null });
+          const a = c.req!.answer;
+          if (a !== undefined) {
+            const r = a.resp;
+            r.tag = c.req!.tag;
+            r.result = c.result!;
+            r.mkeyMisses = c.mkeyMisses;
+            r.mttMisses = c.mttMisses;
+            r.fenceKey = c.fenceKey;
+            r.fenceInd = c.fenceInd;
+            r.partial = c.result!.kind === 'fault' ? c.segs : null;
+            c.port!.resp.push(r);
+          } else c.port!.resp.push({ tag: c.req!.tag, result: c.result!, mkeyMisses: c.mkeyMisses, mttMisses: c.mttMisses, fenceKey: c.fenceKey, fenceInd: c.fenceInd, partial: c.result!.kind === 'fault' ? c.segs : null });
           c.fenceKey = 0;
           c.fenceInd = 0;
           this.finish(c);
@@ -350,7 +364,9 @@ export class Atu extends Module {
     c.port = port;
     c.req = req;
     c.needWrite = (req.access & WRITE_ACCESS) !== 0;
-    c.segs = [];
+    // the client's answer's segment objects are overwritten in place (emit)
+    c.segs = req.answer !== undefined ? req.answer.ok.segments : [];
+    c.nSegs = 0;
     c.committed = 0;
     c.sp = 0;
     c.started = this.sim.now;
@@ -360,7 +376,7 @@ export class Atu extends Module {
     this.rReqKey.set(req.key >>> 0);
     this.rReqVa.set(req.va);
     // a zero-length access checks nothing (spec/semantics.md "Data path")
-    if (req.length === 0) return this.respond(c, { kind: 'ok', segments: [] });
+    if (req.length === 0) return this.respond(c, this.okResult(c));
     // the DMA fence: held from before the mkey is looked up, so an invalidation that lands
     // after this waits for the DMA this answer leads to (one before it is seen by the lookup)
     if (port.fenced && this.fence !== null) c.fenceKey = this.fence.hold(mkeyIndex(req.key));
@@ -534,7 +550,7 @@ export class Atu extends Module {
   /** The top frame is translated: pop it; a KLMS parent continues with its next entry. */
   private frameDone(c: Ctx): void {
     c.sp--;
-    if (c.sp === 0) return this.respond(c, { kind: 'ok', segments: c.segs });
+    if (c.sp === 0) return this.respond(c, this.okResult(c));
     const p = c.frames[c.sp - 1];
     c.rKey.set(p.key);
     p.done += p.pending;
@@ -543,10 +559,23 @@ export class Atu extends Module {
     this.setState(c, p.entry!.accessMode === MkcAccessMode.KSM ? CTX.MTT_REQ : CTX.KLM_REQ);
   }
 
+  /** The ok result: the answer's own (reused), or a new one. */
+  private okResult(c: Ctx): AtuResult {
+    const a = c.req!.answer;
+    return a !== undefined ? a.ok : { kind: 'ok', segments: c.segs };
+  }
+
   private emit(c: Ctx, pa: number, length: number): void {
-    const n = c.segs.length;
-    if (n > 0 && c.segs[n - 1].pa + c.segs[n - 1].length === pa) c.segs[n - 1].length += length;
-    else c.segs.push({ pa, length });
+    const n = c.nSegs;
+    const segs = c.segs;
+    if (n > 0 && segs[n - 1].pa + segs[n - 1].length === pa) segs[n - 1].length += length;
+    else {
+      if (n < segs.length) {
+        segs[n].pa = pa;
+        segs[n].length = length;
+      } else segs.push({ pa, length });
+      c.nSegs = n + 1;
+    }
     c.committed += length;
   }
 
@@ -556,6 +585,8 @@ export class Atu extends Module {
 
   private respond(c: Ctx, result: AtuResult): void {
     c.result = result;
+    // a reused array keeps what its last answer had beyond this one's segments
+    if (c.segs.length !== c.nSegs) c.segs.length = c.nSegs;
     if (result.kind === 'error' && c.fenceKey !== 0) {
       // no DMA follows an error: its holds end here
       this.fence!.release(c.fenceKey);

@@ -13,6 +13,18 @@ export interface AtuRequest {
   tag: number;
   /** A local SGE's lkey: only an MR's key is an lkey (windows give remote access only). */
   local?: boolean;
+  /**
+   * Where the ATU writes the answer instead of building a new one (a hot-path saving): the
+   * client's, reused for its next request, so the client sends the next request with it only
+   * when nothing reads this answer any more. Errors and faults still come in new results.
+   */
+  answer?: AtuAnswer;
+}
+
+/** A client-owned answer (see AtuRequest.answer): the response, and the ok result with its segments. */
+export class AtuAnswer {
+  readonly ok: { kind: 'ok'; segments: PhysSegment[] } = { kind: 'ok', segments: [] };
+  readonly resp: AtuResponse = { tag: 0, result: this.ok, mkeyMisses: 0, mttMisses: 0, fenceKey: 0, fenceInd: 0, partial: null };
 }
 
 /** Why a translation failed (the order of checks follows spec/semantics.md "Data path"). */

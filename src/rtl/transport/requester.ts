@@ -25,7 +25,7 @@ import type { PayloadPool, PooledBuf } from '../memory/payload_pool.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { DmaMover, MOVER_TAG_SPAN } from '../memory/dma_mover.ts';
 import type { AtuPort } from '../translation/atu.ts';
-import type { AtuResponse, PhysSegment } from '../translation/atu_types.ts';
+import { AtuAnswer, type AtuRequest, type AtuResponse, type PhysSegment } from '../translation/atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcOp, RcRequest, RcResponse } from './rc_types.ts';
 import type { FaultClient, FaultReport } from '../translation/pagefault.ts';
@@ -108,8 +108,9 @@ export interface DmaFenceHolds {
 
 interface Ctx {
   readonly idx: number;
-  /** The DMA fence holds its translations carry, while its DMA through them is not over. */
+  /** The DMA fence holds its translations carry (the first nHolds), while its DMA through them is not over. */
   readonly holds: number[];
+  nHolds: number;
   readonly mover: DmaMover;
   stage: number;
   job: ReqJob | null;
@@ -117,11 +118,19 @@ interface Ctx {
   op: RcOp;
   /** READ or atomic: counts against the QP's initiator depth while waiting for its answer. */
   rdAtomic: boolean;
-  ptrs: { lkey: number; addr: number; length: number }[];
+  /**
+   * The message's local pointers (the first nPtrs), each the ATU request that translates it,
+   * with the answer the ATU writes: reused by every message of the context (the ATU drops a
+   * request before it answers it; a message is translated again only once every answer is in,
+   * and its segments, `local`, are rebuilt then; the next message starts after this one's DMA).
+   */
+  readonly ptrs: AtuRequest[];
+  nPtrs: number;
   results: (AtuResponse | null)[];
   issued: number;
   answersDue: number;
-  local: PhysSegment[];
+  /** The translated segments, in order (reused: its length is set by each translation). */
+  readonly local: PhysSegment[];
   length: number;
   payload: Uint8Array | null;
   payloadBuf: PooledBuf | null;
@@ -210,6 +219,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
   private nStepping = 0;
   /** Finished contexts whose completion is not yet handed to the send queue engine. */
   private readonly doneQ: Ctx[] = [];
+  private nDone = 0;
   private doneHead = 0;
   /** QPs that may send now (an answer freed initiator depth, a message became ready). */
   private readonly pumpQ: ReqQp[] = [];
@@ -267,8 +277,8 @@ export class Requester extends Module implements EventTarget, FaultClient {
     this.port.resp.consumer = this;
     this.port.req.producer = this;
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
-        idx: i, holds: [], mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
-        ptrs: [], results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null, answerData: null,
+        idx: i, holds: [], nHolds: 0, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, job: null, q: null, op: 'SEND', rdAtomic: false,
+        ptrs: [], nPtrs: 0, results: [], issued: 0, answersDue: 0, local: [], length: 0, payload: null, payloadBuf: null, readBuf: null, answerData: null,
         answered: false, psn: -1, tries: 0, rnrTries: 0, timeoutAt: Infinity, abort: false, syndrome: 0, started: 0, faultToken: 0, placed: 0,
       }), this.stats, 'contexts');
     this.ctxs = this.ctxTable.all;
@@ -332,9 +342,9 @@ export class Requester extends Module implements EventTarget, FaultClient {
       const r = this.atu.resp.pop();
       const c = this.ctxs[Math.floor(r.tag / ATU_TAG_SPAN)];
       c.results[r.tag % ATU_TAG_SPAN] = r;
-      if (r.fenceKey) c.holds.push(r.fenceKey);
-      if (r.fenceInd) c.holds.push(r.fenceInd);
-      if (--c.answersDue === 0 && c.issued === c.ptrs.length) this.translated(c);
+      if (r.fenceKey) c.holds[c.nHolds++] = r.fenceKey;
+      if (r.fenceInd) c.holds[c.nHolds++] = r.fenceInd;
+      if (--c.answersDue === 0 && c.issued === c.nPtrs) this.translated(c);
     }
     if (this.timerDue) {
       this.timerDue = false;
@@ -357,10 +367,13 @@ export class Requester extends Module implements EventTarget, FaultClient {
       const c = this.xlateQ[0];
       const qp = c.q!.qp;
       const p = c.ptrs[c.issued];
-      this.atu.req.push({ key: p.lkey, va: p.addr, length: p.length, access: c.rdAtomic ? IB_LOCAL_WRITE : 0, pd: qp.pd, qpn: qp.qpn, tag: c.idx * ATU_TAG_SPAN + c.issued, local: true });
+      p.access = c.rdAtomic ? IB_LOCAL_WRITE : 0;
+      p.pd = qp.pd;
+      p.qpn = qp.qpn;
+      this.atu.req.push(p);
       c.issued++;
       c.answersDue++;
-      if (c.issued === c.ptrs.length) this.xlateQ.shift();
+      if (c.issued === c.nPtrs) this.xlateQ.shift();
     }
     // DMA: each mover issues at most one request an edge (the list is compacted in place;
     // contexts added meanwhile, at its end, are stepped too)
@@ -386,14 +399,15 @@ export class Requester extends Module implements EventTarget, FaultClient {
       if (this.pump(this.pumpQ.pop()!)) act = READY;
     }
     // completions to the send queue engine, in the order they finished
-    while (this.doneHead < this.doneQ.length && this.resp.canPush()) {
+    while (this.doneHead < this.nDone && this.resp.canPush()) {
       const c = this.doneQ[this.doneHead++];
       this.resp.push({ tag: c.job!.tag, syndrome: c.syndrome, byteLen: c.length });
       this.release(c);
       act = DONE;
     }
-    if (this.doneHead !== 0 && this.doneHead === this.doneQ.length) {
-      this.doneQ.length = 0;
+    if (this.doneHead !== 0 && this.doneHead === this.nDone) {
+      // emptied by counts: a length of 0 would drop the array's store, allocated again by the next push
+      this.nDone = 0;
       this.doneHead = 0;
     }
     const busy = this.inFlight;
@@ -414,10 +428,10 @@ export class Requester extends Module implements EventTarget, FaultClient {
     c.started = this.sim.now;
     c.op = OP_OF[job.wqe.ctrl.opcode];
     c.rdAtomic = c.op === 'READ' || c.op === 'CMP_SWAP' || c.op === 'FETCH_ADD';
-    c.ptrs = [];
+    c.nPtrs = 0;
     c.issued = 0;
     c.answersDue = 0;
-    c.local = [];
+    // `local` is rebuilt when the pointers are translated, or emptied below when there are none
     c.payload = null;
     c.payloadBuf = null;
     c.readBuf = null;
@@ -431,17 +445,26 @@ export class Requester extends Module implements EventTarget, FaultClient {
     c.placed = 0;
     let inline: Uint8Array[] | null = null;
     let length = 0;
-    for (const d of job.wqe.data) {
+    const data = job.wqe.data;
+    for (let i = 0; i < data.length; i++) {
+      const d = data[i];
       if (d.kind === 'inline') (inline ??= []).push(d.data);
-      else c.ptrs.push({ lkey: d.seg.lkey, addr: d.seg.addr, length: dataSegLength(d.seg.byteCount) });
+      else {
+        const n = c.nPtrs++;
+        if (n === c.ptrs.length) c.ptrs.push({ key: 0, va: 0, length: 0, access: 0, pd: 0, qpn: 0, tag: c.idx * ATU_TAG_SPAN + n, local: true, answer: new AtuAnswer() });
+        const p = c.ptrs[n];
+        p.key = d.seg.lkey;
+        p.va = d.seg.addr;
+        p.length = dataSegLength(d.seg.byteCount);
+        length += p.length;
+      }
     }
-    for (const p of c.ptrs) length += p.length;
     // what the hardware cannot execute completes with the error it would give, never a throw:
     // inline data mixed with pointers, inline data in a READ (its data has nowhere to land), an
     // atomic whose local buffer is not one 8-byte segment (malformed: LOC_QP_OP_ERR), a message
     // over IB's 2 GiB (LOC_LEN_ERR)
     const malformed =
-      (inline !== null && (c.ptrs.length > 0 || c.rdAtomic)) || (c.rdAtomic && c.op !== 'READ' && (c.ptrs.length !== 1 || length !== 8));
+      (inline !== null && (c.nPtrs > 0 || c.rdAtomic)) || (c.rdAtomic && c.op !== 'READ' && (c.nPtrs !== 1 || length !== 8));
     const refused = malformed ? CqeSyndrome.LOCAL_QP_OP_ERR : length > 2 ** 31 ? CqeSyndrome.LOCAL_LENGTH_ERR : 0;
     if (refused !== 0) length = 0;
     if (inline !== null && refused === 0) {
@@ -452,7 +475,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
       c.payload = buf;
     }
     c.length = length;
-    if (c.results.length !== c.ptrs.length) c.results = new Array<AtuResponse | null>(c.ptrs.length);
+    if (c.results.length !== c.nPtrs) c.results = new Array<AtuResponse | null>(c.nPtrs);
     c.results.fill(null);
     this.rQpn.set(job.qpn);
     this.rOp.set(job.wqe.ctrl.opcode);
@@ -463,10 +486,11 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (q === null || q.flushing) return this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
     q.list.push(c);
     if (refused !== 0) return this.finish(c, refused); // its QP's later messages are flushed
-    if (c.ptrs.length > 0) {
+    if (c.nPtrs > 0) {
       c.stage = XLATE;
       this.xlateQ.push(c);
     } else {
+      if (c.local.length !== 0) c.local.length = 0; // nothing to place or gather
       c.stage = READY;
       this.pumpQ.push(q);
     }
@@ -488,12 +512,16 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (c.abort) return this.finish(c, CqeSyndrome.WR_FLUSH_ERR);
     if (c.q!.faulted > 0 && this.behindFault(c)) return this.park(c);
     if (this.tap !== null) this.tapTranslated(c);
+    const local = c.local;
+    let n = 0;
     for (const r of c.results) {
       const res = r!.result;
       if (res.kind === 'fault' && this.faults !== null) return this.pageFault(c, res.write);
       if (res.kind !== 'ok') return this.finish(c, CqeSyndrome.LOCAL_PROT_ERR);
-      for (const s of res.segments) c.local.push(s);
+      for (const s of res.segments) local[n++] = s;
     }
+    // the array is the context's: set, not rebuilt (the same length for the same SGE shape)
+    if (local.length !== n) local.length = n;
     if (c.rdAtomic) {
       c.stage = READY;
       this.pumpQ.push(c.q!);
@@ -565,7 +593,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
       c.results.fill(null);
       c.issued = 0;
       c.answersDue = 0;
-      c.local = [];
+      c.local.length = 0;
       this.translateAgain(c);
       this.unpark(c.q!);
     }
@@ -585,7 +613,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
     x.results.fill(null);
     x.issued = 0;
     x.answersDue = 0;
-    x.local = [];
+    x.local.length = 0;
     x.stage = PAGE_FAULT; // with no fault token: parked, not faulted
     x.faultToken = 0;
   }
@@ -605,7 +633,7 @@ export class Requester extends Module implements EventTarget, FaultClient {
    * queue it would be asked for a pointer it does not have.
    */
   private translateAgain(x: Ctx): void {
-    if (x.ptrs.length > 0) {
+    if (x.nPtrs > 0) {
       x.stage = XLATE;
       this.xlateQ.push(x);
     } else {
@@ -873,11 +901,14 @@ export class Requester extends Module implements EventTarget, FaultClient {
     if (syndrome !== 0) this.sErrors.inc();
     this.sLatency.add(this.sim.now - c.started);
     c.stage = DONE;
-    this.doneQ.push(c);
+    this.doneQ[this.nDone++] = c;
     if (q === null) return;
-    const i = q.list.indexOf(c);
+    const list = q.list;
+    const i = list.indexOf(c);
     if (i < 0) return;
-    q.list.splice(i, 1);
+    // out of the list in place (splice would build an array of the removed one)
+    for (let j = i + 1; j < list.length; j++) list[j - 1] = list[j];
+    list.pop();
     if (i < q.sendNext) q.sendNext--;
     // gathers held behind a READ or atomic may go on, and the next held scatter
     for (let j = i; j < q.list.length; j++) {
@@ -894,9 +925,10 @@ export class Requester extends Module implements EventTarget, FaultClient {
   /** The message's DMA through its translations is over (once its posted writes land). */
   private releaseFence(c: Ctx): void {
     const h = c.holds;
-    if (h.length === 0) return;
-    for (let i = 0; i < h.length; i++) c.mover.releaseWhenLanded(this.fence!, h[i]);
-    h.length = 0;
+    const n = c.nHolds;
+    if (n === 0) return;
+    for (let i = 0; i < n; i++) c.mover.releaseWhenLanded(this.fence!, h[i]);
+    c.nHolds = 0; // by count: a length of 0 would drop the array's store
   }
 
   /** A completion was handed over: the context is free again. */

@@ -29,7 +29,7 @@ import type { PayloadPool } from '../memory/payload_pool.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { DmaMover, MOVER_TAG_SPAN } from '../memory/dma_mover.ts';
 import type { AtuPort } from '../translation/atu.ts';
-import type { AtuResponse, PhysSegment } from '../translation/atu_types.ts';
+import { AtuAnswer, type AtuRequest, type AtuResponse, type PhysSegment } from '../translation/atu_types.ts';
 import type { Link } from './link.ts';
 import type { RcNak, RcRequest, RcResponse } from './rc_types.ts';
 import type { QpTable, QpView } from './qp_table.ts';
@@ -106,8 +106,16 @@ interface RespQp {
 
 interface Ctx {
   readonly idx: number;
-  /** The DMA fence holds its translations carry, until the context ends (its DMA is over by then). */
+  /** The DMA fence holds its translations carry (the first nHolds), until the context ends (its DMA is over by then). */
   readonly holds: number[];
+  nHolds: number;
+  /**
+   * The remote key's translation request, with the answer the ATU writes, reused by each
+   * message of the context: a message issues it once, and ends only after its answer came,
+   * so the next message's request never meets a translation of this one in flight; its
+   * segments (`segs`) serve the message's DMA, over before the context is free.
+   */
+  readonly rkeyReq: AtuRequest;
   readonly mover: DmaMover;
   stage: number;
   m: RcRequest | null;
@@ -252,7 +260,7 @@ export class Responder extends Module implements FaultClient {
     }
     this.ctxSleep = new BlockedStalls(o.clock.period);
     this.ctxTable = new ContextTable<Ctx>(o.contexts, (i) => ({
-        idx: i, holds: [], mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false, stale: false, partial: 0, partialReport: null,
+        idx: i, holds: [], nHolds: 0, rkeyReq: { key: 0, va: 0, length: 0, access: 0, pd: 0, qpn: 0, tag: i * ATU_TAG_SPAN + RKEY_TAG, answer: new AtuAnswer() }, mover: new DmaMover(o.ports.dma, o.deps.payloads, i), stage: IDLE, m: null, qp: null, rq: null, committed: false, stale: false, partial: 0, partialReport: null,
         segs: [], pending: null, issued: false, answer: null, cqes: [], recvSges: [], recvResults: [], recvIssued: 0,
         rwqeAsked: false, rwqeData: null, atomicPhase: 0, invIssued: false, invDone: null, invStarted: 0,
         invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), active: false, label: 0, parked: false,
@@ -368,8 +376,8 @@ export class Responder extends Module implements FaultClient {
       const r = this.atu.resp.pop();
       const c = this.ctxs[Math.floor(r.tag / ATU_TAG_SPAN)];
       const t = r.tag % ATU_TAG_SPAN;
-      if (r.fenceKey) c.holds.push(r.fenceKey);
-      if (r.fenceInd) c.holds.push(r.fenceInd);
+      if (r.fenceKey) c.holds[c.nHolds++] = r.fenceKey;
+      if (r.fenceInd) c.holds[c.nHolds++] = r.fenceInd;
       if (t === RKEY_TAG) c.pending = r;
       else c.recvResults[t] = r;
       this.activate(c);
@@ -605,7 +613,7 @@ export class Responder extends Module implements FaultClient {
     this.rQpn.set(m.dstQpn);
     this.rOp.set(RC_OPS.indexOf(m.op) + 1);
     this.rKey.set(m.rkey >>> 0);
-    c.cqes = [];
+    if (c.cqes.length !== 0) c.cqes = [];
     c.answer = null;
     c.pending = null;
     c.issued = false;
@@ -647,7 +655,14 @@ export class Responder extends Module implements FaultClient {
         return true;
       }
       const access = m.op === 'READ' ? IB_REMOTE_READ : m.op === 'WRITE' || m.op === 'WRITE_IMM' ? IB_REMOTE_WRITE : IB_REMOTE_ATOMIC;
-      this.atu.req.push({ key: m.rkey, va: m.raddr, length: m.length, access, pd: qp.pd, qpn: qp.qpn, tag: c.idx * ATU_TAG_SPAN + RKEY_TAG });
+      const q = c.rkeyReq;
+      q.key = m.rkey;
+      q.va = m.raddr;
+      q.length = m.length;
+      q.access = access;
+      q.pd = qp.pd;
+      q.qpn = qp.qpn;
+      this.atu.req.push(q);
       c.issued = true;
       return false;
     }
@@ -1006,7 +1021,11 @@ export class Responder extends Module implements FaultClient {
   private done(c: Ctx): void {
     const list = c.rq!.list;
     const i = list.indexOf(c);
-    if (i >= 0) list.splice(i, 1);
+    if (i >= 0) {
+      // out of the list in place (splice would build an array of the removed one)
+      for (let j = i + 1; j < list.length; j++) list[j - 1] = list[j];
+      list.pop();
+    }
     this.recycle(c);
     // the new head may answer, start, or act on its translation; a pipelined successor may be
     // waiting for this one to have committed (it is gone now): both look again
@@ -1016,9 +1035,9 @@ export class Responder extends Module implements FaultClient {
 
   private recycle(c: Ctx): void {
     const h = c.holds;
-    if (h.length > 0) {
-      for (let i = 0; i < h.length; i++) c.mover.releaseWhenLanded(this.fence!, h[i]);
-      h.length = 0;
+    if (c.nHolds > 0) {
+      for (let i = 0; i < c.nHolds; i++) c.mover.releaseWhenLanded(this.fence!, h[i]);
+      c.nHolds = 0; // by count: a length of 0 would drop the array's store
     }
     c.stage = IDLE;
     c.m = null;
@@ -1026,8 +1045,8 @@ export class Responder extends Module implements FaultClient {
     c.rq = null;
     c.partial = 0;
     c.partialReport = null;
-    c.segs = [];
-    c.cqes = [];
+    c.segs = NO_SEGS;
+    if (c.cqes.length !== 0) c.cqes = [];
     this.ctxTable.give(c);
   }
 
@@ -1087,4 +1106,7 @@ function sumLen(sges: readonly { length: number }[], n: number): number {
 
 const EMPTY = new Uint8Array(0);
 /** What a zero-length READ or WRITE translates to: nothing, and no check (IBTA: no rkey check). */
+/** A free context's segments: none (a message sets its own before its DMA; frozen, so a push would throw). */
+const NO_SEGS: PhysSegment[] = Object.freeze([]) as unknown as PhysSegment[];
+
 const ZERO_LENGTH_OK: AtuResponse = { tag: 0, result: { kind: 'ok', segments: [] } };

@@ -48,7 +48,7 @@ import type { ReqDone, ReqJob } from './requester.ts';
 import type { QpTable, QpView } from './qp_table.ts';
 import { ContextTable } from './context_table.ts';
 import type { UmrDone, UmrJob } from '../umr/umr_types.ts';
-import { parseWqe, type ParsedWqe } from '../formats/wqe_parse.ts';
+import { WqeParseStore, parseWqeInto, type ParsedWqe } from '../formats/wqe_parse.ts';
 import { ctrlCe, ctrlFence, ctrlOpcode, ctrlWqeIndex, ctrlWqebbs } from '../formats/ctrl_seg.ts';
 import { CeMode, CqeOpcode, CqeSyndrome, FenceMode, WQE_OPMOD_READ_WITH_INV, WqeOpcode } from '../formats/constants.ts';
 import { LOCAL_INV_WQE_BYTES, encodeLocalInvWqe } from '../umr/umr_ops.ts';
@@ -168,7 +168,15 @@ interface Slot {
   state: number;
   q: SqQp | null;
   bbs: number;
+  /** The parsed WQE (the slot's own store's objects, valid while the slot holds this WQE), or null: malformed. */
   w: ParsedWqe | null;
+  /** Where the slot's WQEs are parsed into, reused by each (no objects per WQE). */
+  readonly store: WqeParseStore;
+  /**
+   * The requester's job for the slot's WQE, reused: the requester keeps it (and the parsed WQE
+   * it names) until it hands the completion back, and the slot is given back only after that.
+   */
+  readonly job: ReqJob;
   /** Its fence mode (fm_ce_se bits 7:5): what earlier WQEs it waits for. */
   fence: number;
   /** Waits for every earlier WQE, and later ones wait for it (READ_WITH_INV, malformed). */
@@ -295,11 +303,14 @@ export class Sq extends Module {
       this.umr.req.producer = this;
     }
     this.cqWriter.producer = this;
-    this.slotTable = new ContextTable<Slot>(o.slots, (i) => ({
+    this.slotTable = new ContextTable<Slot>(o.slots, (i) => {
+      const store = new WqeParseStore();
+      return {
         idx: i, bytes: new Uint8Array(64 * MAX_WQE_BBS), views: new Array<DataView | undefined>(MAX_WQE_BBS + 1).fill(undefined),
-        invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), state: S_FREE, q: null, bbs: 0, w: null, fence: 0, drains: false, local: false, rdAtomic: false, held: false, invKey: -1,
+        invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), state: S_FREE, q: null, bbs: 0, w: null, store, job: { tag: i, qpn: 0, wqe: store.rdma }, fence: 0, drains: false, local: false, rdAtomic: false, held: false, invKey: -1,
         syndrome: 0, byteLen: 0, opcode: 0, wqeIndex: 0, signaled: false,
-      }), this.stats, 'slots');
+      };
+    }, this.stats, 'slots');
     this.slots = this.slotTable.all;
     this.reserved = Math.min(UMR_RESERVED_SLOTS, o.slots - 1);
     this.sWqes = this.stats.counter('wqes');
@@ -954,7 +965,7 @@ export class Sq extends Module {
     let w: ParsedWqe | null = null;
     if (!malformed) {
       try {
-        w = parseWqe(view, 0);
+        w = parseWqeInto(view, 0, s.store);
       } catch (e) {
         if (!(e instanceof RangeError || e instanceof TypeError)) throw e;
         this.sMalformed.inc();
@@ -1027,7 +1038,9 @@ export class Sq extends Module {
           this.sEngineStalls.inc();
           return -2;
         }
-        this.requester.req.push({ tag: s.idx, qpn: qp.qpn, wqe: w });
+        s.job.qpn = qp.qpn;
+        s.job.wqe = w;
+        this.requester.req.push(s.job);
     }
     s.state = S_EXEC;
     q.executing++;
