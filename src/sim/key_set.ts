@@ -88,8 +88,27 @@ export class KeySet {
   }
 
   clear(): void {
-    for (const l of this.levels) l.fill(0);
+    const ls = this.levels;
+    if (this.count * 8 < ls[0].length) {
+      // few members in a big space (the ready list renumbers a 262,144-key set with a few
+      // hundred): zero the words on their paths only, from the top, so the walk still finds them
+      this.clearWord(ls.length - 1, 0);
+    } else for (const l of ls) l.fill(0);
     this.count = 0;
+  }
+
+  /** Zeroes word `w` of level `l` and, below it, every word one of its bits marks. */
+  private clearWord(l: number, w: number): void {
+    const ls = this.levels;
+    let m = ls[l][w];
+    if (m === 0) return;
+    ls[l][w] = 0;
+    if (l === 0) return;
+    while (m !== 0) {
+      const b = ctz(m);
+      m &= m - 1;
+      this.clearWord(l - 1, (w << 5) + b);
+    }
   }
 }
 
