@@ -63,6 +63,8 @@ export class ReadyList<T extends Arbitrated> {
   private scratch: T[] = [];
   /** Runs with members not served yet, in key order (from runHead; earlier ones are served). */
   runs: KeyRun[] = [];
+  /** Runs 0 .. nRuns - 1 of the array are in use (it keeps its length: emptying an array frees its store). */
+  nRuns = 0;
   runHead = 0;
 
   constructor(private readonly nWaits: number) {
@@ -105,7 +107,7 @@ export class ReadyList<T extends Arbitrated> {
     r.base = this.nextKey;
     r.arbKey = r.base + r.next;
     this.nextKey += r.m;
-    this.runs.push(r);
+    this.runs[this.nRuns++] = r;
   }
 
   /** A member of a run, at its key (served now: it holds its key as an entry). */
@@ -120,19 +122,20 @@ export class ReadyList<T extends Arbitrated> {
   /** Runs whose members are all served are forgotten (they are served in key order). */
   dropServedRuns(): void {
     const rs = this.runs;
-    while (this.runHead < rs.length && rs[this.runHead].next >= rs[this.runHead].m) this.runHead++;
-    if (this.runHead === rs.length) {
-      rs.length = 0;
+    while (this.runHead < this.nRuns && rs[this.runHead].next >= rs[this.runHead].m) this.runHead++;
+    if (this.runHead === this.nRuns) {
+      this.nRuns = 0;
       this.runHead = 0;
     } else if (this.runHead > 64) {
-      rs.splice(0, this.runHead);
+      for (let i = this.runHead; i < this.nRuns; i++) rs[i - this.runHead] = rs[i];
+      this.nRuns -= this.runHead;
       this.runHead = 0;
     }
   }
 
   /** Every run is forgotten (their members were entered one by one, `place`). */
   dropRuns(): void {
-    this.runs.length = 0;
+    this.nRuns = 0;
     this.runHead = 0;
   }
 
@@ -208,7 +211,7 @@ export class ReadyList<T extends Arbitrated> {
     this.dropServedRuns();
     const rs = this.runs;
     let members = 0;
-    for (let r = this.runHead; r < rs.length; r++) members += rs[r].m - rs[r].next;
+    for (let r = this.runHead; r < this.nRuns; r++) members += rs[r].m - rs[r].next;
     const total = nLive + members;
     let keys = this.keys;
     while (keys < 64 * total) keys *= 2;
@@ -231,7 +234,7 @@ export class ReadyList<T extends Arbitrated> {
     let r = this.runHead;
     for (let i = 0; i <= nLive; i++) {
       const x = i < nLive ? live[i] : undefined;
-      while (r < rs.length && (x === undefined || rs[r].base + rs[r].next < x.arbKey)) {
+      while (r < this.nRuns && (x === undefined || rs[r].base + rs[r].next < x.arbKey)) {
         const run = rs[r++];
         run.base = nk - run.next;
         run.arbKey = nk;

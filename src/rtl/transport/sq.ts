@@ -352,7 +352,7 @@ export class Sq extends Module {
     if (q === undefined) return;
     if (q.waitsSlot) {
       // a run's member is given its key alone (rare); a waiter of the list is skipped when woken
-      if (this.ready.runs.length > 0 && this.findRun(q) !== null) this.explodeRuns();
+      if (this.ready.nRuns > 0 && this.findRun(q) !== null) this.explodeRuns();
       else this.markWaiter(q);
     }
     this.wakeIfBlocked();
@@ -580,11 +580,11 @@ export class Sq extends Module {
       if (!q.active && q.arbWait === 0) rl.leave(q);
     }
     if (rl.parked > 0) this.countSkipped();
-    if (rl.runs.length > 0) {
+    if (rl.nRuns > 0) {
       // the runs the list drops now are served whole and referenced no more (none is in the
       // next edge's list): kept for addRuns
       const rs = rl.runs;
-      for (let i = rl.runHead; i < rs.length && rs[i].next >= rs[i].m && this.runPool.length < 64; i++) this.runPool.push(rs[i] as SlotRun<SqQp>);
+      for (let i = rl.runHead; i < rl.nRuns && rs[i].next >= rs[i].m && this.runPool.length < 64; i++) this.runPool.push(rs[i] as SlotRun<SqQp>);
       rl.dropServedRuns();
     }
     return act;
@@ -634,7 +634,7 @@ export class Sq extends Module {
   /** The pending run holding waiter `q` among its members not served yet, or null. */
   private findRun(q: SqQp): SlotRun<SqQp> | null {
     const rs = this.ready.runs;
-    for (let i = this.ready.runHead; i < rs.length; i++) {
+    for (let i = this.ready.runHead; i < this.ready.nRuns; i++) {
       const r = rs[i] as SlotRun<SqQp>;
       if (r.next < r.m && r.indexOf(q) >= 0) return r;
     }
@@ -653,7 +653,7 @@ export class Sq extends Module {
    * (ready already: served alone at its turn).
    */
   private waiterInput(q: SqQp): boolean {
-    if (this.ready.runs.length > 0) {
+    if (this.ready.nRuns > 0) {
       const r = this.findRun(q);
       if (r !== null) {
         if (!q.rMark) {
