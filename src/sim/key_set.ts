@@ -9,6 +9,8 @@ export class KeySet {
   private readonly levels: Uint32Array[];
   readonly capacity: number;
   private count = 0;
+  /** Changes with every add, delete and clear: a `next` answer cached at one version holds while it does. */
+  version = 0;
 
   constructor(capacity: number) {
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > 2 ** 30) throw new RangeError(`KeySet: capacity ${capacity} must be an integer in 1..2^30`);
@@ -34,6 +36,7 @@ export class KeySet {
   add(k: number): void {
     if (this.has(k)) return;
     this.count++;
+    this.version++;
     const ls = this.levels;
     for (let l = 0; l < ls.length; l++) {
       const w = k >>> 5;
@@ -47,6 +50,7 @@ export class KeySet {
   delete(k: number): void {
     if (!this.has(k)) return;
     this.count--;
+    this.version++;
     const ls = this.levels;
     for (let l = 0; l < ls.length; l++) {
       const w = k >>> 5;
@@ -88,6 +92,7 @@ export class KeySet {
   }
 
   clear(): void {
+    this.version++;
     const ls = this.levels;
     if (this.count * 8 < ls[0].length) {
       // few members in a big space (the ready list renumbers a 262,144-key set with a few
