@@ -111,8 +111,15 @@ class Lane {
     const w = this.waiting.shift();
     if (w !== undefined) w(i);
     else {
-      this.free.push(i);
-      this.free.sort((a, b) => b - a);
+      // kept highest first (take pops the lowest): inserted in place, not sorted again
+      const f = this.free;
+      let k = f.length;
+      f.push(i);
+      while (k > 0 && f[k - 1] < i) {
+        f[k] = f[k - 1];
+        k--;
+      }
+      f[k] = i;
     }
   }
 }
@@ -357,7 +364,11 @@ export class CmdQueue {
     const buf = this.blockBuf;
     for (let k = n - 1; k >= 0; k--) {
       buf.fill(0);
-      if (data !== null) buf.set(data.subarray(CMD_INLINE_BYTES + k * CMD_BLOCK_DATA, CMD_INLINE_BYTES + (k + 1) * CMD_BLOCK_DATA), 0);
+      if (data !== null) {
+        const from = CMD_INLINE_BYTES + k * CMD_BLOCK_DATA;
+        const end = Math.min(data.length, from + CMD_BLOCK_DATA);
+        for (let j = from; j < end; j++) buf[j - from] = data[j];
+      }
       encodeCmdBlockCtrl(buf, 0, k + 1 < n ? list[k + 1].pa : 0, k, token);
       this.hca.host.write(list[k].va, buf);
     }
@@ -463,14 +474,16 @@ export class CmdQueue {
     // every byte of the output is written below: scratch bytes serve (the decoded output keeps none of them)
     if (this.outBuf.length < outlen) this.outBuf = new Uint8Array(outlen);
     const out = this.outBuf.subarray(0, outlen);
-    out.set(e.subarray(CmdEntryOff.OUT, CmdEntryOff.OUT + CMD_INLINE_BYTES).subarray(0, outlen), 0);
+    const inl = Math.min(CMD_INLINE_BYTES, outlen);
+    for (let j = 0; j < inl; j++) out[j] = e[CmdEntryOff.OUT + j];
     const need = cmdBlocksFor(outlen);
     for (let k = 0; k < need; k++) {
       const blk = this.blockBuf;
       host.readInto(outs[k].va, blk, 0, CMD_BLOCK_BYTES);
       if (!cmdBlockSigOk(blk, 0)) throw new CmdDeliveryError(op, -1, `output block ${k} fails its signatures`);
       const at = CMD_INLINE_BYTES + k * CMD_BLOCK_DATA;
-      out.set(blk.subarray(0, Math.min(CMD_BLOCK_DATA, outlen - at)), at);
+      const n = Math.min(CMD_BLOCK_DATA, outlen - at);
+      for (let j = 0; j < n; j++) out[at + j] = blk[j];
     }
     const status = out[0];
     if (status !== CmdStatus.OK) throw this.failure(cmd, idx, status, new DataView(out.buffer).getUint32(4));
