@@ -4,6 +4,7 @@ import { Module } from './module.ts';
 import type { Clock } from './clock.ts';
 import type { Reg, Signal } from './signal.ts';
 import { Rng } from './rng.ts';
+import { microtask } from './microtask.ts';
 import type { StatsJson } from './stats.ts';
 
 /** What the tracer does with the kernel: it is told of every change of a traced signal. */
@@ -279,7 +280,7 @@ export class Sim {
       await new Promise<void>((resolve, reject) => {
         // the step runs as a microtask (as an await's continuation did), never inside the tick:
         // a tick queued from a tick runs before the microtasks (the resumed processes)
-        const queueStep = (): void => queueMicrotask(step);
+        const queueStep = (): void => microtask(step);
         const step = (): void => {
           try {
             this.draining = false;
