@@ -364,11 +364,7 @@ export class CmdQueue {
     const buf = this.blockBuf;
     for (let k = n - 1; k >= 0; k--) {
       buf.fill(0);
-      if (data !== null) {
-        const from = CMD_INLINE_BYTES + k * CMD_BLOCK_DATA;
-        const end = Math.min(data.length, from + CMD_BLOCK_DATA);
-        for (let j = from; j < end; j++) buf[j - from] = data[j];
-      }
+      if (data !== null) buf.set(data.subarray(CMD_INLINE_BYTES + k * CMD_BLOCK_DATA, CMD_INLINE_BYTES + (k + 1) * CMD_BLOCK_DATA), 0);
       encodeCmdBlockCtrl(buf, 0, k + 1 < n ? list[k + 1].pa : 0, k, token);
       this.hca.host.write(list[k].va, buf);
     }
@@ -482,8 +478,7 @@ export class CmdQueue {
       host.readInto(outs[k].va, blk, 0, CMD_BLOCK_BYTES);
       if (!cmdBlockSigOk(blk, 0)) throw new CmdDeliveryError(op, -1, `output block ${k} fails its signatures`);
       const at = CMD_INLINE_BYTES + k * CMD_BLOCK_DATA;
-      const n = Math.min(CMD_BLOCK_DATA, outlen - at);
-      for (let j = 0; j < n; j++) out[at + j] = blk[j];
+      out.set(blk.subarray(0, Math.min(CMD_BLOCK_DATA, outlen - at)), at);
     }
     const status = out[0];
     if (status !== CmdStatus.OK) throw this.failure(cmd, idx, status, new DataView(out.buffer).getUint32(4));
