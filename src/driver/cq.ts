@@ -7,6 +7,7 @@ import type { WcOpcode, WorkCompletion } from './types.ts';
 import type { Qp } from './qp.ts';
 import { VerbsError, shown } from './verbs_error.ts';
 import { SimEvent } from '../sim/index.ts';
+import { microtask } from '../sim/microtask.ts';
 import type { MemWatch } from '../rtl/memory/host_mem.ts';
 import { decodeCqe } from '../rtl/formats/cqe.ts';
 import { CqeOpcode, syndromeToWcStatus } from '../rtl/formats/constants.ts';
@@ -268,11 +269,11 @@ export class Cq {
         }
       }
     } catch (e) {
-      queueMicrotask(() => done(null, e)); // as the rejection of a wait reaches its process
+      microtask(() => done(null, e)); // as the rejection of a wait reaches its process
       return;
     }
     if (wcs.length > 0) {
-      queueMicrotask(() => done(wcs, null));
+      microtask(() => done(wcs, null));
       return;
     }
     const host = this.ctx.hca.host;

@@ -4,6 +4,7 @@ import { Module } from './module.ts';
 import type { Clock } from './clock.ts';
 import type { Reg, Signal } from './signal.ts';
 import { Rng } from './rng.ts';
+import { microtask } from './microtask.ts';
 import type { StatsJson } from './stats.ts';
 
 /** What the tracer does with the kernel: it is told of every change of a traced signal. */
@@ -40,16 +41,14 @@ class Resume implements EventTarget {
 /** A jump in time longer than this, with no clock running, is checked for a stall (1 us). */
 const STALL_PROBE_PS = 1_000_000;
 
-/**
- * Lets every continuation already queued run first. From inside a microtask (any code after the
- * first await of run()), a process.nextTick callback runs only once the microtask queue is empty
- * (Node drains all microtasks, including the ones they queue, before it looks at ticks again), so
- * every resumed process has reached its next await: no trip through the event loop (a
- * setImmediate costs ~3 us, most of a small verbs operation). The first settle of a run may be
- * called from outside a microtask, where ticks run before microtasks: it uses setImmediate.
+/*
+ * How run() lets every continuation already queued run first (a drain). From inside a microtask
+ * (any step after the first), a process.nextTick callback runs only once the microtask queue is
+ * empty (Node drains all microtasks, including the ones they queue, before it looks at ticks
+ * again), so every resumed process has reached its next await: no trip through the event loop
+ * (a setImmediate costs ~3 us, most of a small verbs operation). The first drain of a run may
+ * begin outside a microtask, where ticks run before microtasks: it uses setImmediate.
  */
-const drain = (): Promise<void> => new Promise((r) => process.nextTick(r));
-const drainSlow = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 /**
  * The simulation kernel: simulated time, the event queue, clock domains, the two-phase commit
@@ -275,12 +274,31 @@ export class Sim {
         (v) => { done = true; result = v; },
         (e: unknown) => { done = true; threw = true; error = e; },
       );
-      await this.settle(true);
-      while (!done && !this.failed) {
-        if (this.queue.size === 0 && this.nextClock === null) throw this.stallError();
-        if (this.runEvents(Infinity) < 0) throw this.stallError();
-        await this.settle();
-      }
+      // the loop is a callback fired by the drain's tick, not an async function awaiting a
+      // promise per drain: the same steps in the same order, without a promise, an async frame
+      // and a microtask hop per drain (~6 drains per regMr)
+      await new Promise<void>((resolve, reject) => {
+        // the step runs as a microtask (as an await's continuation did), never inside the tick:
+        // a tick queued from a tick runs before the microtasks (the resumed processes)
+        const queueStep = (): void => microtask(step);
+        const step = (): void => {
+          try {
+            this.draining = false;
+            this.commit();
+            if (!this.resumed) {
+              if (done || this.failed) { resolve(); return; }
+              if (this.queue.size === 0 && this.nextClock === null) throw this.stallError();
+              if (this.runEvents(Infinity) < 0) throw this.stallError();
+            }
+            this.beginDrain();
+            process.nextTick(queueStep);
+          } catch (e) {
+            reject(e);
+          }
+        };
+        this.beginDrain();
+        setImmediate(queueStep);
+      });
     } finally {
       this.running = false;
     }
@@ -313,17 +331,14 @@ export class Sim {
     return n;
   }
 
-  /** Lets resumed processes run to their next await, then commits what they wrote. */
-  private async settle(first = false): Promise<void> {
-    do {
-      this.resumed = false;
-      this.draining = true;
-      this.drains++;
-      await (first ? drainSlow() : drain());
-      this.draining = false;
-      first = false;
-      this.commit();
-    } while (this.resumed);
+  /**
+   * A drain begins: resumed processes run to their next await (run()'s step is queued behind
+   * them), then the step commits what they wrote, and drains again if one of them resumed another.
+   */
+  private beginDrain(): void {
+    this.resumed = false;
+    this.draining = true;
+    this.drains++;
   }
 
   /**

@@ -111,8 +111,15 @@ class Lane {
     const w = this.waiting.shift();
     if (w !== undefined) w(i);
     else {
-      this.free.push(i);
-      this.free.sort((a, b) => b - a);
+      // kept highest first (take pops the lowest): inserted in place, not sorted again
+      const f = this.free;
+      let k = f.length;
+      f.push(i);
+      while (k > 0 && f[k - 1] < i) {
+        f[k] = f[k - 1];
+        k--;
+      }
+      f[k] = i;
     }
   }
 }
@@ -463,7 +470,8 @@ export class CmdQueue {
     // every byte of the output is written below: scratch bytes serve (the decoded output keeps none of them)
     if (this.outBuf.length < outlen) this.outBuf = new Uint8Array(outlen);
     const out = this.outBuf.subarray(0, outlen);
-    out.set(e.subarray(CmdEntryOff.OUT, CmdEntryOff.OUT + CMD_INLINE_BYTES).subarray(0, outlen), 0);
+    const inl = Math.min(CMD_INLINE_BYTES, outlen);
+    for (let j = 0; j < inl; j++) out[j] = e[CmdEntryOff.OUT + j];
     const need = cmdBlocksFor(outlen);
     for (let k = 0; k < need; k++) {
       const blk = this.blockBuf;

@@ -56,7 +56,11 @@ export class PageAlloc {
   reclaimAsked = 0;
   /** Pages the firmware returned that the driver never gave (someone else's MANAGE_PAGES): skipped. */
   unknownReturned = 0;
-  /** Each page the firmware holds: its DMA address to the virtual address the driver freed it by (pagealloc.c's fw_page tree). */
+  /**
+   * Each page the firmware holds: its DMA page number (address / DMA_PAGE: a small integer the
+   * Map keeps unboxed, where addresses past 2^31 were boxed) to the virtual address the driver
+   * frees it by (pagealloc.c's fw_page tree).
+   */
   private readonly held = new Map<number, number>();
   /** Pages the driver could not allocate (pagealloc.c fw_pages_alloc_failed). */
   allocFailed = 0;
@@ -115,12 +119,12 @@ export class PageAlloc {
     if (pas.length > n) throw new Error(`pagealloc: the firmware returned ${pas.length} pages, the driver asked ${n}`);
     const host = this.hca.host;
     for (const pa of pas) {
-      const va = this.held.get(pa);
+      const va = this.held.get(pa / DMA_PAGE);
       if (va === undefined) {
         this.unknownReturned++; // pagealloc.c:277-280 free_4k: "page not found", skipped
         continue;
       }
-      this.held.delete(pa);
+      this.held.delete(pa / DMA_PAGE);
       // free_4k: the device's no more, then the page goes back to the host
       host.unpin(Float64Array.of(pa));
       await host.munmap(va, DMA_PAGE);
@@ -162,7 +166,7 @@ export class PageAlloc {
     const pas: number[] = [];
     for (let i = 0; i < n; i++) pas.push(host.dmaAddress(va + i * DMA_PAGE));
     await this.cmds.execPages({ op: 'MANAGE_PAGES', opMod: ManagePagesOpMod.ALLOCATION_SUCCESS, pas });
-    for (let i = 0; i < n; i++) this.held.set(pas[i], va + i * DMA_PAGE);
+    for (let i = 0; i < n; i++) this.held.set(pas[i] / DMA_PAGE, va + i * DMA_PAGE);
     this.given += n;
     return true;
   }

@@ -706,7 +706,9 @@ export class Cmdif extends Module {
         const pas = this.list('pas', c.pas) ?? [];
         const seen = new Set<number>();
         for (let i = 0; i < pas.length; i++) {
-          const pa = this.uint(`pas[${i}]`, pas[i], 64);
+          // (the field's name is made only for a page that fails: thousands are given per run)
+          const v = pas[i];
+          const pa = isUint(v, 64) ? v : this.uint(`pas[${i}]`, v, 64);
           if (pa % FRAME_SIZE !== 0 || pa === 0 || pa + FRAME_SIZE > this.hostBytes) {
             this.fail('BAD_PARAM', 'page_address', `pas[${i}] ${hex(pa)} is not a 4 KiB page of host memory`);
           }
@@ -783,7 +785,7 @@ export class Cmdif extends Module {
 
   /** An integer field of `bits` bits, else BAD_PARAM. */
   private uint(name: string, v: unknown, bits: number): number {
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= 2 ** Math.min(bits, 53)) {
+    if (!isUint(v, bits)) {
       this.fail('BAD_PARAM', `${name}_range`, `${name} ${String(v)} is not an unsigned integer of ${bits} bits`);
     }
     return v;
@@ -1259,4 +1261,9 @@ export class Cmdif extends Module {
     for (const l of this.qpStateListeners) l(qp.qpn);
     return { state: qp.state };
   }
+}
+
+/** `v` is an unsigned integer of `bits` bits (at most 53: what a number holds exactly). */
+function isUint(v: unknown, bits: number): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v < 2 ** Math.min(bits, 53);
 }

@@ -45,11 +45,18 @@ export const RECLAIM_ABOVE = 4 * PAGE_REQUEST_BATCH;
 export const RECLAIM_IDLE_PS = 1_000_000_000;
 
 /** Where a PAGE_REQUEST goes (the EQ writer, routed by event mask); false when no EQ takes it. */
+/** Bytes of a page given (MANAGE_PAGES gives 4 KiB pages). */
+const PAGE_BYTES = 4096;
+
 export type PageRequestSink = (data: Uint8Array) => boolean;
 
 export class FwPages extends Module implements IcmPageSource {
   /** Given pages ICM does not use now (their DMA addresses), lowest-first use order: last given first. */
   private readonly free: number[] = [];
+  /**
+   * Given pages, by page number (address / PAGE_BYTES): small integers the Set keeps unboxed,
+   * where addresses past 2^31 were a boxed number per page (~24,000 pages per adapter at open).
+   */
   private readonly held = new Set<number>();
   private active = false;
   private inUse = 0;
@@ -99,12 +106,12 @@ export class FwPages extends Module implements IcmPageSource {
 
   /** True when page `pa` was given and is held. */
   holds(pa: number): boolean {
-    return this.held.has(pa);
+    return this.held.has(pa / PAGE_BYTES);
   }
 
   /** Every page held (given, used or not), ascending: what a test checks the DMA checker against. */
   heldPages(): number[] {
-    return [...this.held].sort((a, b) => a - b);
+    return [...this.held].map((p) => p * PAGE_BYTES).sort((a, b) => a - b);
   }
 
   /** Pages ICM uses now. */
@@ -118,7 +125,7 @@ export class FwPages extends Module implements IcmPageSource {
     this.asking = true;
     for (let i = pas.length - 1; i >= 0; i--) {
       this.free.push(pas[i]);
-      this.held.add(pas[i]);
+      this.held.add(pas[i] / PAGE_BYTES);
     }
     this.sGiven.inc(pas.length);
     this.settle(true);
@@ -138,7 +145,7 @@ export class FwPages extends Module implements IcmPageSource {
     this.reclaimAsked = false;
     const k = Math.min(n, this.free.length);
     const out = this.free.splice(this.free.length - k, k).reverse();
-    for (const pa of out) this.held.delete(pa);
+    for (const pa of out) this.held.delete(pa / PAGE_BYTES);
     this.sReturnAsked.inc(n);
     this.sReturned.inc(k);
     return out;

@@ -89,7 +89,10 @@ export function setIfc<K extends string>(view: DataView, off: number, l: IfcLayo
 /** Reads every field of the structure at byte `off`; a u64 of 2^53 or more throws a RangeError. */
 export function decodeIfc<K extends string>(view: DataView, off: number, l: IfcLayout<K>): IfcValues<K> {
   const out = {} as IfcValues<K>;
-  for (const k of l.keys) {
+  // indexed: no iterator per structure decoded (several per command)
+  const keys = l.keys;
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i];
     const f = l.fields[k];
     out[k] = getBits(view, off, f.bit, f.width, f.name);
   }

@@ -79,6 +79,9 @@ export interface CmdEntry {
   statusOwn: number;
 }
 
+/** A word view of each buffer xor8 has read (scratch entries and blocks, read again and again: made once). */
+const WORDS = new WeakMap<ArrayBufferLike, Int32Array>();
+
 /** XOR of `len` bytes from `off` (cmd.c xor8_buf). */
 export function xor8(b: Uint8Array, off: number, len: number): number {
   let s = 0;
@@ -89,9 +92,14 @@ export function xor8(b: Uint8Array, off: number, len: number): number {
   while (i < end && ((b.byteOffset + i) & 3) !== 0) s ^= b[i++];
   const words = (end - i) >>> 2;
   if (words > 0) {
-    const w = new Int32Array(b.buffer, b.byteOffset + i, words);
+    let w = WORDS.get(b.buffer);
+    if (w === undefined) {
+      w = new Int32Array(b.buffer, 0, b.buffer.byteLength >>> 2);
+      WORDS.set(b.buffer, w);
+    }
+    const w0 = (b.byteOffset + i) >>> 2;
     let x = 0;
-    for (let k = 0; k < words; k++) x ^= w[k];
+    for (let k = 0; k < words; k++) x ^= w[w0 + k];
     x ^= x >>> 16;
     x ^= x >>> 8;
     s ^= x & 0xff;

@@ -118,16 +118,27 @@ interface Extent {
  */
 class XltBlocks {
   private readonly chunks = new Map<number, Float64Array>();
+  /** The chunk last looked up (tables are made and enabled one after another in one chunk). */
+  private lastCi = -1;
+  private lastChunk: Float64Array | undefined = undefined;
 
   private slot(addr: number): number {
     const off = addr - ICM_XLT_BASE;
     return Number.isSafeInteger(off) && off >= 0 && off % XLT_ALIGN === 0 ? off / XLT_ALIGN : -1;
   }
 
+  private chunk(ci: number): Float64Array | undefined {
+    if (ci !== this.lastCi) {
+      this.lastCi = ci;
+      this.lastChunk = this.chunks.get(ci);
+    }
+    return this.lastChunk;
+  }
+
   get(addr: number): number | undefined {
     const k = this.slot(addr);
     if (k < 0) return undefined;
-    const c = this.chunks.get(Math.floor(k / XLT_CHUNK_SLOTS));
+    const c = this.chunk(Math.floor(k / XLT_CHUNK_SLOTS));
     const v = c === undefined ? 0 : c[k % XLT_CHUNK_SLOTS];
     return v === 0 ? undefined : v;
   }
@@ -136,19 +147,24 @@ class XltBlocks {
   set(addr: number, len: number): void {
     const k = this.slot(addr);
     const ci = Math.floor(k / XLT_CHUNK_SLOTS);
-    let c = this.chunks.get(ci);
-    if (c === undefined) this.chunks.set(ci, (c = new Float64Array(XLT_CHUNK_SLOTS)));
+    let c = this.chunk(ci);
+    if (c === undefined) {
+      this.chunks.set(ci, (c = new Float64Array(XLT_CHUNK_SLOTS)));
+      this.lastChunk = c;
+    }
     c[k % XLT_CHUNK_SLOTS] = len;
   }
 
   delete(addr: number): void {
     const k = this.slot(addr);
-    const c = k < 0 ? undefined : this.chunks.get(Math.floor(k / XLT_CHUNK_SLOTS));
+    const c = k < 0 ? undefined : this.chunk(Math.floor(k / XLT_CHUNK_SLOTS));
     if (c !== undefined) c[k % XLT_CHUNK_SLOTS] = 0;
   }
 
   clear(): void {
     this.chunks.clear();
+    this.lastCi = -1;
+    this.lastChunk = undefined;
   }
 }
 const XLT_CHUNK_SLOTS = XLT_CHUNK_BYTES / XLT_ALIGN;
