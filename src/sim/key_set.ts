@@ -121,3 +121,30 @@ export class KeySet {
 function ctz(x: number): number {
   return 31 - Math.clz32(x & -x);
 }
+
+/**
+ * The smallest member of a set from a position that only moves forward, looked up again only
+ * when the set changed (another set, or its `version`) or the position went past the member
+ * found: a pass over keys in order that asks at every step (the send queue engine's) mostly asks
+ * for what it already has.
+ */
+export class NextMember {
+  private set: KeySet | null = null;
+  private version = -1;
+  private key = Infinity;
+
+  /** Forgets the last answer (a new pass). */
+  reset(): void {
+    this.set = null;
+  }
+
+  /** `s.next(from)`, from the last answer while it holds. */
+  of(s: KeySet, from: number): number {
+    if (s !== this.set || s.version !== this.version || this.key < from) {
+      this.key = s.next(from);
+      this.set = s;
+      this.version = s.version;
+    }
+    return this.key;
+  }
+}

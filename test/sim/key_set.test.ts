@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { KeySet } from '../../src/sim/key_set.ts';
+import { KeySet, NextMember } from '../../src/sim/key_set.ts';
 
 describe('KeySet', () => {
   it('answers next, max, has and size as a sorted array of its members does, through clears of few members or many', () => {
@@ -47,5 +47,29 @@ describe('KeySet', () => {
   it('refuses a capacity it cannot hold', () => {
     expect(() => new KeySet(0)).toThrow(RangeError);
     expect(() => new KeySet(2 ** 31)).toThrow(RangeError);
+  });
+
+  it('NextMember answers as next() does over a forward pass, through changes to the set and a switch of sets', () => {
+    const op = fc.oneof(fc.tuple(fc.constant('step' as const), fc.nat(40)), fc.tuple(fc.constantFrom('add' as const, 'delete' as const), fc.nat(2000)), fc.tuple(fc.constantFrom('clear' as const, 'swap' as const, 'reset' as const), fc.constant(0)));
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 200 }), (ops) => {
+        const sets = [new KeySet(2000), new KeySet(2000)];
+        let cur = 0;
+        let pos = 0;
+        const nm = new NextMember();
+        for (const [kind, n] of ops) {
+          if (kind === 'step') pos += n;
+          else if (kind === 'add') sets[cur].add(n);
+          else if (kind === 'delete') sets[cur].delete(n);
+          else if (kind === 'clear') sets[cur].clear();
+          else if (kind === 'swap') cur = 1 - cur;
+          else {
+            nm.reset();
+            pos = 0;
+          }
+          expect(nm.of(sets[cur], pos)).toBe(sets[cur].next(pos));
+        }
+      }),
+    );
   });
 });

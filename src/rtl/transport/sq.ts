@@ -42,7 +42,7 @@ import { ReadyList, type Arbitrated } from '../../sim/ready_list.ts';
 import { BlockedStalls } from '../../sim/blocked_sleep.ts';
 import type { Counter } from '../../sim/stats.ts';
 import { SlotRun, WaitList, type Piece, type Waiter } from './slot_waiters.ts';
-import type { KeySet } from '../../sim/key_set.ts';
+import { NextMember } from '../../sim/key_set.ts';
 import type { DmaPort } from '../memory/pcie.ts';
 import { CqeSyndromeEnum, type CqeJob } from '../completion/cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
@@ -246,6 +246,10 @@ export class Sq extends Module {
   private readonly markG: number[] = [];
   private readonly runMarks: number[] = [];
   private runMarkAt = 0;
+  /** serveReady's lookups of the woken, engine-wait and fetch-wait sets' next keys. */
+  private readonly nextWoken = new NextMember();
+  private readonly nextEngine = new NextMember();
+  private readonly nextFetch = new NextMember();
   /** Served runs, for addRuns to reuse. */
   private readonly runPool: SlotRun<SqQp>[] = [];
   /** Slots other QPs leave to the UMR QP. */
@@ -543,54 +547,35 @@ export class Sq extends Module {
     // resource is free at its turn
     let i = 0;
     let pos = -1;
-    // each set's next key past pos, kept while the set (object and version) is the same and the
-    // key is still past pos: the smallest member from an earlier pos, if at or past this one, is
-    // the smallest from this one (most turns change none of the three sets)
-    let sw: KeySet | null = null;
-    let se: KeySet | null = null;
-    let sf: KeySet | null = null;
-    let vw = -1;
-    let ve = -1;
-    let vf = -1;
-    let kw = Infinity;
-    let ke = Infinity;
-    let kf = Infinity;
+    // each wait set's next key past pos is kept while the set is unchanged and pos has not
+    // passed it (most turns change none of the three sets)
+    const nw = this.nextWoken;
+    const ne = this.nextEngine;
+    const nf = this.nextFetch;
+    nw.reset();
+    ne.reset();
+    nf.reset();
     let engineFull = false;
     let fetchFull = false;
     for (;;) {
       let k = i < n ? list[i].arbKey : Infinity;
       if (rl.parked > 0) {
         const from = pos + 1;
-        const ws = rl.woken;
-        if (ws !== sw || ws.version !== vw || kw < from) {
-          kw = ws.next(from);
-          sw = ws;
-          vw = ws.version;
-        }
+        const kw = nw.of(rl.woken, from);
         if (kw < k) k = kw;
         // (a resource is asked only when a parked QP has its turn, as that QP would ask it:
         // canPush() marks a FIFO found full)
         // a resource found full stays full for the rest of this edge (the engine only fills it;
         // what its consumer pops is room from the next edge): its waiters need not be looked up
         if (!engineFull) {
-          const es = rl.waits[ENGINE_WAIT];
-          if (es !== se || es.version !== ve || ke < from) {
-            ke = es.next(from);
-            se = es;
-            ve = es.version;
-          }
+          const ke = ne.of(rl.waits[ENGINE_WAIT], from);
           if (ke < k) {
             if (this.requester.req.canPush()) k = ke;
             else engineFull = true;
           }
         }
         if (!fetchFull) {
-          const fs = rl.waits[FETCH_WAIT];
-          if (fs !== sf || fs.version !== vf || kf < from) {
-            kf = fs.next(from);
-            sf = fs;
-            vf = fs.version;
-          }
+          const kf = nf.of(rl.waits[FETCH_WAIT], from);
           if (kf < k) {
             if (this.canFetch()) k = kf;
             else fetchFull = true;
