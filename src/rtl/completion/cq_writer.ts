@@ -11,6 +11,7 @@ import { encodeCqe, type Cqe } from '../formats/cqe.ts';
 import { CqeOpcode, CqeSyndrome, EventType, SYNDROME_TO_WC_STATUS } from '../formats/constants.ts';
 import type { EqeJob } from './eq_writer.ts';
 import { EQE_DATA_SIZE } from '../formats/eqe.ts';
+import { ReuseRing } from '../../sim/reuse_ring.ts';
 import { queueAddr, type QueuePages } from '../memory/pas.ts';
 
 /** A completion to write. */
@@ -127,13 +128,9 @@ export class CqWriter extends Module {
   private readonly ciSeen = new Map<number, number>();
   /** Producer counter per CQ. */
   private readonly pi = new Map<number, number>();
-  /**
-   * CQE writes (request, bytes), reused round robin: one more than the port's request FIFO
-   * holds, so the one reused was popped by PCIe, which copies the data of a write it does not
-   * own when it pops it (pcie.ts acceptWrite); and the fields each CQE is encoded from.
-   */
-  private readonly cqeWrites: { req: DmaReq; view: DataView }[] = [];
-  private cqeNext = 0;
+  /** CQE writes (request, bytes), reused: PCIe copies the data of a write it does not own when it pops it (pcie.ts acceptWrite). */
+  private readonly cqeWrites: ReuseRing<{ req: DmaReq; view: DataView }>;
+  /** The fields each CQE is encoded from. */
   private readonly cqe: Cqe = { immInvalPkey: 0, byteCnt: 0, vendorErrSynd: 0, syndrome: 0, wqeOpcode: 0, qpn: 0, wqeCounter: 0, signature: 0, opcode: 0, format: 0, se: false, owner: 0 };
   private readonly rValid: Reg;
   private readonly rCqn: Reg;
@@ -166,6 +163,10 @@ export class CqWriter extends Module {
     this.onOverrun = opts.deps.onOverrun ?? null;
     this.port = opts.ports.dma;
     this.port.req.producer = this;
+    this.cqeWrites = new ReuseRing(this.port.req, () => {
+      const data = new Uint8Array(64);
+      return { req: { kind: 'write' as const, addr: 0, length: 64, tag: 0, data }, view: new DataView(data.buffer) };
+    });
     this.sCqes = this.stats.counter('cqes');
     this.sErrors = this.stats.counter('error_cqes');
     this.clockedBy(opts.clock);
@@ -213,7 +214,7 @@ export class CqWriter extends Module {
       return;
     }
     this.pi.set(j.cqn, n + 1);
-    const w = this.nextWrite();
+    const w = this.cqeWrites.next();
     const f = this.cqe;
     f.immInvalPkey = j.immInvalPkey >>> 0;
     f.byteCnt = j.byteCnt >>> 0;
@@ -241,20 +242,6 @@ export class CqWriter extends Module {
     this.sCqes.inc();
     if (j.syndrome !== 0) this.sErrors.inc();
     if (this.tap !== null) this.tap.written(j);
-  }
-
-  /** The next CQE write of the ring (see `cqeWrites`). */
-  private nextWrite(): { req: DmaReq; view: DataView } {
-    const size = this.port.req.capacity + 1;
-    if (this.cqeWrites.length < size) {
-      const data = new Uint8Array(64);
-      const w = { req: { kind: 'write' as const, addr: 0, length: 64, tag: 0, data }, view: new DataView(data.buffer) };
-      this.cqeWrites.push(w);
-      return w;
-    }
-    const w = this.cqeWrites[this.cqeNext];
-    this.cqeNext = this.cqeNext + 1 === size ? 0 : this.cqeNext + 1;
-    return w;
   }
 
   /**

@@ -8,6 +8,7 @@
  * send it on, or the next gather returns it to the pool.
  */
 import type { DmaPort, DmaReq } from './pcie.ts';
+import { ReuseRing } from '../../sim/reuse_ring.ts';
 import type { EventTarget } from '../../sim/event_queue.ts';
 import { PayloadPool, type PooledBuf } from './payload_pool.ts';
 
@@ -32,13 +33,8 @@ export class DmaMover {
   private reading = false;
   private readonly chunkAt: number[] = []; // buffer offset of each tag: the first nChunks
   private nChunks = 0;
-  /**
-   * The mover's requests, reused round robin: one more than the port's request FIFO holds, so
-   * the one reused was pushed before the FIFO's every entry, and PCIe took it (it copies what it
-   * needs when it pops a request: pcie.ts acceptRead/acceptWrite).
-   */
-  private readonly reqs: DmaReq[] = [];
-  private reqNext = 0;
+  /** The mover's requests, reused (PCIe copies what it needs when it pops one: pcie.ts acceptRead/acceptWrite). */
+  private readonly reqs: ReuseRing<DmaReq>;
   private held: PooledBuf | null = null; // the gather buffer, until taken
   private writeBuf: PooledBuf | null = null; // what a scatter writes from, if pooled
   /** Bytes moved by reads and writes. */
@@ -65,7 +61,10 @@ export class DmaMover {
     private readonly port: DmaPort,
     private readonly pool: PayloadPool = new PayloadPool(),
     private readonly ctx = 0,
-  ) {}
+  ) {
+    // every field a request of either kind sets, so all share one shape
+    this.reqs = new ReuseRing(port.req, (): DmaReq => ({ kind: 'read', addr: 0, length: 0, tag: 0, data: undefined, landed: this.landTarget, owned: true, dst: undefined, dstOff: undefined, qpn: -1, wqe: -1 }));
+  }
 
   /** Starts gathering `segs` into a buffer of their total length. */
   gather(segs: PhysSegment[]): void {
@@ -128,7 +127,7 @@ export class DmaMover {
     const s = this.segs[this.seg];
     const n = Math.min(s.length - this.off, this.buf.length - this.bufOff, this.reading ? MAX_READ : 4096);
     const addr = s.pa + this.off;
-    const r = this.nextReq();
+    const r = this.reqs.next();
     r.addr = addr;
     r.length = n;
     r.qpn = this.qpn;
@@ -160,19 +159,6 @@ export class DmaMover {
     this.bytes += n;
   }
 
-  /** The next request object of the ring (see `reqs`). */
-  private nextReq(): DmaReq {
-    const size = this.port.req.capacity + 1;
-    if (this.reqs.length < size) {
-      // every field a request of either kind sets, so all share one shape
-      const r: DmaReq = { kind: 'read', addr: 0, length: 0, tag: 0, data: undefined, landed: this.landTarget, owned: true, dst: undefined, dstOff: undefined, qpn: -1, wqe: -1 };
-      this.reqs.push(r);
-      return r;
-    }
-    const r = this.reqs[this.reqNext];
-    this.reqNext = this.reqNext + 1 === size ? 0 : this.reqNext + 1;
-    return r;
-  }
 
   /**
    * Releases a DMA fence hold (translation/dma_fence.ts) once every write this mover has issued

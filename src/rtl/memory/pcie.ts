@@ -4,6 +4,7 @@
  */
 import { Module, type Nothing, type WireOptions } from '../../sim/module.ts';
 import { Fifo } from '../../sim/fifo.ts';
+import { ReuseRing } from '../../sim/reuse_ring.ts';
 import { enumType } from '../../sim/enum_type.ts';
 import type { Reg } from '../../sim/signal.ts';
 import type { EventTarget } from '../../sim/event_queue.ts';
@@ -92,9 +93,8 @@ interface PortState {
   readonly held: Int32Array;
   head: number;
   count: number;
-  /** Its completions, reused round robin (DmaPortOptions.reuseResponses), or null: a new one each. */
-  readonly resps: DmaResp[] | null;
-  respNext: number;
+  /** Its completions, reused (DmaPortOptions.reuseResponses), or null: a new one each. */
+  readonly resps: ReuseRing<DmaResp> | null;
 }
 
 const EMPTY_DATA = new Uint8Array(0);
@@ -267,8 +267,8 @@ export class Pcie extends Module implements EventTarget {
     const resp = new Fifo<DmaResp>(this, `${name}_resp`, { capacity: opts.respCapacity ?? 4 });
     req.consumer = this;
     const port: DmaPort = { name, req, resp };
-    const resps = opts.reuseResponses === true ? Array.from({ length: resp.capacity + 1 }, (): DmaResp => ({ tag: 0, data: null })) : null;
-    this.ports.push({ port, tables: opts.tables === true, held: new Int32Array(this.maxOut), head: 0, count: 0, resps, respNext: 0 });
+    const resps = opts.reuseResponses === true ? new ReuseRing(resp, (): DmaResp => ({ tag: 0, data: null })) : null;
+    this.ports.push({ port, tables: opts.tables === true, held: new Int32Array(this.maxOut), head: 0, count: 0, resps });
     return port;
   }
 
@@ -489,8 +489,7 @@ export class Pcie extends Module implements EventTarget {
     const ring = ps.resps;
     if (ring === null) ps.port.resp.push({ tag: this.slotTag[slot], data: this.slotData[slot] });
     else {
-      const r = ring[ps.respNext];
-      ps.respNext = ps.respNext + 1 === ring.length ? 0 : ps.respNext + 1;
+      const r = ring.next();
       r.tag = this.slotTag[slot];
       r.data = this.slotData[slot];
       ps.port.resp.push(r);
