@@ -173,6 +173,27 @@ export class SlotRun<T extends Waiter> implements KeyRun {
     }
   }
 
+  /**
+   * Members `next` .. end - 1 wait again, in order, at the end of `list`: whole pieces shared,
+   * parts of pieces as cells. The walk starts at the piece of member `next` (kept by `advance`).
+   */
+  requeueTo(list: WaitList<T>, end: number): void {
+    const sh = this.shift;
+    const ps = this.pieces;
+    const from = this.next + sh;
+    const to = end + sh;
+    let off = this.piOff;
+    for (let i = this.pi; i < ps.length && off < to; i++) {
+      const p = ps[i];
+      const n = p.b - p.a;
+      const lo = Math.max(from, off);
+      const hi = Math.min(to, off + n);
+      if (lo === off && hi === off + n) list.appendPiece(p);
+      else if (lo < hi) list.appendCells(p.arr, p.a + lo - off, p.a + hi - off);
+      off += n;
+    }
+  }
+
   /** Index of waiter `q` among the members not served yet, or -1. */
   indexOf(q: T): number {
     const g = pieceIndex(this.pieces, q, this.next + this.shift) - this.shift;

@@ -159,6 +159,8 @@ interface SqQp extends Arbitrated, Waiter {
   dirty: boolean;
   /** The WQE waiting for room in the requester's queue while the QP is parked there. */
   engSlot: Slot | null;
+  /** Forgotten (DESTROY_QP): what a lookup of its number by the table would say, without the lookup. */
+  dead: boolean;
 }
 
 interface Slot {
@@ -362,6 +364,7 @@ export class Sq extends Module {
     }
     this.wakeIfBlocked();
     this.qps.delete(qpn);
+    q.dead = true;
     this.stalled.delete(qpn);
     if (q.parsePtr < q.pi) this.unparsed--;
     this.ready.leave(q);
@@ -389,7 +392,7 @@ export class Sq extends Module {
   }
 
   private gone(q: SqQp): boolean {
-    return this.qps.get(q.qpn) !== q;
+    return q.dead;
   }
 
   /**
@@ -446,7 +449,7 @@ export class Sq extends Module {
         q = {
           qpn: d.qpn, ctx, pi: 0, fetchPtr: 0, arrived: 0, parsePtr: 0, prefetch: new Uint8Array(64 * PREFETCH_BBS),
           chunks: [], slots: [], executing: 0, execLocal: 0, execRdAtomic: 0, barrier: null, done: 0, active: false, errSeen: false, waitsSlot: false, engSlot: null, arbKey: -1, arbWait: 0,
-          wArr: [], wIdx: 0, wMark: false, rMark: false, dirty: false,
+          wArr: [], wIdx: 0, wMark: false, rMark: false, dirty: false, dead: false,
         };
         this.qps.set(d.qpn, q);
       }
@@ -644,17 +647,7 @@ export class Sq extends Module {
     }
     const end = r.mi < r.marks.length ? r.marks[r.mi] : r.m;
     this.slotTable.noteStall(end - g);
-    const sh = r.shift;
-    let off = 0;
-    for (const p of r.pieces) {
-      const n = p.b - p.a;
-      const lo = Math.max(g + sh, off);
-      const hi = Math.min(end + sh, off + n);
-      if (lo === off && hi === off + n) this.waiters.appendPiece(p);
-      else if (lo < hi) this.waiters.appendCells(p.arr, p.a + lo - off, p.a + hi - off);
-      off += n;
-      if (off >= end + sh) break;
-    }
+    r.requeueTo(this.waiters, end);
     r.advance(end);
     return -1;
   }

@@ -108,4 +108,34 @@ describe('slot waiters', () => {
       ),
     );
   });
+
+  it('a run\'s members from the next one up to a mark wait again in order at the end of a list (requeueTo), whatever pieces they lie in', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 80 }), fc.nat(80), fc.nat(80), fc.nat(80), fc.nat(80), fc.nat(5), (n, cut, shiftSeed, gSeed, endSeed, before) => {
+        const { list, order } = build(n, cut % n);
+        const len = order.length;
+        const shift = shiftSeed % len;
+        const m = len - shift;
+        const run = new SlotRun(list.pieces, m, shift);
+        const g = gSeed % (m + 1);
+        const end = g + (endSeed % (m - g + 1));
+        run.advance(g);
+        // the next list may hold waiters already (those that found no slot earlier in the edge)
+        const next = new WaitList<W>();
+        const first: W[] = [];
+        for (let i = 0; i < before; i++) {
+          const q = waiter(5000 + i);
+          next.append(q);
+          first.push(q);
+        }
+        run.requeueTo(next, end);
+        const want = [...first, ...order.slice(shift + g, shift + end)];
+        expect(next.len).toBe(want.length);
+        const got: W[] = [];
+        for (const p of next.pieces) for (let c = p.a; c < p.b; c++) got.push(p.arr[c]);
+        expect(got).toEqual(want);
+        for (let i = 0; i < want.length; i++) expect(next.indexOf(want[i])).toBe(i);
+      }),
+    );
+  });
 });
