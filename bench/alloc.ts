@@ -4,7 +4,7 @@
  * included) records two runs of the read-64b case, one three times as long as the other; the
  * difference of the two divided by the difference in READs leaves out setup and warm-up. What the
  * engines allocate per READ is what the scavenger copies when many READs are in flight (4,096 QPs
- * x 16): see the README, "Issue 22: less garbage per READ". Not part of `npm run bench`.
+ * x 16): see docs/performance.md, "Issue 22: less garbage per READ". Not part of `npm run bench`.
  */
 import { Session } from 'node:inspector/promises';
 import { readDeep } from './verbs.ts';
