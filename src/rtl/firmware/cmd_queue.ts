@@ -373,7 +373,8 @@ export class CmdQueueEngine {
       // the input is gathered in the entry's own buffer, grown as blocks arrive (an inlen no chain
       // backs allocates nothing); the decoded command keeps none of its bytes
       let input = st.inputBuf;
-      input.set(entry.in.subarray(0, Math.min(CMD_INLINE_BYTES, entry.inlen)), 0);
+      // (a byte loop: a subarray per command cost more than the 16 bytes' copy)
+      for (let j = 0, n = Math.min(CMD_INLINE_BYTES, entry.inlen); j < n; j++) input[j] = entry.in[j];
       let addr = entry.inPtr;
       for (let k = 0; k < need; k++) {
         let fault: Delivery | null = null;

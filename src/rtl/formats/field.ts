@@ -7,6 +7,8 @@
  */
 
 const TWO_32 = 2 ** 32;
+/** A u64's high half at or above this does not fit 53 bits (2^21). */
+export const U64_HI_LIMIT = 2 ** 21;
 
 /** Largest bit width a number field may have; wider fields (u64) are limited to this. */
 export const SAFE_BITS = 53;
@@ -47,7 +49,7 @@ export function setU64(view: DataView, off: number, v: number): void {
 /** Reads a big-endian u64 at `off`; throws a RangeError naming `field` if it is 2^53 or more. */
 export function getU64(view: DataView, off: number, field: string): number {
   const hi = view.getUint32(off);
-  if (hi >= 2 ** (SAFE_BITS - 32)) {
+  if (hi >= U64_HI_LIMIT) {
     throw new RangeError(`${field} 0x${hi.toString(16)}_${view.getUint32(off + 4).toString(16).padStart(8, '0')} does not fit ${SAFE_BITS} bits`);
   }
   return hi * TWO_32 + view.getUint32(off + 4);

@@ -13,7 +13,7 @@ import { CTRL_SEG_SIZE, decodeCtrlSeg, encodeCtrlSeg } from '../formats/ctrl_seg
 import { UMR_CTRL_SEG_SIZE, decodeUmrCtrlSeg, encodeUmrCtrlSeg, hasMaskBit, mkeyMask } from '../formats/umr_ctrl_seg.ts';
 import { DATA_SEG_SIZE, decodeDataSeg, dataSegLength, type DataSeg } from '../formats/data_seg.ts';
 import { decodeKlm, type Klm } from '../formats/klm.ts';
-import { readMttRaw } from '../formats/mtt.ts';
+import { readMttRawAt } from '../formats/mtt.ts';
 import type { MkeyMaskName } from '../formats/constants.ts';
 import { CeMode, CqeSyndrome, DS_SIZE, FenceMode, KLM_SIZE, MKEY_CONTEXT_SIZE, MTT_SIZE, MkcAccessMode, UmrCtrlFlag, WqeOpcode } from '../formats/constants.ts';
 import { MKEY_KIND_MR, MKEY_KIND_MW1, MKEY_KIND_MW2 } from '../memory/icm_mkey.ts';
@@ -376,16 +376,18 @@ export function checkTranslations(
   const capacity = Math.min(Math.floor((ctxOctwords * DS_SIZE) / eb), Math.floor(tableBytes / eb));
   const first = (w.xltOffsetOcto * DS_SIZE) / eb;
   const all = Math.floor(list.length / eb);
-  const view = new DataView(list.buffer, list.byteOffset, list.byteLength);
+  // the list's bytes read directly: a DataView needs `list.buffer`, which for a small copied
+  // list (an inline one, on V8's heap) makes a backing store per UMR
   let used = all;
-  while (used > 0 && isZero(view, (used - 1) * eb, eb)) used--;
+  while (used > 0 && isZero(list, (used - 1) * eb, eb)) used--;
   if (!Number.isInteger(first) || first + used > capacity) return fail;
   const count = Math.min(all, capacity - first);
   const plan: XltPlan = { first, count, used, mtt: null, klm: null };
   if (eb === MTT_SIZE) {
     plan.mtt = new Array<number>(count);
-    for (let i = 0; i < count; i++) plan.mtt[i] = readMttRaw(view, i * MTT_SIZE);
+    for (let i = 0; i < count; i++) plan.mtt[i] = readMttRawAt(list, i * MTT_SIZE);
   } else {
+    const view = new DataView(list.buffer, list.byteOffset, list.byteLength);
     plan.klm = new Array<Klm>(count);
     try {
       for (let i = 0; i < count; i++) plan.klm[i] = decodeKlm(view, i * KLM_SIZE);
@@ -396,10 +398,11 @@ export function checkTranslations(
   return plan;
 }
 
-/** Whether the `n` bytes at `off` (an entry: 8 or 16 bytes) are all zero, a word at a time (a byte loop costs several ns a byte). */
-function isZero(v: DataView, off: number, n: number): boolean {
-  for (let i = 0; i < n; i += 4) if (v.getUint32(off + i) !== 0) return false;
-  return true;
+/** Whether the `n` bytes at `off` (an entry: 8 or 16 bytes) are all zero. */
+function isZero(b: Uint8Array, off: number, n: number): boolean {
+  let x = 0;
+  for (let i = 0; i < n; i++) x |= b[off + i];
+  return x === 0;
 }
 
 /** Checks a translation pointer (non-inline UMR) before it is read: 0 or a syndrome. */
