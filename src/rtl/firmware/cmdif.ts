@@ -349,7 +349,7 @@ export class Cmdif extends Module {
    * promise resolves or rejects as exec's.
    */
   execBackground<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
-    this.sim.checkInProcess(`${this.path}.execBackground(${opName(cmd)})`);
+    if (!this.sim.inRun) this.sim.checkInProcess(`${this.path}.execBackground(${opName(cmd)})`); // (its message made only when it fails)
     const done = this.post<K>(this.bgQueue, this.bgQueued, cmd);
     if (!this.bgServing) {
       this.bgServing = true;
@@ -364,7 +364,7 @@ export class Cmdif extends Module {
    * Call it from a process (inside `sim.run`).
    */
   exec<K extends CmdName>(cmd: CmdOf<K>): Promise<CmdOutputs[K]> {
-    this.sim.checkInProcess(`${this.path}.exec(${opName(cmd)})`);
+    if (!this.sim.inRun) this.sim.checkInProcess(`${this.path}.exec(${opName(cmd)})`); // (its message made only when it fails)
     const done = this.post<K>(this.queue, this.queued, cmd);
     if (!this.serving) {
       this.serving = true;

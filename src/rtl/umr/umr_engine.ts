@@ -56,7 +56,7 @@
 import { enumType, Fifo, Module, type Counter, type EventTarget, type Histogram, type Reg, type WireOptions } from '../../sim/index.ts';
 import type { HostMem } from '../memory/host_mem.ts';
 import type { Icm } from '../memory/icm.ts';
-import type { DmaPort, DmaReq, DmaResp } from '../memory/pcie.ts';
+import { dmaRead, dmaWrite, type DmaPort, type DmaReq, type DmaResp } from '../memory/pcie.ts';
 import type { UmrDone, UmrIcmWriter, UmrJob } from './umr_types.ts';
 import { decodeIcmMkey, encodeIcmMkey, readIcmPrivate, unallocatedMkey, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { MKEY_CONTEXT_SIZE, decodeMkeyContext, mkcTranslationsOctwordSize, type MkeyContext } from '../formats/mkey_context.ts';
@@ -314,7 +314,7 @@ export class UmrEngine extends Module implements EventTarget {
           // FREE | KEY on an MR is the driver's pool retiring it: a deregistration
           const dereg = op.index >= 0 && op.index === this.target!.index && this.w!.kind === UMR_KIND.UNBIND && this.target!.kind === MKEY_KIND_MR;
           const tag = this.writer.posting(op.index, op.addr, op.data.length, this, 0, dereg);
-          this.port.req.push({ kind: 'write', addr: op.addr, length: op.data.length, tag, data: op.data, owned: true, landed: this.writer });
+          this.port.req.push(dmaWrite(op.addr, op.data, tag, this.writer, true));
           this.sWrites.inc();
           if (op.index < 0) this.sXltEntries.inc(op.entries);
         }
@@ -372,7 +372,7 @@ export class UmrEngine extends Module implements EventTarget {
   private readCtx(reads: DmaReq[], index: number, tag: number): void {
     if (index < this.icm.mkeyEntries) {
       // into the engine's buffer for this tag: the job's copy of the context (no allocation per read)
-      reads.push({ kind: 'read', addr: this.icm.mkeyContextAddr(index), length: CTX_BYTES, tag, dst: this.ctxBuf[tag], dstOff: 0 });
+      reads.push(dmaRead(this.icm.mkeyContextAddr(index), CTX_BYTES, tag, this.ctxBuf[tag], 0));
       return;
     }
     const e = unallocatedMkey(index); // as the mkey cache answers
@@ -442,10 +442,10 @@ export class UmrEngine extends Module implements EventTarget {
         this.syn = p;
         return this.rState.set(UMR.CHECK);
       }
-      reads.push({ kind: 'read', addr: w.ptr.addr, length: w.xltBytes, tag: TAG_XLT });
+      reads.push(dmaRead(w.ptr.addr, w.xltBytes, TAG_XLT));
     } else if (releasesWindow(w, t, this.policy) && t.xltCount >= 1 && t.xltAddr !== 0) {
       // the window's one KLM names the MR it counts on
-      reads.push({ kind: 'read', addr: t.xltAddr, length: 16, tag: TAG_OLD_KLM });
+      reads.push(dmaRead(t.xltAddr, 16, TAG_OLD_KLM));
     }
     if (reads.length === 0) return this.afterXlt(); // an inline list: on to what it replaces
     this.beginReads(reads, UMR.FETCH_XLT);
@@ -456,7 +456,7 @@ export class UmrEngine extends Module implements EventTarget {
     const reads: DmaReq[] = [];
     if (this.oldKlm !== null) this.readCtx(reads, mkeyIndex(this.oldKlm.key), TAG_OLD_MR);
     const old = this.oldXltRange();
-    if (old > 0) reads.push({ kind: 'read', addr: this.target!.xltAddr + this.w!.xltOffsetOcto * 16, length: old, tag: TAG_OLD_XLT });
+    if (old > 0) reads.push(dmaRead(this.target!.xltAddr + this.w!.xltOffsetOcto * 16, old, TAG_OLD_XLT));
     this.beginReads(reads, UMR.FETCH_REF);
   }
 
