@@ -116,6 +116,7 @@ export class HostSpace {
   private readonly listeners: UnmapListener[] = [];
   private cursor = HOST_VA_BASE;
   private last: Region | null = null; // lookup cache: accesses are local
+  private prev: Region | null = null; // and the one before it (a command alternates the queue's page and a mailbox's, a UMR the WQE's and the pages')
   private pieceLen = 0; // set by translate: bytes contiguous from the address it returned
   private spanLo = 0; // set by spanOne: the page run of the range in its allocation
   private spanHi = 0;
@@ -463,6 +464,12 @@ export class HostSpace {
   private regionOf(va: number): Region | null {
     const l = this.last;
     if (l !== null && va >= l.addr && va < l.addr + l.pages.length * l.pageSize) return l;
+    const q = this.prev;
+    if (q !== null && va >= q.addr && va < q.addr + q.pages.length * q.pageSize) {
+      this.prev = l;
+      this.last = q;
+      return q;
+    }
     const rs = this.regions;
     let lo = 0;
     let hi = rs.length - 1;
@@ -474,6 +481,7 @@ export class HostSpace {
     if (hi < 0) return null;
     const r = rs[hi];
     if (va >= r.addr + r.pages.length * r.pageSize) return null;
+    this.prev = l;
     this.last = r;
     return r;
   }
