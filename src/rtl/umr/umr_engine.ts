@@ -348,7 +348,7 @@ export class UmrEngine extends Module implements EventTarget {
     this.oldKlm = null;
     this.oldMr = null;
     this.oldXlt = null;
-    this.fetched.clear();
+    if (this.fetched.size !== 0) this.fetched.clear(); // (clear makes a new table even when empty)
     this.writes.length = 0;
     this.nWritten = 0;
     this.nLanded = 0;
@@ -661,7 +661,7 @@ export class UmrEngine extends Module implements EventTarget {
     // the job's reads, writes and contexts go (the arrays and the map are reused by the next job)
     this.reads = NO_READS;
     this.writes.length = 0;
-    this.fetched.clear();
+    if (this.fetched.size !== 0) this.fetched.clear(); // (clear makes a new table even when empty)
     this.rState.set(UMR.IDLE);
   }
 }
