@@ -349,7 +349,7 @@ export class UmrEngine extends Module implements EventTarget {
     this.oldMr = null;
     this.oldXlt = null;
     if (this.fetched.size !== 0) this.fetched.clear(); // (clear makes a new table even when empty)
-    this.writes.length = 0;
+    if (this.writes.length !== 0) this.writes.length = 0; // (a setter call even on an empty array)
     this.nWritten = 0;
     this.nLanded = 0;
     this.rKey.set(w.key);
@@ -660,7 +660,7 @@ export class UmrEngine extends Module implements EventTarget {
     this.oldXlt = null;
     // the job's reads, writes and contexts go (the arrays and the map are reused by the next job)
     this.reads = NO_READS;
-    this.writes.length = 0;
+    if (this.writes.length !== 0) this.writes.length = 0; // (a setter call even on an empty array)
     if (this.fetched.size !== 0) this.fetched.clear(); // (clear makes a new table even when empty)
     this.rState.set(UMR.IDLE);
   }
