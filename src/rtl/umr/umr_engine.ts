@@ -219,7 +219,10 @@ export class UmrEngine extends Module implements EventTarget {
    */
   private readonly ctxBuf: Uint8Array[] = [new Uint8Array(CTX_BYTES), new Uint8Array(CTX_BYTES), new Uint8Array(0), new Uint8Array(0), new Uint8Array(CTX_BYTES)];
   /** The 64 context bytes read of each index this job, edited in place by the plan. */
-  private readonly fetched = new Map<number, Uint8Array>();
+  private readonly fetchedIndex: number[] = [];
+  private readonly fetchedBytes: Uint8Array[] = [];
+  /** Contexts in `fetched*` this job (at most three: target, MR, old MR): a scan, where a Map's clear made a table per job. */
+  private nFetched = 0;
   private readonly writes: PlannedWrite[] = [];
   private nWritten = 0;
   private nLanded = 0;
@@ -348,7 +351,7 @@ export class UmrEngine extends Module implements EventTarget {
     this.oldKlm = null;
     this.oldMr = null;
     this.oldXlt = null;
-    if (this.fetched.size !== 0) this.fetched.clear(); // (clear makes a new table even when empty)
+    this.nFetched = 0;
     if (this.writes.length !== 0) this.writes.length = 0; // (a setter call even on an empty array)
     this.nWritten = 0;
     this.nLanded = 0;
@@ -396,11 +399,11 @@ export class UmrEngine extends Module implements EventTarget {
       case TAG_TARGET:
         this.target = decodeIcmMkey(view, 0, mkeyIndex(this.w!.key));
         this.targetOcto = mkcTranslationsOctwordSize(view, 0);
-        this.fetched.set(this.target.index, d);
+        this.setFetched(this.target.index, d);
         return;
       case TAG_MR:
         this.mr = decodeIcmMkey(view, 0, mkeyIndex(this.w!.bindKlm!.key));
-        this.fetched.set(this.mr.index, d);
+        this.setFetched(this.mr.index, d);
         return;
       case TAG_XLT:
         this.list = d;
@@ -418,7 +421,7 @@ export class UmrEngine extends Module implements EventTarget {
       case TAG_OLD_MR:
         // read after the others: the newest copy of its index, should it be the bind's MR too
         this.oldMr = decodeIcmMkey(view, 0, mkeyIndex(this.oldKlm!.key));
-        this.fetched.set(this.oldMr.index, d);
+        this.setFetched(this.oldMr.index, d);
         return;
     }
   }
@@ -596,12 +599,30 @@ export class UmrEngine extends Module implements EventTarget {
     }
   }
 
+  /** Records the context bytes `d` read of mkey `index` (a second read of it replaces the first, as Map.set did). */
+  private setFetched(index: number, d: Uint8Array): void {
+    for (let i = 0; i < this.nFetched; i++) {
+      if (this.fetchedIndex[i] === index) {
+        this.fetchedBytes[i] = d;
+        return;
+      }
+    }
+    this.fetchedIndex[this.nFetched] = index;
+    this.fetchedBytes[this.nFetched++] = d;
+  }
+
+  /** The context bytes read of mkey `index` this job, or undefined. */
+  private fetchedOf(index: number): Uint8Array | undefined {
+    for (let i = 0; i < this.nFetched; i++) if (this.fetchedIndex[i] === index) return this.fetchedBytes[i];
+    return undefined;
+  }
+
   /**
    * A context write: `edit` applied to the engine's copy of the context as it read it (and as
    * earlier writes of this job left it); the write carries a snapshot of the result.
    */
   private ctxWrite(index: number, edit: (c: MkeyContext, p: IcmPrivate) => void): PlannedWrite {
-    const bytes = this.fetched.get(index);
+    const bytes = this.fetchedOf(index);
     if (bytes === undefined) throw new Error(`${this.path}: a write of mkey index ${index}, whose context was not read`);
     const view = new DataView(bytes.buffer, bytes.byteOffset, CTX_BYTES);
     const c = decodeMkeyContext(view, 0);
@@ -661,7 +682,7 @@ export class UmrEngine extends Module implements EventTarget {
     // the job's reads, writes and contexts go (the arrays and the map are reused by the next job)
     this.reads = NO_READS;
     if (this.writes.length !== 0) this.writes.length = 0; // (a setter call even on an empty array)
-    if (this.fetched.size !== 0) this.fetched.clear(); // (clear makes a new table even when empty)
+    this.nFetched = 0;
     this.rState.set(UMR.IDLE);
   }
 }
