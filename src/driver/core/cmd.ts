@@ -410,7 +410,7 @@ export class CmdQueue {
         lane.give(idx);
         throw e;
       }
-      const entryVa = this.queueVa + idx * 2 ** this.logStride;
+      const entryVa = this.queueVa + idx * (1 << this.logStride); // (log_stride is 4 bits)
       const e = this.entryBuf;
       // (the entry is zeroed first: an input shorter than 16 bytes leaves the rest of in[] 0)
       encodeCmdEntry(e, 0, {
