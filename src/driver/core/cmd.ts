@@ -380,7 +380,7 @@ export class CmdQueue {
 
   /** Posts `cmd` in an entry of its lane, rings, waits, and decodes the output. */
   private async post<K extends CmdName>(cmd: CmdOf<K>, laneName: 'fg' | 'bg' | 'pages'): Promise<CmdOutputs[K]> {
-    this.sim.checkInProcess(`cmd.exec(${String(cmd.op)})`);
+    if (!this.sim.inRun) this.sim.checkInProcess(`cmd.exec(${String(cmd.op)})`); // (its message made only when it fails)
     this.pending++;
     try {
       const host = this.hca.host;
@@ -410,7 +410,7 @@ export class CmdQueue {
         lane.give(idx);
         throw e;
       }
-      const entryVa = this.queueVa + idx * 2 ** this.logStride;
+      const entryVa = this.queueVa + idx * (1 << this.logStride); // (log_stride is 4 bits)
       const e = this.entryBuf;
       // (the entry is zeroed first: an input shorter than 16 bytes leaves the rest of in[] 0)
       encodeCmdEntry(e, 0, {

@@ -88,10 +88,13 @@ export class DriverEq {
     this.ctx.hca.uar.ringEq(UAR_EQ_ARM, ((this.ci & 0xffffff) | (this.eqn << 24)) >>> 0);
   }
 
+  /** The handler's event (one object for every interrupt). */
+  private readonly handler = { fire: (): void => this.handle() };
+
   private onInterrupt(): void {
     if (this.handlerDue) return;
     this.handlerDue = true;
-    this.ctx.tb.sim.after(this.ctx.hca.cfg.interruptPs, { fire: () => this.handle() });
+    this.ctx.tb.sim.after(this.ctx.hca.cfg.interruptPs, this.handler);
   }
 
   /** The interrupt handler: consume what software owns, in order, then update and re-arm. */

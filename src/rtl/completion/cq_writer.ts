@@ -6,7 +6,7 @@
  * write land: memory/host_mem.ts MemWatch).
  */
 import { EnumType, Fifo, Module, type Reg, type WireOptions } from '../../sim/index.ts';
-import type { DmaPort, DmaReq } from '../memory/pcie.ts';
+import { dmaWrite, type DmaPort, type DmaReq } from '../memory/pcie.ts';
 import { encodeCqe, type Cqe } from '../formats/cqe.ts';
 import { CqeOpcode, CqeSyndrome, EventType, SYNDROME_TO_WC_STATUS } from '../formats/constants.ts';
 import type { EqeJob } from './eq_writer.ts';
@@ -165,7 +165,7 @@ export class CqWriter extends Module {
     this.port.req.producer = this;
     this.cqeWrites = new ReuseRing(this.port.req, () => {
       const data = new Uint8Array(64);
-      return { req: { kind: 'write' as const, addr: 0, length: 64, tag: 0, data }, view: new DataView(data.buffer) };
+      return { req: dmaWrite(0, data, 0, undefined, undefined), view: new DataView(data.buffer) };
     });
     this.sCqes = this.stats.counter('cqes');
     this.sErrors = this.stats.counter('error_cqes');

@@ -20,7 +20,7 @@
  */
 import { EnumType, Fifo, Module, enumType, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
 import type { EventTarget } from '../../sim/event_queue.ts';
-import type { DmaPort } from '../memory/pcie.ts';
+import { dmaWrite, type DmaPort } from '../memory/pcie.ts';
 import { EQE_DATA_SIZE, EQE_SIZE, encodeEqe } from '../formats/eqe.ts';
 import { EventType, PageFaultSubtype } from '../formats/constants.ts';
 
@@ -219,7 +219,7 @@ export class EqWriter extends Module implements EventTarget {
       signature: 0,
       owner: Math.floor(n / eq.size) & 1,
     });
-    this.port.req.push({ kind: 'write', addr: eq.bufAddr + (n & (eq.size - 1)) * EQE_SIZE, length: EQE_SIZE, tag: eq.eqn, data: bytes, owned: true, landed: this });
+    this.port.req.push(dmaWrite(eq.bufAddr + (n & (eq.size - 1)) * EQE_SIZE, bytes, eq.eqn, this, true)); // bytes: EQE_SIZE of them
     this.sEqes.inc();
   }
 

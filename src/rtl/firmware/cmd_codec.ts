@@ -119,12 +119,24 @@ function log2Exact(name: string, n: number): number {
 /** Bytes an encode with `scratch` lends the next `buffer` call (null: allocate). */
 let lent: Uint8Array | null = null;
 
+/**
+ * The views `buffer` last made of each scratch array, with their length: a sender encodes the
+ * same command (a registration's CREATE_MKEY) again and again, and a view and a DataView per
+ * encode cost more than the encode's own stores. The views stay valid as long as the scratch.
+ */
+const LENT_VIEWS = new WeakMap<Uint8Array, { readonly n: number; readonly b: Uint8Array; readonly v: DataView }>();
+
 function buffer(n: number): { b: Uint8Array; v: DataView } {
   const a = lent;
   if (a !== null && n <= a.length) {
     lent = null;
     a.fill(0, 0, n);
-    return { b: a.subarray(0, n), v: new DataView(a.buffer, a.byteOffset, n) };
+    let r = LENT_VIEWS.get(a);
+    if (r === undefined || r.n !== n) {
+      r = { n, b: a.subarray(0, n), v: new DataView(a.buffer, a.byteOffset, n) };
+      LENT_VIEWS.set(a, r);
+    }
+    return { b: r.b, v: r.v };
   }
   const b = new Uint8Array(n);
   return { b, v: new DataView(b.buffer) };

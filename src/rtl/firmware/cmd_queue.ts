@@ -28,7 +28,7 @@ import { Module, type Sim } from '../../sim/index.ts';
 import { TagTable } from '../../sim/tag_table.ts';
 import type { Counter, Signal } from '../../sim/index.ts';
 import type { EventTarget } from '../../sim/event_queue.ts';
-import type { DmaPort, DmaReq } from '../memory/pcie.ts';
+import { dmaRead, dmaWrite, type DmaPort, type DmaReq } from '../memory/pcie.ts';
 import {
   CMD_BLOCK_ALIGN,
   CMD_BLOCK_BYTES,
@@ -129,7 +129,7 @@ export class FwDma {
     const tag = this.nextTag;
     this.nextTag = (this.nextTag + 1) >>> 0;
     const done = new Promise<Uint8Array>((resolve) => this.pending.set(tag, resolve));
-    const req: DmaReq = dst === undefined ? { kind: 'read', addr, length, tag } : { kind: 'read', addr, length, tag, dst, dstOff };
+    const req = dst === undefined ? dmaRead(addr, length, tag) : dmaRead(addr, length, tag, dst, dstOff);
     const f = this.port.req;
     if (!f.canPush()) return this.readWhenRoom(req, done);
     f.push(req);
@@ -152,7 +152,7 @@ export class FwDma {
     if (waitLanded === true) {
       done = new Promise<void>((resolve) => (landed = { fire: () => { resolve(); this.sim.noteResume(); } }));
     } else if (waitLanded !== false) landed = waitLanded;
-    const req: DmaReq = { kind: 'write', addr, length: data.length, tag: 0, data, owned: true, landed };
+    const req = dmaWrite(addr, data, 0, landed, true);
     const f = this.port.req;
     if (!f.canPush()) return this.writeWhenRoom(req, done);
     f.push(req);
@@ -373,7 +373,8 @@ export class CmdQueueEngine {
       // the input is gathered in the entry's own buffer, grown as blocks arrive (an inlen no chain
       // backs allocates nothing); the decoded command keeps none of its bytes
       let input = st.inputBuf;
-      input.set(entry.in.subarray(0, Math.min(CMD_INLINE_BYTES, entry.inlen)), 0);
+      // (a byte loop: a subarray per command cost more than the 16 bytes' copy)
+      for (let j = 0, n = Math.min(CMD_INLINE_BYTES, entry.inlen); j < n; j++) input[j] = entry.in[j];
       let addr = entry.inPtr;
       for (let k = 0; k < need; k++) {
         let fault: Delivery | null = null;

@@ -52,7 +52,7 @@ export interface MkeyDesc {
 /** What the writer uses: host memory (where ICM lives), the ICM's allocation, and the caches it keeps coherent. */
 export interface IcmWriterDeps {
   /** The device's memory (contexts in host memory, tables in ICM space). */
-  readonly mem: Pick<DeviceMemory, 'read' | 'write'>;
+  readonly mem: Pick<DeviceMemory, 'read' | 'readInto' | 'write'>;
   readonly icm: Pick<Icm, 'mkeyContextAddr' | 'mkeyEntries' | 'allocXlt' | 'freeXlt' | 'xltSize'>;
   readonly mkeyCache: Pick<MkeyCache, 'write' | 'invalidate' | 'invalidateAll'>;
   readonly mtt: Pick<Mtt, 'invalidateRange' | 'invalidateAll'>;
@@ -110,12 +110,18 @@ export class IcmWriter extends Module implements EventTarget {
   /** Writes a new mkey (CREATE_MKEY's effect): its translation table and its context; the entry as written. */
   createMkey(d: MkeyDesc): MkeyEntry {
     this.writeNewMkey(d);
-    return decodeIcmMkey(new DataView(this.ctxBuf.buffer), 0, d.index);
+    return decodeIcmMkey(this.ctxView, 0, d.index);
   }
 
   /** The context bytes CREATE_MKEY writes (ICM copies them: one buffer serves every command). */
   private readonly ctxBuf = new Uint8Array(MKEY_CONTEXT_SIZE);
   private readonly ctxView = new DataView(this.ctxBuf.buffer);
+  /**
+   * A landed context's bytes, read to be decoded (decodeIcmMkey keeps none of them): a copy per
+   * landing with a DataView over it gave V8's on-heap 64 bytes a backing store of their own each time.
+   */
+  private readonly landedBuf = new Uint8Array(MKEY_CONTEXT_SIZE);
+  private readonly landedView = new DataView(this.landedBuf.buffer);
 
   /** `createMkey` without decoding the entry back (the firmware's command needs only the index). */
   writeNewMkey(d: MkeyDesc): void {
@@ -308,8 +314,8 @@ export class IcmWriter extends Module implements EventTarget {
     this.freeTags.push(tag);
     if (index >= 0) {
       // the landed bytes are the context now: the cached copy takes them, in-flight fills go stale
-      const bytes = this.mem.read(addr, MKEY_CONTEXT_SIZE);
-      this.mkeyCache.write(decodeIcmMkey(new DataView(bytes.buffer, bytes.byteOffset, MKEY_CONTEXT_SIZE), 0, index));
+      this.mem.readInto(addr, this.landedBuf, 0, MKEY_CONTEXT_SIZE);
+      this.mkeyCache.write(decodeIcmMkey(this.landedView, 0, index));
       // a deregistration by UMR invalidates what DESTROY_MKEY would: every path out of a
       // registration follows the policy, the pooled one included
       if (dereg && this.destroyInvalidates === 'all') {

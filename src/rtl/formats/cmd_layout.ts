@@ -11,7 +11,7 @@
  * (cmdq_addr_l_sz: log_sz, log_stride, 4 KiB-aligned queue), include/linux/mlx5/driver.h:74
  * (CMD_OWNER_HW).
  */
-import { getU64, setU64 } from './field.ts';
+import { U64_HI_LIMIT } from './field.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Command entry (mlx5_cmd_layout)
@@ -111,44 +111,79 @@ export function xor8(b: Uint8Array, off: number, len: number): number {
 
 /** Writes entry `e` (its sig as given) at `b[off..off+64)`. */
 export function encodeCmdEntry(b: Uint8Array, off: number, e: CmdEntry): void {
-  const v = new DataView(b.buffer, b.byteOffset + off, CMD_ENTRY_BYTES);
+  // byte stores rather than a DataView and two subarrays per entry (two entries per command):
+  // the same bytes, as setUint32's ToUint32 and a Uint8Array's ToUint8 give them
+  inBounds(b, off, CMD_ENTRY_BYTES);
   b.fill(0, off, off + CMD_ENTRY_BYTES);
-  v.setUint8(CmdEntryOff.TYPE, e.type);
-  v.setUint32(CmdEntryOff.INLEN, e.inlen >>> 0);
-  setU64(v, CmdEntryOff.IN_PTR, e.inPtr);
-  b.set(e.in.subarray(0, CMD_INLINE_BYTES), off + CmdEntryOff.IN);
-  b.set(e.out.subarray(0, CMD_INLINE_BYTES), off + CmdEntryOff.OUT);
-  setU64(v, CmdEntryOff.OUT_PTR, e.outPtr);
-  v.setUint32(CmdEntryOff.OUTLEN, e.outlen >>> 0);
-  v.setUint8(CmdEntryOff.TOKEN, e.token);
-  v.setUint8(CmdEntryOff.SIG, e.sig);
-  v.setUint8(CmdEntryOff.STATUS_OWN, e.statusOwn);
+  b[off + CmdEntryOff.TYPE] = e.type;
+  setBe32(b, off + CmdEntryOff.INLEN, e.inlen >>> 0);
+  setBe64(b, off + CmdEntryOff.IN_PTR, e.inPtr);
+  copyInline(e.in, b, off + CmdEntryOff.IN);
+  copyInline(e.out, b, off + CmdEntryOff.OUT);
+  setBe64(b, off + CmdEntryOff.OUT_PTR, e.outPtr);
+  setBe32(b, off + CmdEntryOff.OUTLEN, e.outlen >>> 0);
+  b[off + CmdEntryOff.TOKEN] = e.token;
+  b[off + CmdEntryOff.SIG] = e.sig;
+  b[off + CmdEntryOff.STATUS_OWN] = e.statusOwn;
 }
 
 /** The entry at `b[off..off+64)`; pointers at or past 2^53 read as a RangeError's caller's problem (null). */
 export function decodeCmdEntry(b: Uint8Array, off: number): CmdEntry | null {
-  const v = new DataView(b.buffer, b.byteOffset + off, CMD_ENTRY_BYTES);
-  let inPtr: number;
-  let outPtr: number;
-  try {
-    inPtr = getU64(v, CmdEntryOff.IN_PTR, 'in_ptr');
-    outPtr = getU64(v, CmdEntryOff.OUT_PTR, 'out_ptr');
-  } catch {
-    return null; // a pointer past the 53 bits of host memory (no host has it)
-  }
+  inBounds(b, off, CMD_ENTRY_BYTES);
+  // null for a pointer past the 53 bits of host memory (no host has it)
+  const inPtr = getBe64(b, off + CmdEntryOff.IN_PTR);
+  if (inPtr < 0) return null;
+  const outPtr = getBe64(b, off + CmdEntryOff.OUT_PTR);
+  if (outPtr < 0) return null;
   return {
-    type: v.getUint8(CmdEntryOff.TYPE),
-    inlen: v.getUint32(CmdEntryOff.INLEN),
+    type: b[off + CmdEntryOff.TYPE],
+    inlen: getBe32(b, off + CmdEntryOff.INLEN),
     inPtr,
     in: b.slice(off + CmdEntryOff.IN, off + CmdEntryOff.IN + CMD_INLINE_BYTES),
     out: b.slice(off + CmdEntryOff.OUT, off + CmdEntryOff.OUT + CMD_INLINE_BYTES),
     outPtr,
-    outlen: v.getUint32(CmdEntryOff.OUTLEN),
-    token: v.getUint8(CmdEntryOff.TOKEN),
-    sig: v.getUint8(CmdEntryOff.SIG),
-    rsvd: v.getUint8(1) | v.getUint8(2) | v.getUint8(3) | v.getUint8(CmdEntryOff.RSVD1),
-    statusOwn: v.getUint8(CmdEntryOff.STATUS_OWN),
+    outlen: getBe32(b, off + CmdEntryOff.OUTLEN),
+    token: b[off + CmdEntryOff.TOKEN],
+    sig: b[off + CmdEntryOff.SIG],
+    rsvd: b[off + 1] | b[off + 2] | b[off + 3] | b[off + CmdEntryOff.RSVD1],
+    statusOwn: b[off + CmdEntryOff.STATUS_OWN],
   };
+}
+
+/** A RangeError unless `b[off..off+len)` lies in `b` (where a DataView over it would have thrown). */
+function inBounds(b: Uint8Array, off: number, len: number): void {
+  if (!(off >= 0 && off + len <= b.length)) throw new RangeError(`bytes ${off}..${off + len} lie outside the buffer (${b.length} bytes)`);
+}
+
+/** Big-endian u32 at `b[i]`. */
+function getBe32(b: Uint8Array, i: number): number {
+  return ((b[i] << 24) | (b[i + 1] << 16) | (b[i + 2] << 8) | b[i + 3]) >>> 0;
+}
+
+/** Writes `w`, already a u32, big-endian at `b[i]` (each store keeps the low byte). */
+function setBe32(b: Uint8Array, i: number, w: number): void {
+  b[i] = w >>> 24;
+  b[i + 1] = w >>> 16;
+  b[i + 2] = w >>> 8;
+  b[i + 3] = w;
+}
+
+/** A big-endian u64 at `b[i]`, or -1 when it is 2^53 or more (getU64's RangeError). */
+function getBe64(b: Uint8Array, i: number): number {
+  const hi = getBe32(b, i);
+  return hi >= U64_HI_LIMIT ? -1 : hi * 2 ** 32 + getBe32(b, i + 4);
+}
+
+/** setU64's bytes: the high and low halves, each as setUint32 takes it (ToUint32). */
+function setBe64(b: Uint8Array, i: number, v: number): void {
+  setBe32(b, i, Math.floor(v / 2 ** 32) >>> 0);
+  setBe32(b, i + 4, v >>> 0);
+}
+
+/** The first 16 bytes of `src` (fewer if it is shorter) into `b` at `at`. */
+function copyInline(src: Uint8Array, b: Uint8Array, at: number): void {
+  const n = Math.min(src.length, CMD_INLINE_BYTES);
+  for (let i = 0; i < n; i++) b[at + i] = src[i];
 }
 
 /** Sets the entry's signature so its 64 bytes XOR to 0xff (set_signature). */
@@ -188,11 +223,11 @@ export function cmdBlocksFor(len: number): number {
 
 /** Writes a block's control fields (next, block_num, token) and its two signatures (calc_block_sig). */
 export function encodeCmdBlockCtrl(b: Uint8Array, off: number, next: number, blockNum: number, token: number): void {
-  const v = new DataView(b.buffer, b.byteOffset + off, CMD_BLOCK_BYTES);
+  inBounds(b, off, CMD_BLOCK_BYTES);
   b.fill(0, off + CmdBlockOff.RSVD0, off + CMD_BLOCK_BYTES);
-  setU64(v, CmdBlockOff.NEXT, next);
-  v.setUint32(CmdBlockOff.BLOCK_NUM, blockNum >>> 0);
-  v.setUint8(CmdBlockOff.TOKEN, token);
+  setBe64(b, off + CmdBlockOff.NEXT, next);
+  setBe32(b, off + CmdBlockOff.BLOCK_NUM, blockNum >>> 0);
+  b[off + CmdBlockOff.TOKEN] = token;
   signCmdBlock(b, off);
 }
 
@@ -209,14 +244,8 @@ export function cmdBlockSigOk(b: Uint8Array, off: number): boolean {
 
 /** A block's control fields; `next` is -1 when it is past 2^53 (no host memory there). */
 export function decodeCmdBlockCtrl(b: Uint8Array, off: number): { next: number; blockNum: number; token: number } {
-  const v = new DataView(b.buffer, b.byteOffset + off, CMD_BLOCK_BYTES);
-  let next: number;
-  try {
-    next = getU64(v, CmdBlockOff.NEXT, 'next');
-  } catch {
-    next = -1;
-  }
-  return { next, blockNum: v.getUint32(CmdBlockOff.BLOCK_NUM), token: v.getUint8(CmdBlockOff.TOKEN) };
+  inBounds(b, off, CMD_BLOCK_BYTES);
+  return { next: getBe64(b, off + CmdBlockOff.NEXT), blockNum: getBe32(b, off + CmdBlockOff.BLOCK_NUM), token: b[off + CmdBlockOff.TOKEN] };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -58,6 +58,13 @@ export function readMttRaw(view: DataView, off: number): number {
   return view.getUint32(off) * TWO_32 + view.getUint32(off + 4);
 }
 
+/** readMttRaw over bytes (no DataView: a small list's `.buffer` would be a backing store made per read). */
+export function readMttRawAt(b: Uint8Array, off: number): number {
+  const hi = ((b[off] << 24) | (b[off + 1] << 16) | (b[off + 2] << 8) | b[off + 3]) >>> 0;
+  const lo = ((b[off + 4] << 24) | (b[off + 5] << 16) | (b[off + 6] << 8) | b[off + 7]) >>> 0;
+  return hi * TWO_32 + lo;
+}
+
 /** Writes a raw entry (page address | RD 1 | WR 2; a u64 below 2^53) at `off`. */
 export function writeMttRaw(view: DataView, off: number, raw: number): void {
   setU64(view, off, raw);

@@ -106,6 +106,9 @@ interface Region {
   readonly pages: PageTable;
 }
 
+/** Slots of the region lookup cache (a power of two). */
+const REGION_SLOTS = 256;
+
 /**
  * A process address space. Addresses are JS numbers (user addresses are below 2^47). Pages are
  * 4 KiB, or 2 MiB for `hugePages` allocations. Reads and writes through the space fault with a
@@ -116,6 +119,14 @@ export class HostSpace {
   private readonly listeners: UnmapListener[] = [];
   private cursor = HOST_VA_BASE;
   private last: Region | null = null; // lookup cache: accesses are local
+  /**
+   * Regions by page number, direct-mapped (REGION_SLOTS slots): a registration's path touches a
+   * dozen regions in turn (the command queue's page, mailboxes, the UMR QP's and the CQ's and EQ's
+   * buffers, the MR's pages, the ICM pages given one by one), so `last` alone missed most lookups
+   * into a binary search over thousands of regions. Regions are never removed: a slot holding a
+   * region that covers the address is always right.
+   */
+  private readonly regionSlots: (Region | null)[] = new Array<Region | null>(REGION_SLOTS).fill(null);
   private pieceLen = 0; // set by translate: bytes contiguous from the address it returned
   private spanLo = 0; // set by spanOne: the page run of the range in its allocation
   private spanHi = 0;
@@ -463,6 +474,12 @@ export class HostSpace {
   private regionOf(va: number): Region | null {
     const l = this.last;
     if (l !== null && va >= l.addr && va < l.addr + l.pages.length * l.pageSize) return l;
+    const slot = Math.floor(va / PAGE_SIZE) & (REGION_SLOTS - 1);
+    const q = this.regionSlots[slot];
+    if (q !== null && va >= q.addr && va < q.addr + q.pages.length * q.pageSize) {
+      this.last = q;
+      return q;
+    }
     const rs = this.regions;
     let lo = 0;
     let hi = rs.length - 1;
@@ -474,6 +491,7 @@ export class HostSpace {
     if (hi < 0) return null;
     const r = rs[hi];
     if (va >= r.addr + r.pages.length * r.pageSize) return null;
+    this.regionSlots[slot] = r;
     this.last = r;
     return r;
   }

@@ -9,7 +9,7 @@ import { Fifo, Module, type Reg, type WireOptions } from '../../sim/index.ts';
 import { SetAssoc } from './set_assoc.ts';
 import { MissQueue } from './miss_queue.ts';
 import { decodeIcmMkey, unallocatedMkey, type MkeyEntry } from '../memory/icm_mkey.ts';
-import type { DmaPort } from '../memory/pcie.ts';
+import { dmaRead, type DmaPort } from '../memory/pcie.ts';
 import type { Icm } from '../memory/icm.ts';
 
 /**
@@ -164,7 +164,7 @@ export class MkeyCache extends Module {
     // 3. (re)issue a miss read
     const mi = this.mq.nextToIssue();
     if (mi >= 0 && this.port.req.canPush()) {
-      this.port.req.push({ kind: 'read', addr: this.icm.mkeyContextAddr(this.mq.keyOf(mi)), length: 64, tag: mi });
+      this.port.req.push(dmaRead(this.icm.mkeyContextAddr(this.mq.keyOf(mi)), 64, mi));
       this.mq.issued(mi);
     }
     // 4. one new lookup per cycle

@@ -7,7 +7,7 @@
 import { Fifo, Module, type Nothing, type Reg, type WireOptions } from '../../sim/index.ts';
 import { SetAssoc } from './set_assoc.ts';
 import { MissQueue } from './miss_queue.ts';
-import type { DmaPort } from '../memory/pcie.ts';
+import { dmaRead, type DmaPort } from '../memory/pcie.ts';
 import { readMttRaw } from '../formats/mtt.ts';
 
 /** One 8-byte MTT entry at physical address `addr`. */
@@ -179,7 +179,7 @@ export class Mtt extends Module {
     // 2. (re)issue a miss read
     const mi = this.mq.nextToIssue();
     if (mi >= 0 && this.port.req.canPush()) {
-      this.port.req.push({ kind: 'read', addr: this.mq.keyOf(mi), length: 64, tag: mi });
+      this.port.req.push(dmaRead(this.mq.keyOf(mi), 64, mi));
       this.mq.issued(mi);
     }
     // 3. one lookup per cycle: requeued waiters first, then round-robin between the inputs

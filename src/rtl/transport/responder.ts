@@ -26,7 +26,7 @@
  */
 import { EnumType, Fifo, Module, enumType, type ReqResp, type Reg, type Signal, type WireOptions } from '../../sim/index.ts';
 import type { PayloadPool } from '../memory/payload_pool.ts';
-import type { DmaPort } from '../memory/pcie.ts';
+import { dmaRead, type DmaPort } from '../memory/pcie.ts';
 import { DmaMover, MOVER_TAG_SPAN } from '../memory/dma_mover.ts';
 import type { AtuPort } from '../translation/atu.ts';
 import { AtuAnswer, type AtuRequest, type AtuResponse, type PhysSegment } from '../translation/atu_types.ts';
@@ -799,7 +799,7 @@ export class Responder extends Module implements FaultClient {
     const rq = c.rq!;
     const stride = rqStride(qp.maxRecvSge);
     // a receive WQE never crosses a page: its stride is a power of two up to 4 KiB
-    this.port.req.push({ kind: 'read', addr: queueAddr(qp.rqPages, (rq.ci & (qp.rqSize - 1)) * stride), length: stride, tag: RWQE_CHUNK * MOVER_TAG_SPAN + c.idx });
+    this.port.req.push(dmaRead(queueAddr(qp.rqPages, (rq.ci & (qp.rqSize - 1)) * stride), stride, RWQE_CHUNK * MOVER_TAG_SPAN + c.idx));
     c.rwqeAsked = true;
     return false;
   }

@@ -43,7 +43,7 @@ import { BlockedStalls } from '../../sim/blocked_sleep.ts';
 import type { Counter } from '../../sim/stats.ts';
 import { SlotRun, WaitList, type Piece, type Waiter } from './slot_waiters.ts';
 import { NextMember } from '../../sim/key_set.ts';
-import type { DmaPort } from '../memory/pcie.ts';
+import { dmaRead, type DmaPort } from '../memory/pcie.ts';
 import { CqeSyndromeEnum, type CqeJob } from '../completion/cq_writer.ts';
 import type { ReqDone, ReqJob } from './requester.ts';
 import type { QpTable, QpView } from './qp_table.ts';
@@ -816,7 +816,7 @@ export class Sq extends Module {
       }
       this.reads[tag] = { q, c };
       q.chunks.push(c);
-      this.port.req.push({ kind: 'read', addr: queueAddr(qp.sqPages, off), length: n * 64, tag, dst: q.prefetch, dstOff: pre * 64 });
+      this.port.req.push(dmaRead(queueAddr(qp.sqPages, off), n * 64, tag, q.prefetch, pre * 64));
       q.fetchPtr += n;
       this.sFetches.inc();
       act = FETCH;

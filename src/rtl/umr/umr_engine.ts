@@ -56,7 +56,7 @@
 import { enumType, Fifo, Module, type Counter, type EventTarget, type Histogram, type Reg, type WireOptions } from '../../sim/index.ts';
 import type { HostMem } from '../memory/host_mem.ts';
 import type { Icm } from '../memory/icm.ts';
-import type { DmaPort, DmaReq, DmaResp } from '../memory/pcie.ts';
+import { dmaRead, dmaWrite, type DmaPort, type DmaReq, type DmaResp } from '../memory/pcie.ts';
 import type { UmrDone, UmrIcmWriter, UmrJob } from './umr_types.ts';
 import { decodeIcmMkey, encodeIcmMkey, readIcmPrivate, unallocatedMkey, type IcmPrivate, type MkeyEntry } from '../memory/icm_mkey.ts';
 import { MKEY_CONTEXT_SIZE, decodeMkeyContext, mkcTranslationsOctwordSize, type MkeyContext } from '../formats/mkey_context.ts';
@@ -219,7 +219,10 @@ export class UmrEngine extends Module implements EventTarget {
    */
   private readonly ctxBuf: Uint8Array[] = [new Uint8Array(CTX_BYTES), new Uint8Array(CTX_BYTES), new Uint8Array(0), new Uint8Array(0), new Uint8Array(CTX_BYTES)];
   /** The 64 context bytes read of each index this job, edited in place by the plan. */
-  private readonly fetched = new Map<number, Uint8Array>();
+  private readonly fetchedIndex: number[] = [];
+  private readonly fetchedBytes: Uint8Array[] = [];
+  /** Contexts in `fetched*` this job (at most three: target, MR, old MR): a scan, where a Map's clear made a table per job. */
+  private nFetched = 0;
   private readonly writes: PlannedWrite[] = [];
   private nWritten = 0;
   private nLanded = 0;
@@ -314,7 +317,7 @@ export class UmrEngine extends Module implements EventTarget {
           // FREE | KEY on an MR is the driver's pool retiring it: a deregistration
           const dereg = op.index >= 0 && op.index === this.target!.index && this.w!.kind === UMR_KIND.UNBIND && this.target!.kind === MKEY_KIND_MR;
           const tag = this.writer.posting(op.index, op.addr, op.data.length, this, 0, dereg);
-          this.port.req.push({ kind: 'write', addr: op.addr, length: op.data.length, tag, data: op.data, owned: true, landed: this.writer });
+          this.port.req.push(dmaWrite(op.addr, op.data, tag, this.writer, true));
           this.sWrites.inc();
           if (op.index < 0) this.sXltEntries.inc(op.entries);
         }
@@ -348,8 +351,8 @@ export class UmrEngine extends Module implements EventTarget {
     this.oldKlm = null;
     this.oldMr = null;
     this.oldXlt = null;
-    this.fetched.clear();
-    this.writes.length = 0;
+    this.nFetched = 0;
+    if (this.writes.length !== 0) this.writes.length = 0; // (a setter call even on an empty array)
     this.nWritten = 0;
     this.nLanded = 0;
     this.rKey.set(w.key);
@@ -372,7 +375,7 @@ export class UmrEngine extends Module implements EventTarget {
   private readCtx(reads: DmaReq[], index: number, tag: number): void {
     if (index < this.icm.mkeyEntries) {
       // into the engine's buffer for this tag: the job's copy of the context (no allocation per read)
-      reads.push({ kind: 'read', addr: this.icm.mkeyContextAddr(index), length: CTX_BYTES, tag, dst: this.ctxBuf[tag], dstOff: 0 });
+      reads.push(dmaRead(this.icm.mkeyContextAddr(index), CTX_BYTES, tag, this.ctxBuf[tag], 0));
       return;
     }
     const e = unallocatedMkey(index); // as the mkey cache answers
@@ -396,11 +399,11 @@ export class UmrEngine extends Module implements EventTarget {
       case TAG_TARGET:
         this.target = decodeIcmMkey(view, 0, mkeyIndex(this.w!.key));
         this.targetOcto = mkcTranslationsOctwordSize(view, 0);
-        this.fetched.set(this.target.index, d);
+        this.setFetched(this.target.index, d);
         return;
       case TAG_MR:
         this.mr = decodeIcmMkey(view, 0, mkeyIndex(this.w!.bindKlm!.key));
-        this.fetched.set(this.mr.index, d);
+        this.setFetched(this.mr.index, d);
         return;
       case TAG_XLT:
         this.list = d;
@@ -418,7 +421,7 @@ export class UmrEngine extends Module implements EventTarget {
       case TAG_OLD_MR:
         // read after the others: the newest copy of its index, should it be the bind's MR too
         this.oldMr = decodeIcmMkey(view, 0, mkeyIndex(this.oldKlm!.key));
-        this.fetched.set(this.oldMr.index, d);
+        this.setFetched(this.oldMr.index, d);
         return;
     }
   }
@@ -442,10 +445,10 @@ export class UmrEngine extends Module implements EventTarget {
         this.syn = p;
         return this.rState.set(UMR.CHECK);
       }
-      reads.push({ kind: 'read', addr: w.ptr.addr, length: w.xltBytes, tag: TAG_XLT });
+      reads.push(dmaRead(w.ptr.addr, w.xltBytes, TAG_XLT));
     } else if (releasesWindow(w, t, this.policy) && t.xltCount >= 1 && t.xltAddr !== 0) {
       // the window's one KLM names the MR it counts on
-      reads.push({ kind: 'read', addr: t.xltAddr, length: 16, tag: TAG_OLD_KLM });
+      reads.push(dmaRead(t.xltAddr, 16, TAG_OLD_KLM));
     }
     if (reads.length === 0) return this.afterXlt(); // an inline list: on to what it replaces
     this.beginReads(reads, UMR.FETCH_XLT);
@@ -456,7 +459,7 @@ export class UmrEngine extends Module implements EventTarget {
     const reads: DmaReq[] = [];
     if (this.oldKlm !== null) this.readCtx(reads, mkeyIndex(this.oldKlm.key), TAG_OLD_MR);
     const old = this.oldXltRange();
-    if (old > 0) reads.push({ kind: 'read', addr: this.target!.xltAddr + this.w!.xltOffsetOcto * 16, length: old, tag: TAG_OLD_XLT });
+    if (old > 0) reads.push(dmaRead(this.target!.xltAddr + this.w!.xltOffsetOcto * 16, old, TAG_OLD_XLT));
     this.beginReads(reads, UMR.FETCH_REF);
   }
 
@@ -596,12 +599,30 @@ export class UmrEngine extends Module implements EventTarget {
     }
   }
 
+  /** Records the context bytes `d` read of mkey `index` (a second read of it replaces the first, as Map.set did). */
+  private setFetched(index: number, d: Uint8Array): void {
+    for (let i = 0; i < this.nFetched; i++) {
+      if (this.fetchedIndex[i] === index) {
+        this.fetchedBytes[i] = d;
+        return;
+      }
+    }
+    this.fetchedIndex[this.nFetched] = index;
+    this.fetchedBytes[this.nFetched++] = d;
+  }
+
+  /** The context bytes read of mkey `index` this job, or undefined. */
+  private fetchedOf(index: number): Uint8Array | undefined {
+    for (let i = 0; i < this.nFetched; i++) if (this.fetchedIndex[i] === index) return this.fetchedBytes[i];
+    return undefined;
+  }
+
   /**
    * A context write: `edit` applied to the engine's copy of the context as it read it (and as
    * earlier writes of this job left it); the write carries a snapshot of the result.
    */
   private ctxWrite(index: number, edit: (c: MkeyContext, p: IcmPrivate) => void): PlannedWrite {
-    const bytes = this.fetched.get(index);
+    const bytes = this.fetchedOf(index);
     if (bytes === undefined) throw new Error(`${this.path}: a write of mkey index ${index}, whose context was not read`);
     const view = new DataView(bytes.buffer, bytes.byteOffset, CTX_BYTES);
     const c = decodeMkeyContext(view, 0);
@@ -660,8 +681,8 @@ export class UmrEngine extends Module implements EventTarget {
     this.oldXlt = null;
     // the job's reads, writes and contexts go (the arrays and the map are reused by the next job)
     this.reads = NO_READS;
-    this.writes.length = 0;
-    this.fetched.clear();
+    if (this.writes.length !== 0) this.writes.length = 0; // (a setter call even on an empty array)
+    this.nFetched = 0;
     this.rState.set(UMR.IDLE);
   }
 }
