@@ -5,7 +5,8 @@
  * reading 1,000,000 live one-page MRs at random. Each case runs in a process of its own and
  * prints one JSON line: qps, depth, mrs, simulated READs/s, wall and CPU READs/s
  * (`cpuOpsPerSec`, from process.cpuUsage: steadier on a shared machine) and peak RSS.
- * `npm run bench -- scaling`; `SCALING_CASES=8x16,4096x16,1000x16x1000000` runs some.
+ * `npm run bench -- scaling`; `SCALING_CASES=8x16,4096x16,1000x16x1000000` runs some, and
+ * `SCALING_RUNS=5` each five times (below).
  */
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -18,11 +19,49 @@ export function caseOps(qps: number, depth: number): { ops: number; warm: number
   return { ops: Math.max(50_000, 2 * qps * depth), warm: Math.max(20_000, qps * depth) };
 }
 
+/** One case's JSON line, as scaling_case.ts prints it. */
+interface CaseLine {
+  qps: number;
+  depth: number;
+  cpuOpsPerSec: number;
+  [field: string]: unknown;
+}
+
+/**
+ * `SCALING_RUNS=N` runs the whole list N times, case after case in each round (so a slow stretch
+ * of a shared machine falls on several cases, not on every run of one), and prints for each case,
+ * during the last round, the run with the median CPU rate, with every run's rate in order
+ * (`cpuOpsPerSecRuns`). Each line also gives `cpuCostVs8`: CPU per READ against the 8-QP case of
+ * the same depth, when the list has it before.
+ */
 export async function benchScaling(): Promise<void> {
   const cases = process.env.SCALING_CASES?.split(',') ?? CASES;
   for (const c of cases) {
-    const [qps, depth, mrs = 1] = c.split('x').map(Number);
-    const args = [...process.execArgv, fileURLToPath(new URL('./scaling_case.ts', import.meta.url)), String(qps), String(depth), String(mrs)];
-    process.stdout.write(execFileSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 1 << 20 }));
+    if (!/^\d+x\d+(x\d+)?$/.test(c)) throw new Error(`SCALING_CASES: '${c}' is not QPSxDEPTH or QPSxDEPTHxMRS (e.g. 4096x16, 1000x16x1000000)`);
+  }
+  const runs = Number(process.env.SCALING_RUNS ?? 1);
+  if (!Number.isInteger(runs) || runs < 1) throw new Error(`SCALING_RUNS: '${process.env.SCALING_RUNS}' is not a positive integer`);
+  const byCase = new Map<string, CaseLine[]>(cases.map((c) => [c, []]));
+  const base = new Map<number, number>(); // depth -> the 8-QP case's median CPU rate
+  for (let round = 0; round < runs; round++) {
+    for (const c of cases) {
+      const [qps, depth, mrs = 1] = c.split('x').map(Number);
+      const args = [...process.execArgv, fileURLToPath(new URL('./scaling_case.ts', import.meta.url)), String(qps), String(depth), String(mrs)];
+      const line = JSON.parse(execFileSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 1 << 20 })) as CaseLine;
+      const all = byCase.get(c)!;
+      all.push(line);
+      if (round < runs - 1) continue;
+      const sorted = [...all].sort((a, b) => a.cpuOpsPerSec - b.cpuOpsPerSec);
+      const median = sorted[Math.floor((sorted.length - 1) / 2)];
+      if (qps === 8 && mrs === 1) base.set(depth, median.cpuOpsPerSec);
+      const b = mrs === 1 ? base.get(depth) : undefined;
+      const out: Record<string, unknown> = { ...median };
+      if (runs > 1) {
+        out.runs = runs;
+        out.cpuOpsPerSecRuns = all.map((l) => l.cpuOpsPerSec);
+      }
+      if (b !== undefined) out.cpuCostVs8 = +(b / median.cpuOpsPerSec).toFixed(2);
+      console.log(JSON.stringify(out));
+    }
   }
 }
