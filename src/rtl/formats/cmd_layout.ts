@@ -11,7 +11,7 @@
  * (cmdq_addr_l_sz: log_sz, log_stride, 4 KiB-aligned queue), include/linux/mlx5/driver.h:74
  * (CMD_OWNER_HW).
  */
-import { U64_HI_LIMIT } from './field.ts';
+import { U64_HI_LIMIT, getBe32, setBe32 } from './field.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Command entry (mlx5_cmd_layout)
@@ -153,19 +153,6 @@ export function decodeCmdEntry(b: Uint8Array, off: number): CmdEntry | null {
 /** A RangeError unless `b[off..off+len)` lies in `b` (where a DataView over it would have thrown). */
 function inBounds(b: Uint8Array, off: number, len: number): void {
   if (!(off >= 0 && off + len <= b.length)) throw new RangeError(`bytes ${off}..${off + len} lie outside the buffer (${b.length} bytes)`);
-}
-
-/** Big-endian u32 at `b[i]`. */
-function getBe32(b: Uint8Array, i: number): number {
-  return ((b[i] << 24) | (b[i + 1] << 16) | (b[i + 2] << 8) | b[i + 3]) >>> 0;
-}
-
-/** Writes `w`, already a u32, big-endian at `b[i]` (each store keeps the low byte). */
-function setBe32(b: Uint8Array, i: number, w: number): void {
-  b[i] = w >>> 24;
-  b[i + 1] = w >>> 16;
-  b[i + 2] = w >>> 8;
-  b[i + 3] = w;
 }
 
 /** A big-endian u64 at `b[i]`, or -1 when it is 2^53 or more (getU64's RangeError). */

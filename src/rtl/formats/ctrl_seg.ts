@@ -12,7 +12,7 @@
  * | 12 | imm: immediate data, the rkey to invalidate, or the target mkey of a UMR |
  */
 
-import { checkUint } from './field.ts';
+import { checkUint, getBe32 } from './field.ts';
 import { DS_SIZE, WQEBB_SIZE } from './constants.ts';
 
 /** Bytes of a control segment. */
@@ -137,5 +137,5 @@ export function ctrlSe(b: Uint8Array, off = 0): boolean {
 
 /** imm (bytes 12..15, big-endian u32): immediate data, the key to invalidate, or a UMR's target mkey. */
 export function ctrlImm(b: Uint8Array, off = 0): number {
-  return ((b[off + 12] << 24) | (b[off + 13] << 16) | (b[off + 14] << 8) | b[off + 15]) >>> 0;
+  return getBe32(b, off + 12);
 }

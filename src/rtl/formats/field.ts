@@ -46,6 +46,19 @@ export function setU64(view: DataView, off: number, v: number): void {
   view.setUint32(off + 4, v >>> 0);
 }
 
+/** Big-endian u32 at `b[i]`, read from bytes (no DataView: hot paths over small or foreign buffers). */
+export function getBe32(b: Uint8Array, i: number): number {
+  return ((b[i] << 24) | (b[i + 1] << 16) | (b[i + 2] << 8) | b[i + 3]) >>> 0;
+}
+
+/** Writes `w`, already a u32, big-endian at `b[i]` (each store keeps the low byte, as setUint32 would). */
+export function setBe32(b: Uint8Array, i: number, w: number): void {
+  b[i] = w >>> 24;
+  b[i + 1] = w >>> 16;
+  b[i + 2] = w >>> 8;
+  b[i + 3] = w;
+}
+
 /** Reads a big-endian u64 at `off`; throws a RangeError naming `field` if it is 2^53 or more. */
 export function getU64(view: DataView, off: number, field: string): number {
   const hi = view.getUint32(off);

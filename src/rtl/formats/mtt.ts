@@ -6,7 +6,7 @@
  */
 
 import { MLX5_EN_RD, MLX5_EN_WR } from './constants.ts';
-import { checkU64, getU64, setU64 } from './field.ts';
+import { checkU64, getBe32, getU64, setU64 } from './field.ts';
 
 const TWO_32 = 2 ** 32;
 
@@ -60,9 +60,7 @@ export function readMttRaw(view: DataView, off: number): number {
 
 /** readMttRaw over bytes (no DataView: a small list's `.buffer` would be a backing store made per read). */
 export function readMttRawAt(b: Uint8Array, off: number): number {
-  const hi = ((b[off] << 24) | (b[off + 1] << 16) | (b[off + 2] << 8) | b[off + 3]) >>> 0;
-  const lo = ((b[off + 4] << 24) | (b[off + 5] << 16) | (b[off + 6] << 8) | b[off + 7]) >>> 0;
-  return hi * TWO_32 + lo;
+  return getBe32(b, off) * TWO_32 + getBe32(b, off + 4);
 }
 
 /** Writes a raw entry (page address | RD 1 | WR 2; a u64 below 2^53) at `off`. */
