@@ -32,7 +32,10 @@ interface CaseLine {
  * of a shared machine falls on several cases, not on every run of one), and prints for each case,
  * during the last round, the run with the median CPU rate, with every run's rate in order
  * (`cpuOpsPerSecRuns`). Each line also gives `cpuCostVs8`: CPU per READ against the 8-QP case of
- * the same depth, when the list has it before.
+ * the same depth, when the list has it before. With several rounds it is the median of each
+ * round's ratio to that round's own 8-QP run (`cpuCostVs8Runs`): two runs a minute apart share
+ * the machine's state far more often than two runs of different rounds, whose speed on a shared
+ * host can differ 2x, so the ratio of two medians says less than the median of paired ratios.
  */
 export async function benchScaling(): Promise<void> {
   const cases = process.env.SCALING_CASES?.split(',') ?? CASES;
@@ -42,7 +45,9 @@ export async function benchScaling(): Promise<void> {
   const runs = Number(process.env.SCALING_RUNS ?? 1);
   if (!Number.isInteger(runs) || runs < 1) throw new Error(`SCALING_RUNS: '${process.env.SCALING_RUNS}' is not a positive integer`);
   const byCase = new Map<string, CaseLine[]>(cases.map((c) => [c, []]));
-  const base = new Map<number, number>(); // depth -> the 8-QP case's median CPU rate
+  // depth -> the 8-QP case's CPU rate in each round so far
+  const base = new Map<number, number[]>();
+  const ratios = new Map<string, number[]>(cases.map((c) => [c, []]));
   for (let round = 0; round < runs; round++) {
     for (const c of cases) {
       const [qps, depth, mrs = 1] = c.split('x').map(Number);
@@ -50,18 +55,28 @@ export async function benchScaling(): Promise<void> {
       const line = JSON.parse(execFileSync(process.execPath, args, { encoding: 'utf8', maxBuffer: 1 << 20 })) as CaseLine;
       const all = byCase.get(c)!;
       all.push(line);
+      if (qps === 8 && mrs === 1) (base.get(depth) ?? base.set(depth, []).get(depth)!)[round] = line.cpuOpsPerSec;
+      const b = mrs === 1 ? base.get(depth)?.[round] : undefined;
+      if (b !== undefined) ratios.get(c)!.push(b / line.cpuOpsPerSec);
       if (round < runs - 1) continue;
-      const sorted = [...all].sort((a, b) => a.cpuOpsPerSec - b.cpuOpsPerSec);
-      const median = sorted[Math.floor((sorted.length - 1) / 2)];
-      if (qps === 8 && mrs === 1) base.set(depth, median.cpuOpsPerSec);
-      const b = mrs === 1 ? base.get(depth) : undefined;
+      const median = medianOf(all, (l) => l.cpuOpsPerSec);
       const out: Record<string, unknown> = { ...median };
       if (runs > 1) {
         out.runs = runs;
         out.cpuOpsPerSecRuns = all.map((l) => l.cpuOpsPerSec);
       }
-      if (b !== undefined) out.cpuCostVs8 = +(b / median.cpuOpsPerSec).toFixed(2);
+      const rs = ratios.get(c)!;
+      if (rs.length > 0) {
+        out.cpuCostVs8 = +medianOf(rs, (r) => r).toFixed(2);
+        if (runs > 1) out.cpuCostVs8Runs = rs.map((r) => +r.toFixed(2));
+      }
       console.log(JSON.stringify(out));
     }
   }
+}
+
+/** The median element by `key` (the lower of the two middle ones for an even count). */
+export function medianOf<T>(xs: readonly T[], key: (x: T) => number): T {
+  const sorted = [...xs].sort((a, b) => key(a) - key(b));
+  return sorted[Math.floor((sorted.length - 1) / 2)];
 }
