@@ -33,7 +33,10 @@ export class DmaMover {
   private reading = false;
   private readonly chunkAt: number[] = []; // buffer offset of each tag: the first nChunks
   private nChunks = 0;
-  /** The mover's requests, reused (PCIe copies what it needs when it pops one: pcie.ts acceptRead/acceptWrite). */
+  /**
+   * Requests, reused (PCIe copies what it needs when it pops one: pcie.ts acceptRead/acceptWrite):
+   * one ring for every mover of the port (ringOf), so each request is filled whole, `landed` too.
+   */
   private readonly reqs: ReuseRing<DmaReq>;
   private held: PooledBuf | null = null; // the gather buffer, until taken
   private writeBuf: PooledBuf | null = null; // what a scatter writes from, if pooled
@@ -62,8 +65,7 @@ export class DmaMover {
     private readonly pool: PayloadPool = new PayloadPool(),
     private readonly ctx = 0,
   ) {
-    // every field a request of either kind sets, so all share one shape
-    this.reqs = new ReuseRing(port.req, (): DmaReq => ({ kind: 'read', addr: 0, length: 0, tag: 0, data: undefined, landed: this.landTarget, owned: true, dst: undefined, dstOff: undefined, qpn: -1, wqe: -1 }));
+    this.reqs = ringOf(port);
   }
 
   /** Starts gathering `segs` into a buffer of their total length. */
@@ -132,6 +134,7 @@ export class DmaMover {
     r.length = n;
     r.qpn = this.qpn;
     r.wqe = this.wqe;
+    r.landed = this.landTarget;
     if (this.reading) {
       const k = this.nChunks++;
       this.chunkAt[k] = this.bufOff;
@@ -196,6 +199,25 @@ export class DmaMover {
     if (data !== this.buf) this.buf.set(data, this.chunkAt[Math.floor(tag / MOVER_TAG_SPAN)]);
     this.inflight--;
   }
+}
+
+/**
+ * The request ring of a port's movers. One per port, not one per mover: a ring holds one more
+ * request than the port's FIFO, so a reused request has been popped (and copied) whichever
+ * mover pushed it, and the port's few requests stay in cache. A ring per mover was the FIFO's
+ * depth times the movers (a requester's 256 contexts) in requests taken in turn, each cold:
+ * filling one was the DMA mover's costliest line at 4,096 QPs.
+ */
+const RINGS = new WeakMap<DmaPort, ReuseRing<DmaReq>>();
+
+function ringOf(port: DmaPort): ReuseRing<DmaReq> {
+  let r = RINGS.get(port);
+  if (r === undefined) {
+    // every field a request of either kind sets, so all share one shape
+    r = new ReuseRing(port.req, (): DmaReq => ({ kind: 'read', addr: 0, length: 0, tag: 0, data: undefined, landed: undefined, owned: true, dst: undefined, dstOff: undefined, qpn: -1, wqe: -1 }));
+    RINGS.set(port, r);
+  }
+  return r;
 }
 
 /** Total bytes of a segment list. */
