@@ -21,7 +21,10 @@ export interface XlateBench {
 
 export function xlateBench(table: readonly ModelMkey[], config: Partial<HcaConfig> = {}, seed = 1, trace?: TraceOptions): XlateBench {
   const sim = new Sim({ seed });
-  const hca = new Hca(sim, sim.top, 'hca0', resolveConfig({ icmMkeyEntries: 2 ** 24, hostMemBytes: 2 ** 41, ...config }));
+  // the send queue engine, requester and responder are idle here: few slots and contexts (their
+  // defaults are ~1 MB of buffers an adapter, and the property tests make a thousand adapters)
+  const idle = { sqWqeSlots: 16, requesterContexts: 4, responderContexts: 4 };
+  const hca = new Hca(sim, sim.top, 'hca0', resolveConfig({ icmMkeyEntries: 2 ** 24, hostMemBytes: 2 ** 41, ...idle, ...config }));
   const port = hca.atu.port('test', 8);
   loadMkeys(hca, table);
   const tracer = trace ? new Tracer(sim, trace) : null;
