@@ -173,7 +173,9 @@ export class Icm implements DeviceMemory {
   /** mkey indices reachable. */
   readonly mkeyEntries: number;
   /** Physical address of each page of the mkey context table, 0 until touched (frame 0 is never allocated). */
-  private readonly mkeyPages: Float64Array;
+  /** (Grown as pages are taken, up to the table's: 2^24 mkeys are 262,144 pages, 2 MB an adapter at once.) */
+  private mkeyPages = new Float64Array(64);
+  private readonly mkeyPagesMax: number;
   private mkeyPagesUsed = 0;
   private readonly freeList: Extent[] = []; // ascending addr, never adjacent (coalesced)
   private readonly blocks = new XltBlocks(); // allocated translation tables: addr -> bytes
@@ -202,7 +204,7 @@ export class Icm implements DeviceMemory {
       throw new RangeError(`Icm: mkeyEntries must be an integer in 1..2^24, got ${n}`);
     }
     this.mkeyEntries = n;
-    this.mkeyPages = new Float64Array(Math.ceil(n / CONTEXTS_PER_FRAME));
+    this.mkeyPagesMax = Math.ceil(n / CONTEXTS_PER_FRAME);
     const take = (k: number, what: string): number[] => this.takeFrames(k, what);
     const release = (pas: number[]): void => this.releaseFrames(pas);
     this.qpc = new IcmContextTable('QP contexts', QPC_ICM_BYTES, take, release);
@@ -239,13 +241,20 @@ export class Icm implements DeviceMemory {
       throw new RangeError(`icm.mkeyContextAddr: index ${hex(index)} is beyond the mkey table (${this.mkeyEntries} entries)`);
     }
     const page = Math.floor(index / CONTEXTS_PER_FRAME);
-    let pa = this.mkeyPages[page];
+    let pa = page < this.mkeyPages.length ? this.mkeyPages[page] : 0;
     if (pa === 0) {
       if (this.pages?.enabled === true) {
         if (this.zeroPage === 0) this.zeroPage = this.takeFrames(1, 'the zero page')[0];
         if (!take) return this.zeroPage + (index % CONTEXTS_PER_FRAME) * MKEY_CONTEXT_BYTES;
       }
       pa = this.takeFrames(1, 'the mkey table')[0];
+      if (page >= this.mkeyPages.length) {
+        let len = this.mkeyPages.length;
+        while (len <= page) len *= 2;
+        const grown = new Float64Array(Math.min(len, this.mkeyPagesMax));
+        grown.set(this.mkeyPages);
+        this.mkeyPages = grown;
+      }
       this.mkeyPages[page] = pa;
       this.mkeyPagesUsed++;
     }

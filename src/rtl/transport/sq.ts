@@ -310,11 +310,15 @@ export class Sq extends Module {
       this.umr.req.producer = this;
     }
     this.cqWriter.producer = this;
+    // every slot's bytes in one store: two buffers a slot were 1,024 allocations an adapter (most
+    // of an adapter's construction went to collecting them, in tests that make thousands)
+    const slotBytes = new Uint8Array(o.slots * 64 * MAX_WQE_BBS);
+    const invBytes = new Uint8Array(o.slots * LOCAL_INV_WQE_BYTES);
     this.slotTable = new ContextTable<Slot>(o.slots, (i) => {
       const store = new WqeParseStore();
       return {
-        idx: i, bytes: new Uint8Array(64 * MAX_WQE_BBS), views: new Array<DataView | undefined>(MAX_WQE_BBS + 1).fill(undefined),
-        invWqe: new Uint8Array(LOCAL_INV_WQE_BYTES), state: S_FREE, q: null, bbs: 0, w: null, store, job: { tag: i, qpn: 0, wqe: store.rdma }, fence: 0, drains: false, local: false, rdAtomic: false, held: false, invKey: -1,
+        idx: i, bytes: slotBytes.subarray(i * 64 * MAX_WQE_BBS, (i + 1) * 64 * MAX_WQE_BBS), views: new Array<DataView | undefined>(MAX_WQE_BBS + 1).fill(undefined),
+        invWqe: invBytes.subarray(i * LOCAL_INV_WQE_BYTES, (i + 1) * LOCAL_INV_WQE_BYTES), state: S_FREE, q: null, bbs: 0, w: null, store, job: { tag: i, qpn: 0, wqe: store.rdma }, fence: 0, drains: false, local: false, rdAtomic: false, held: false, invKey: -1,
         syndrome: 0, byteLen: 0, opcode: 0, wqeIndex: 0, signaled: false,
       };
     }, this.stats, 'slots');
@@ -980,7 +984,7 @@ export class Sq extends Module {
     s.byteLen = 0;
     s.invKey = -1;
     // a view bounded by the WQE's basic blocks (the parser checks ds against it), one per size
-    const view = (s.views[bbs] ??= new DataView(s.bytes.buffer, 0, bbs * 64));
+    const view = (s.views[bbs] ??= new DataView(s.bytes.buffer, s.bytes.byteOffset, bbs * 64));
     // a WQE the parser refuses (a 64-bit field beyond what the model represents, below 2^53,
     // a segment past ds, ...) is malformed: it completes LOC_QP_OP_ERR, it never stops the run
     let w: ParsedWqe | null = null;
