@@ -566,7 +566,7 @@ export class Qp {
       case 'RDMA_READ':
         // the most common work requests: parameters built without object spreads
         ds = w.opcode === 'RDMA_WRITE' && w.inline
-          ? buildRdmaWqe(view, 0, { ...common, inlineData: data.inlineData!, opcode: WqeOpcode.RDMA_WRITE, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0 })
+          ? buildRdmaWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, solicited: common.solicited, fence: common.fence, inlineData: data.inlineData!, opcode: WqeOpcode.RDMA_WRITE, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0 })
           : buildRdmaWqe(view, 0, {
               wqeIndex, qpn: this.qpNum, signaled: w.signaled ?? false, solicited: w.solicited ?? false, fence, sgList: sg,
               opcode: w.opcode === 'RDMA_WRITE' ? WqeOpcode.RDMA_WRITE : WqeOpcode.RDMA_READ,
@@ -574,16 +574,16 @@ export class Qp {
             });
         break;
       case 'RDMA_WRITE_WITH_IMM':
-        ds = buildRdmaWqe(view, 0, { ...common, ...data, opcode: WqeOpcode.RDMA_WRITE_IMM, immData: (w.immData ?? 0) >>> 0, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0 });
+        ds = buildRdmaWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, solicited: common.solicited, fence: common.fence, inlineData: data.inlineData, sgList: data.sgList, opcode: WqeOpcode.RDMA_WRITE_IMM, immData: (w.immData ?? 0) >>> 0, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0 });
         break;
       case 'SEND':
-        ds = buildSendWqe(view, 0, { ...common, ...data, opcode: WqeOpcode.SEND });
+        ds = buildSendWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, solicited: common.solicited, fence: common.fence, inlineData: data.inlineData, sgList: data.sgList, opcode: WqeOpcode.SEND });
         break;
       case 'SEND_WITH_IMM':
-        ds = buildSendWqe(view, 0, { ...common, ...data, opcode: WqeOpcode.SEND_IMM, immData: (w.immData ?? 0) >>> 0 });
+        ds = buildSendWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, solicited: common.solicited, fence: common.fence, inlineData: data.inlineData, sgList: data.sgList, opcode: WqeOpcode.SEND_IMM, immData: (w.immData ?? 0) >>> 0 });
         break;
       case 'SEND_WITH_INV':
-        ds = buildSendWqe(view, 0, { ...common, ...data, opcode: WqeOpcode.SEND_INVAL, invalidateRkey: (w.invalidateRkey ?? 0) >>> 0 });
+        ds = buildSendWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, solicited: common.solicited, fence: common.fence, inlineData: data.inlineData, sgList: data.sgList, opcode: WqeOpcode.SEND_INVAL, invalidateRkey: (w.invalidateRkey ?? 0) >>> 0 });
         break;
       case 'RDMA_READ_WITH_INV':
         // iWARP-only: mlx5 has no opcode for it; a model-private encoding when configured (constants.ts)
@@ -592,7 +592,7 @@ export class Qp {
         }
         if (w.invalidateRkey === undefined) throw new VerbsError('EINVAL', 'postSend: RDMA_READ_WITH_INV needs invalidateRkey');
         ds = buildRdmaWqe(view, 0, {
-          ...common, sgList: sg, opcode: WqeOpcode.RDMA_READ, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0,
+          wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, solicited: common.solicited, fence: common.fence, sgList: sg, opcode: WqeOpcode.RDMA_READ, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0,
           invalidateRkey: w.invalidateRkey >>> 0,
         });
         break;
@@ -600,14 +600,15 @@ export class Qp {
       case 'ATOMIC_FETCH_AND_ADD': {
         const total = sg.reduce((a, s) => a + s.length, 0);
         if (total !== 8) throw new VerbsError('EINVAL', `postSend: an atomic's local SGL must total 8 bytes, got ${shown(total)}`);
-        const p = { ...common, remoteAddr: w.remoteAddr ?? 0, rkey: (w.rkey ?? 0) >>> 0, sgList: sg };
+        const remoteAddr = w.remoteAddr ?? 0;
+        const rkey = (w.rkey ?? 0) >>> 0;
         ds = w.opcode === 'ATOMIC_CMP_AND_SWP'
-          ? buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_CS, compare: compareAdd, swap })
-          : buildAtomicWqe(view, 0, { ...p, opcode: WqeOpcode.ATOMIC_FA, add: compareAdd });
+          ? buildAtomicWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, solicited: common.solicited, fence: common.fence, remoteAddr, rkey, sgList: sg, opcode: WqeOpcode.ATOMIC_CS, compare: compareAdd, swap })
+          : buildAtomicWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, solicited: common.solicited, fence: common.fence, remoteAddr, rkey, sgList: sg, opcode: WqeOpcode.ATOMIC_FA, add: compareAdd });
         break;
       }
       case 'LOCAL_INV':
-        ds = buildLocalInvWqe(view, 0, { ...common, key: (w.invalidateRkey ?? 0) >>> 0 });
+        ds = buildLocalInvWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, solicited: common.solicited, fence: common.fence, key: (w.invalidateRkey ?? 0) >>> 0 });
         break;
       case 'REG_MR':
         ds = this.regMrWqe(view, common, w);
@@ -666,7 +667,7 @@ export class Qp {
     return out;
   }
 
-  private regMrWqe(view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean }, w: SendWr): number {
+  private regMrWqe(view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean; solicited: boolean; fence: number }, w: SendWr): number {
     const mr = w.mr;
     if (!(mr instanceof Mr)) throw new VerbsError('EINVAL', `postSend: REG_MR needs \`mr\`, an MR (pd.allocMr), got ${mr === null ? 'null' : typeof mr}`);
     if (w.key !== undefined) checkU32('postSend: REG_MR key', w.key);
@@ -707,15 +708,16 @@ export class Qp {
     // documented choice (RegMrWqeParams.clearAtomic): A in the mask once any REG_MR granted atomic
     const clearAtomic = mr.atomicGranted;
     const ds = buildRegMrWqe(view, 0, {
-      ...common, key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations, clearAtomic,
-      ...(listAddr !== undefined ? { listAddr, listLkey: MLX5_INVALID_LKEY } : {}),
+      wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, solicited: common.solicited, fence: common.fence,
+      key, access: mrAccess(access), iova: zeroBased ? 0 : mr.iova, length: mr.length, translations, clearAtomic,
+      listAddr, listLkey: listAddr !== undefined ? MLX5_INVALID_LKEY : undefined,
     });
     if ((access & IbAccess.REMOTE_ATOMIC) !== 0) mr.atomicGranted = true;
     mr.regAccess = access;
     return ds;
   }
 
-  private bindMwWqe(view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean }, w: SendWr, fromBindVerb: boolean): number {
+  private bindMwWqe(view: DataView, common: { wqeIndex: number; qpn: number; signaled: boolean; solicited: boolean; fence: number }, w: SendWr, fromBindVerb: boolean): number {
     const mw = w.mw;
     if (!(mw instanceof Mw)) throw new VerbsError('EINVAL', `postSend: BIND_MW needs \`mw\`, a memory window (pd.allocMw), got ${mw === null ? 'null' : typeof mw}`);
     if (w.rkey !== undefined) checkU32('postSend: BIND_MW rkey', w.rkey);
@@ -739,7 +741,7 @@ export class Qp {
     const bind = b && b.mr && b.length > 0
       ? { mrLkey: b.mr.lkey >>> 0, addr: b.addr, length: b.length, access: mrAccess(b.access), zeroBased: (b.access & IbAccess.ZERO_BASED) !== 0 }
       : undefined;
-    return buildBindMwWqe(view, 0, { ...common, mwType: mw.type, mwRkey: mw.rkey >>> 0, newRkey, ...(bind ? { bind } : {}) });
+    return buildBindMwWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, solicited: common.solicited, fence: common.fence, mwType: mw.type, mwRkey: mw.rkey >>> 0, newRkey, bind });
   }
 
   /** Descriptor buffers lent to posted UMRs: the work request's index, and the buffer. */

@@ -100,7 +100,7 @@ export class DriverUmr {
       await this.postWait('ODP translation update (UMR)', (qp, wrId) => {
         const listAddr = qp.descriptorList(chunk);
         qp.postBuilt(wrId, 'REG_MR', (view, common) =>
-          buildXltUpdateWqe(view, 0, { ...common, key, xltOffsetOcto: offset, list: chunk, listAddr, listLkey: UMR_LIST_LKEY }),
+          buildXltUpdateWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, fence: common.fence, key, xltOffsetOcto: offset, list: chunk, listAddr, listLkey: UMR_LIST_LKEY }),
         );
       });
     }
@@ -308,7 +308,7 @@ export class DriverUmr {
       await this.postWait('regMr (chunk of the enabling UMR)', (qp, wrId) => {
         const listAddr = qp.descriptorList(chunk);
         qp.postBuilt(wrId, 'REG_MR', (view, common) =>
-          buildXltUpdateWqe(view, 0, { ...common, key, xltOffsetOcto: offset, list: chunk, listAddr, listLkey: UMR_LIST_LKEY, enabling: true }),
+          buildXltUpdateWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, fence: common.fence, key, xltOffsetOcto: offset, list: chunk, listAddr, listLkey: UMR_LIST_LKEY, enabling: true }),
         );
       });
     }
@@ -396,7 +396,7 @@ export class DriverUmr {
   async revoke(key: number): Promise<void> {
     let newTag = this.ctx.nextTag();
     if (newTag === (key & 0xff)) newTag = this.ctx.nextTag(); // the counter wrapped onto the old tag
-    await this.postWait('dereg (mkey pool UMR)', (qp, wrId) => qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag })));
+    await this.postWait('dereg (mkey pool UMR)', (qp, wrId) => qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, fence: common.fence, key, newTag })));
   }
 
   /**
@@ -406,7 +406,7 @@ export class DriverUmr {
   async revokeKeepingKey(key: number): Promise<void> {
     // KEY in the mask with the key's own tag (mlx5 masks PD instead): the device tells a
     // deregistration from a LOCAL_INV this way, for the destroyInvalidates policy (src/rtl/umr/umr_ops.ts UNBIND)
-    await this.postWait('dereg (MR cache revoke UMR)', (qp, wrId) => qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { ...common, key, newTag: key & 0xff })));
+    await this.postWait('dereg (MR cache revoke UMR)', (qp, wrId) => qp.postBuilt(wrId, 'LOCAL_INV', (view, common) => buildLocalInvWqe(view, 0, { wqeIndex: common.wqeIndex, qpn: common.qpn, signaled: common.signaled, fence: common.fence, key, newTag: key & 0xff })));
   }
 }
 

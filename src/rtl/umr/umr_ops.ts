@@ -160,7 +160,7 @@ export function encodeLocalInvWqe(dst: Uint8Array, key: number, qpn: number, wqe
   encodeMkeyContext(view, UMR_MKEY_OFF, FREE_SEG);
 }
 const LOCAL_INV_MASK = mkeyMask('FREE');
-const FREE_SEG: MkeyContext = Object.freeze({ ...zeroMkeyContext(), free: true });
+const FREE_SEG: MkeyContext = Object.freeze(Object.assign(zeroMkeyContext(), { free: true }));
 
 function invalid(w: UmrWqe, reason: string): UmrWqe {
   w.kind = UMR_KIND.INVALID;
