@@ -608,11 +608,9 @@ export function buildBindMwWqe(view: DataView, off: number, p: BindMwWqeParams):
     xltOffset: 0,
     mkeyMask: mkeyMask(...names),
   });
-  const mkey: MkeyContext = {
-    ...zeroMkeyContext(),
-    qpn: type2 && b !== undefined ? p.qpn : MKEY_QPN_NONE,
-    tag: mkeyTag(p.newRkey),
-  };
+  const mkey: MkeyContext = zeroMkeyContext(); // a new object, set key by key
+  mkey.qpn = type2 && b !== undefined ? p.qpn : MKEY_QPN_NONE;
+  mkey.tag = mkeyTag(p.newRkey);
   if (b !== undefined) {
     Object.assign(mkey, umrPerms(b.access));
     mkey.startAddr = b.zeroBased ? 0 : b.addr;
