@@ -234,11 +234,14 @@ export class CqWriter extends Module {
     // an armed CQ raises one completion event (solicited-only: for a solicited or error CQE)
     const a = this.arm.get(j.cqn);
     if (a !== undefined && a.armed && (!a.solicitedOnly || j.se || j.syndrome !== 0)) this.event(j.cqn, cq.eqn, a);
-    this.rValid.set(1);
-    this.rCqn.set(j.cqn);
-    this.rOpcode.set(j.opcode);
-    this.rSyndrome.set(j.syndrome);
-    this.rSe.set(j.se ? 1 : 0);
+    // the waves' view, only when traced: untraced, each probe is one more object touched per CQE
+    if (this.traced) {
+      this.rValid.set(1);
+      this.rCqn.set(j.cqn);
+      this.rOpcode.set(j.opcode);
+      this.rSyndrome.set(j.syndrome);
+      this.rSe.set(j.se ? 1 : 0);
+    }
     this.sCqes.inc();
     if (j.syndrome !== 0) this.sErrors.inc();
     if (this.tap !== null) this.tap.written(j);

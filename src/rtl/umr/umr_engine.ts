@@ -355,11 +355,14 @@ export class UmrEngine extends Module implements EventTarget {
     if (this.writes.length !== 0) this.writes.length = 0; // (a setter call even on an empty array)
     this.nWritten = 0;
     this.nLanded = 0;
-    this.rKey.set(w.key);
-    this.rKind.set(w.kind);
-    this.rQpn.set(job.qpn & 0xffffff);
-    this.rSyndrome.set(0);
-    this.rBusy.set(1);
+    // the waves' view, only when traced: untraced, each probe is one more object touched per job
+    if (this.traced) {
+      this.rKey.set(w.key);
+      this.rKind.set(w.kind);
+      this.rQpn.set(job.qpn & 0xffffff);
+      this.rSyndrome.set(0);
+      this.rBusy.set(1);
+    }
     if (w.kind === UMR_KIND.INVALID) {
       this.syn = CqeSyndrome.LOCAL_QP_OP_ERR; // a malformed WQE is a local QP operation error
       return this.rState.set(UMR.CHECK);
@@ -535,7 +538,7 @@ export class UmrEngine extends Module implements EventTarget {
   /** CHECK: the translation rules, then the plan of writes (none on error). */
   private check(): void {
     if (this.syn === 0) this.plan();
-    this.rSyndrome.set(this.syn);
+    if (this.traced) this.rSyndrome.set(this.syn);
     this.rState.set(this.syn === 0 && this.writes.length > 0 ? UMR.WRITE : UMR.DONE);
   }
 
