@@ -74,6 +74,13 @@ export class Sim {
   private dirtyOther: Committable[] = [];
   private nDirtyOther = 0;
   private resumed = false;
+  /**
+   * @internal No process has resumed since the last drain (none is owed one): nothing is queued
+   * to run before a continuation resumed now. (Fifo.commit uses it to skip a wake that would change nothing.)
+   */
+  get noResumePending(): boolean {
+    return !this.resumed;
+  }
   /** Inside settle's drain: processes run, no event fires. */
   private draining = false;
   /** Drains of the microtasks so far (each a resumption of the processes): for benches. */
