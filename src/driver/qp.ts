@@ -631,7 +631,10 @@ export class Qp {
       throw new VerbsError('ENOMEM', `postSend: send queue full (the ring has ${this.sq.wqeCnt - (this.sqPi - this.sqDoneBb)} free WQEBBs, the WQE needs ${n})`);
     }
     const host = ctx.hca.host;
-    for (let b = 0; b < n; b++) host.writeFrom(this.sq.addr + ((this.sqPi + b) & (this.sq.wqeCnt - 1)) * 64, this.scratch, b * 64, 64);
+    const first = this.sqPi & (this.sq.wqeCnt - 1);
+    // WQEBBs that do not wrap are contiguous in the ring: one copy (the same bytes in the same place)
+    if (first + n <= this.sq.wqeCnt) host.writeFrom(this.sq.addr + first * 64, this.scratch, 0, n * 64);
+    else for (let b = 0; b < n; b++) host.writeFrom(this.sq.addr + ((this.sqPi + b) & (this.sq.wqeCnt - 1)) * 64, this.scratch, b * 64, 64);
     const slot = this.sqPi & (this.sq.wqeCnt - 1);
     this.sendWrId[slot] = wrId;
     this.sendOp[slot] = opcode;

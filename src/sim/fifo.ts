@@ -43,6 +43,8 @@ export class Fifo<T> implements Committable, EventTarget {
   private popped = 0; // this cycle
   private dirty = false;
   private blocked = false; // canPush() said no since the last pop commit
+  /** Processes in pushWait waiting on `changed` for room (each counted until it resumes). */
+  private roomWaiters = 0;
   private readonly sCount: Signal;
   private readonly sValid: Signal;
   private readonly sReady: Signal;
@@ -100,7 +102,8 @@ export class Fifo<T> implements Committable, EventTarget {
     }
     const i = this.wrap(this.head + this.count + this.pushed);
     this.buf[i] = item;
-    this.readyAt[i] = this.sim.now + this.latency;
+    // (a FIFO without latency never reads it: see canPop)
+    if (this.latency !== 0) this.readyAt[i] = this.sim.now + this.latency;
     this.pushed++;
     this.touch();
   }
@@ -113,7 +116,9 @@ export class Fifo<T> implements Committable, EventTarget {
   /** True when an item is visible to pop now. */
   canPop(): boolean {
     if (this.popped >= this.count) return false;
-    return this.readyAt[this.wrap(this.head + this.popped)] <= this.sim.now;
+    // without latency a committed item is visible: it was pushed at or before now (one typed
+    // array less to touch on the hot path)
+    return this.latency === 0 || this.readyAt[this.wrap(this.head + this.popped)] <= this.sim.now;
   }
 
   /** The item a pop would return. Check canPop() first. */
@@ -158,7 +163,18 @@ export class Fifo<T> implements Committable, EventTarget {
       this.blocked = false;
       if (this.producer !== null) this.producer.wake();
     }
-    if (this.changed.hasWaiters) this.changed.notify();
+    if (this.changed.hasWaiters && !this.nothingToWake(popped)) this.changed.notify();
+  }
+
+  /**
+   * A commit that popped nothing frees no room: when every waiter is a pushWait waiting for room,
+   * each would wake to find the FIFO as full as before and wait again, a drain of the processes
+   * for nothing. Skipped only when no other process resumed since the last drain: then nothing
+   * queued ahead of those waiters could run between their wake and their wait again, so the
+   * waiters stay in the order their new waits would have taken, and every later step is the same.
+   */
+  private nothingToWake(popped: number): boolean {
+    return popped === 0 && this.roomWaiters === this.changed.waiterCount && this.sim.noResumePending;
   }
 
   /**
@@ -193,7 +209,11 @@ export class Fifo<T> implements Committable, EventTarget {
 
   /** Software: waits until there is space, then pushes. */
   async pushWait(item: T): Promise<void> {
-    while (!this.canPush()) await this.changed.wait();
+    while (!this.canPush()) {
+      this.roomWaiters++;
+      await this.changed.wait();
+      this.roomWaiters--;
+    }
     this.push(item);
   }
 

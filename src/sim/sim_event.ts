@@ -15,6 +15,11 @@ export class SimEvent {
     return this.waiters.length > 0;
   }
 
+  /** Processes waiting now. */
+  get waiterCount(): number {
+    return this.waiters.length;
+  }
+
   /** Suspends the calling process until the next notify. */
   wait(): Promise<void> {
     this.sim.checkInProcess('wait for an event');

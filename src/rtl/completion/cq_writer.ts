@@ -88,7 +88,18 @@ export function cqArmWord(sn: number, solicitedOnly: boolean, ci: number): numbe
   return (((sn & 3) << 28) | (solicitedOnly ? 1 << 24 : 0) | (ci & 0xffffff)) >>> 0;
 }
 
-interface ArmState {
+/**
+ * What the writer keeps of one CQ, in one record (each CQE reads most of it: one lookup, where a
+ * Map per field was four lookups into four tables per CQE).
+ */
+interface CqState {
+  /** Producer counter: CQEs written. */
+  pi: number;
+  /** The consumer counter last read from the doorbell record (set_ci). */
+  ciSeen: number;
+  /** Overran: the CQ takes no more CQEs (a fatal CQ error). */
+  overrun: boolean;
+  /** Armed for one completion event (solicited-only: for a solicited or error CQE). */
   armed: boolean;
   solicitedOnly: boolean;
 }
@@ -117,17 +128,13 @@ export class CqWriter extends Module {
   readonly armDoorbell: Fifo<CqArmDoorbell>;
   private readonly port: DmaPort;
   private readonly eq: Fifo<EqeJob>;
-  private readonly arm = new Map<number, ArmState>();
+  /** Each CQ's counters, arming and overrun, by cqn (made at its first CQE or arm). */
+  private readonly cqState = new Map<number, CqState>();
   private readonly rArmed: Reg;
   private readonly sEvents;
   private readonly sOverruns;
   private readonly mem: DbrReader;
   private readonly onOverrun: ((cqn: number) => void) | null;
-  /** CQs that overran: they take no more CQEs (a fatal CQ error). */
-  private readonly overrun = new Set<number>();
-  private readonly ciSeen = new Map<number, number>();
-  /** Producer counter per CQ. */
-  private readonly pi = new Map<number, number>();
   /** CQE writes (request, bytes), reused: PCIe copies the data of a write it does not own when it pops it (pcie.ts acceptWrite). */
   private readonly cqeWrites: ReuseRing<{ req: DmaReq; view: DataView }>;
   /** The fields each CQE is encoded from. */
@@ -174,15 +181,12 @@ export class CqWriter extends Module {
 
   /** DESTROY_CQ executed: forget the CQ's producer counter (its number may be handed out again). */
   forgetCq(cqn: number): void {
-    this.pi.delete(cqn);
-    this.arm.delete(cqn);
-    this.overrun.delete(cqn);
-    this.ciSeen.delete(cqn);
+    this.cqState.delete(cqn);
   }
 
   /** CQEs written to `cqn` so far. */
   produced(cqn: number): number {
-    return this.pi.get(cqn) ?? 0;
+    return this.cqState.get(cqn)?.pi ?? 0;
   }
 
   override tick(): void {
@@ -195,13 +199,14 @@ export class CqWriter extends Module {
     const j = this.req.pop();
     const cq = this.cqs.getCq(j.cqn);
     if (!cq) throw new Error(`${this.path}: completion for CQ ${j.cqn}, which does not exist`);
-    const n = this.pi.get(j.cqn) ?? 0;
+    const s = this.stateOf(j.cqn);
+    const n = s.pi;
     // overrun: the ring is full up to the consumer index the driver last wrote to the doorbell
     // record (set_ci; read here at once where hardware keeps a copy): a fatal CQ error, CQ_ERROR
     // (syndrome 1) and the CQ's QPs to ERR; the CQE is not written (mlx5 PRM "CQ overrun")
-    if (this.overrun.has(j.cqn) || (cq.dbrAddr !== 0 && n - (this.ciSeen.get(j.cqn) ?? 0) >= cq.size && n - this.consumed(j.cqn, cq, n) >= cq.size)) {
-      if (!this.overrun.has(j.cqn)) {
-        this.overrun.add(j.cqn);
+    if (s.overrun || (cq.dbrAddr !== 0 && n - s.ciSeen >= cq.size && n - this.consumed(s, cq, n) >= cq.size)) {
+      if (!s.overrun) {
+        s.overrun = true;
         this.sOverruns.inc();
         const data = new Uint8Array(EQE_DATA_SIZE);
         const v = new DataView(data.buffer);
@@ -213,7 +218,7 @@ export class CqWriter extends Module {
       this.rValid.set(0);
       return;
     }
-    this.pi.set(j.cqn, n + 1);
+    s.pi = n + 1;
     const w = this.cqeWrites.next();
     const f = this.cqe;
     f.immInvalPkey = j.immInvalPkey >>> 0;
@@ -232,13 +237,15 @@ export class CqWriter extends Module {
     w.req.tag = j.cqn;
     this.port.req.push(w.req);
     // an armed CQ raises one completion event (solicited-only: for a solicited or error CQE)
-    const a = this.arm.get(j.cqn);
-    if (a !== undefined && a.armed && (!a.solicitedOnly || j.se || j.syndrome !== 0)) this.event(j.cqn, cq.eqn, a);
-    this.rValid.set(1);
-    this.rCqn.set(j.cqn);
-    this.rOpcode.set(j.opcode);
-    this.rSyndrome.set(j.syndrome);
-    this.rSe.set(j.se ? 1 : 0);
+    if (s.armed && (!s.solicitedOnly || j.se || j.syndrome !== 0)) this.event(j.cqn, cq.eqn, s);
+    // the waves' view, only when traced: untraced, each probe is one more object touched per CQE
+    if (this.traced) {
+      this.rValid.set(1);
+      this.rCqn.set(j.cqn);
+      this.rOpcode.set(j.opcode);
+      this.rSyndrome.set(j.syndrome);
+      this.rSe.set(j.se ? 1 : 0);
+    }
     this.sCqes.inc();
     if (j.syndrome !== 0) this.sErrors.inc();
     if (this.tap !== null) this.tap.written(j);
@@ -248,32 +255,38 @@ export class CqWriter extends Module {
    * The full consumer counter of `cq` from the 24 bits of set_ci, given the producer counter `n`
    * (read only when the last one seen leaves no room: the counter only grows).
    */
-  private consumed(cqn: number, cq: CqPlace, n: number): number {
+  private consumed(s: CqState, cq: CqPlace, n: number): number {
     const ci24 = this.mem.readU32BE(cq.dbrAddr) & 0xffffff;
     const ci = n - ((n - ci24) & 0xffffff);
-    this.ciSeen.set(cqn, ci);
+    s.ciSeen = ci;
     return ci;
+  }
+
+  /** The writer's record of CQ `cqn`, made at its first use. */
+  private stateOf(cqn: number): CqState {
+    let s = this.cqState.get(cqn);
+    if (s === undefined) {
+      s = { pi: 0, ciSeen: 0, overrun: false, armed: false, solicitedOnly: false };
+      this.cqState.set(cqn, s);
+    }
+    return s;
   }
 
   /** Applies an arm doorbell (the caller made sure the EQ FIFO takes the event it may raise). */
   private onArm(d: CqArmDoorbell): void {
     const cq = this.cqs.getCq(d.cqn);
     if (cq === undefined) return; // an arm for a CQ that does not exist is ignored
-    let a = this.arm.get(d.cqn);
-    if (a === undefined) {
-      a = { armed: false, solicitedOnly: false };
-      this.arm.set(d.cqn, a);
-    }
+    const a = this.stateOf(d.cqn);
     a.armed = true;
     a.solicitedOnly = d.solicitedOnly;
     this.rArmed.set(d.cqn);
     // CQEs already written past the consumer index: the event is due now (no lost wake-up)
-    const n = this.pi.get(d.cqn) ?? 0;
+    const n = a.pi;
     const ci = n - ((n - d.ci) & 0xffffff);
     if (n > ci && !d.solicitedOnly) this.event(d.cqn, cq.eqn, a);
   }
 
-  private event(cqn: number, eqn: number, a: ArmState): void {
+  private event(cqn: number, eqn: number, a: CqState): void {
     a.armed = false;
     const data = new Uint8Array(EQE_DATA_SIZE);
     new DataView(data.buffer).setUint32(24, cqn & 0xffffff); // COMP: cqn at data+24 (spec/mlx5.md)

@@ -186,15 +186,18 @@ export class EqWriter extends Module implements EventTarget {
     }
     const j = this.posted.length > 0 ? this.posted.shift()! : this.req.pop();
     const eq = j.eqn >= 0 ? this.eqs.getEq(j.eqn) : this.route(j.type);
-    this.rValid.set(1);
-    this.rType.set(j.type);
-    this.rSubType.set(j.subType);
+    // the waves' view, only when traced: untraced, each probe is one more object touched per EQE
+    if (this.traced) {
+      this.rValid.set(1);
+      this.rType.set(j.type);
+      this.rSubType.set(j.subType);
+    }
     if (eq === undefined) {
       this.sUnrouted.inc(); // no EQ takes this event type: the hardware has nowhere to write it
       this.fsm.setNow(EQW.UNROUTED);
       return;
     }
-    this.rEqn.set(eq.eqn);
+    if (this.traced) this.rEqn.set(eq.eqn);
     const s = this.stateOf(eq.eqn);
     if (s.overrun || s.pi - s.ci >= eq.size) {
       if (!s.overrun) {

@@ -53,7 +53,7 @@ import {
   cmdBlocksFor,
   cmdEntrySigOk,
   decodeCmdBlockCtrl,
-  decodeCmdEntry,
+  decodeCmdEntryInto,
   signCmdBlock,
   signCmdEntry,
   type CmdDeliveryStatusName,
@@ -222,6 +222,8 @@ interface EntrySlot {
   readonly landed: EventTarget;
   entryBytes: Uint8Array | null;
   entry: CmdEntry | null;
+  /** The record `entry` points to once decoded (one per entry: decoded into, command after command). */
+  readonly entryRec: CmdEntry;
   delivery: Delivery | null;
   /** What the lane settled it with, for the write-back. */
   cmd: Cmd | CmdError | null;
@@ -360,7 +362,7 @@ export class CmdQueueEngine {
     try {
       const entryBytes = await this.h.dma.read(st.base, CMD_ENTRY_BYTES, st.entryBuf);
       st.entryBytes = entryBytes;
-      const e = decodeCmdEntry(entryBytes, 0);
+      const e = decodeCmdEntryInto(entryBytes, 0, st.entryRec) ? st.entryRec : null;
       st.entry = e;
       const bad = e === null ? new Delivery('IN_PTR_ALIGN_ERR', 'a mailbox pointer past host memory') : entryFault(entryBytes, e);
       if (bad !== null) {
@@ -417,7 +419,8 @@ export class CmdQueueEngine {
   private readonly slots: EntrySlot[] = Array.from({ length: 1 << CMDQ_LOG_SZ }, (_, i) => {
     const st: EntrySlot = {
       i, base: 0, entryBuf: new Uint8Array(CMD_ENTRY_BYTES), blockBuf: new Uint8Array(CMD_BLOCK_BYTES), inputBuf: new Uint8Array(CMD_BLOCK_BYTES),
-      entryBytes: null, entry: null, status: 'OK', landed: { fire: () => this.completed(i, st.status) }, delivery: null, cmd: null, out: undefined, failed: null,
+      entryBytes: null, entry: null, status: 'OK',
+      entryRec: { type: 0, inlen: 0, inPtr: 0, in: new Uint8Array(CMD_INLINE_BYTES), out: new Uint8Array(CMD_INLINE_BYTES), outPtr: 0, outlen: 0, token: 0, sig: 0, rsvd: 0, statusOwn: 0 }, landed: { fire: () => this.completed(i, st.status) }, delivery: null, cmd: null, out: undefined, failed: null,
       settle: (cmd, out, failed) => {
         st.cmd = cmd;
         st.out = out;

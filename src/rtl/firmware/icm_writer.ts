@@ -200,8 +200,12 @@ export class IcmWriter extends Module implements EventTarget {
   /** An mkey's current ICM entry (decoded). */
   /** `readMkey(index).allocated`, reading only the byte that holds it (CREATE_MKEY asks per index). */
   isAllocated(index: number): boolean {
-    return (this.mem.read(this.icm.mkeyContextAddr(index) + ICM_BYTE3, 1)[0] & ICM_ALLOCATED) !== 0;
+    this.mem.readInto(this.icm.mkeyContextAddr(index) + ICM_BYTE3, this.oneByte, 0, 1); // (no array per ask)
+    return (this.oneByte[0] & ICM_ALLOCATED) !== 0;
   }
+
+  /** The byte `isAllocated` reads. */
+  private readonly oneByte = new Uint8Array(1);
 
   readMkey(index: number): MkeyEntry {
     const bytes = this.mem.read(this.icm.mkeyContextAddr(index), MKEY_CONTEXT_SIZE);

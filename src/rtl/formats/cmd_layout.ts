@@ -150,6 +150,32 @@ export function decodeCmdEntry(b: Uint8Array, off: number): CmdEntry | null {
   };
 }
 
+/**
+ * `decodeCmdEntry` into `e` (its fields overwritten, its `in` and `out` arrays, of 16 bytes each,
+ * filled): for a reader that decodes an entry per command into one record of its own. False
+ * (`e` left partly written) where decodeCmdEntry gives null.
+ */
+export function decodeCmdEntryInto(b: Uint8Array, off: number, e: CmdEntry): boolean {
+  inBounds(b, off, CMD_ENTRY_BYTES);
+  const inPtr = getBe64(b, off + CmdEntryOff.IN_PTR);
+  if (inPtr < 0) return false;
+  const outPtr = getBe64(b, off + CmdEntryOff.OUT_PTR);
+  if (outPtr < 0) return false;
+  if (e.in.length !== CMD_INLINE_BYTES || e.out.length !== CMD_INLINE_BYTES) throw new RangeError('decodeCmdEntryInto: in and out must hold 16 bytes each');
+  e.type = b[off + CmdEntryOff.TYPE];
+  e.inlen = getBe32(b, off + CmdEntryOff.INLEN);
+  e.inPtr = inPtr;
+  for (let i = 0; i < CMD_INLINE_BYTES; i++) e.in[i] = b[off + CmdEntryOff.IN + i];
+  for (let i = 0; i < CMD_INLINE_BYTES; i++) e.out[i] = b[off + CmdEntryOff.OUT + i];
+  e.outPtr = outPtr;
+  e.outlen = getBe32(b, off + CmdEntryOff.OUTLEN);
+  e.token = b[off + CmdEntryOff.TOKEN];
+  e.sig = b[off + CmdEntryOff.SIG];
+  e.rsvd = b[off + 1] | b[off + 2] | b[off + 3] | b[off + CmdEntryOff.RSVD1];
+  e.statusOwn = b[off + CmdEntryOff.STATUS_OWN];
+  return true;
+}
+
 /** A RangeError unless `b[off..off+len)` lies in `b` (where a DataView over it would have thrown). */
 function inBounds(b: Uint8Array, off: number, len: number): void {
   if (!(off >= 0 && off + len <= b.length)) throw new RangeError(`bytes ${off}..${off + len} lie outside the buffer (${b.length} bytes)`);

@@ -115,6 +115,26 @@ interface PortState {
 
 const EMPTY_DATA = new Uint8Array(0);
 
+/** A read in flight (one per tag, reused): what its completion needs. */
+interface ReadSlot {
+  /** Its port's index. */
+  port: number;
+  tag: number;
+  addr: number;
+  len: number;
+  /** When it was accepted (its latency is counted from there). */
+  accept: number;
+  /** The bytes read, between completion and delivery. */
+  data: Uint8Array | null;
+  /** Where the bytes go (the request's `dst`), or null: a new array. */
+  dst: Uint8Array | null;
+  dstOff: number;
+  /** No memory is behind it: it completes with all-ones. */
+  ur: boolean;
+  qpn: number;
+  wqe: number;
+}
+
 interface PostedWrite {
   addr: number;
   data: Uint8Array;
@@ -177,24 +197,20 @@ export class Pcie extends Module implements EventTarget {
   private readonly cDoorbells: Counter;
 
   private readonly ports: PortState[] = [];
+  /** Each port's request FIFO, by port index: the tick's scan reads these and nothing else per port. */
+  private readonly reqs: Fifo<DmaReq>[] = [];
   private rr = 0;
   private heldTotal = 0;
   private tagStalled = false;
 
   // read slots (one per tag), recycled through a free stack: no allocation per read but the data
   private readonly maxOut: number;
-  private readonly slotPort: Int32Array;
-  private readonly slotTag: Float64Array;
-  private readonly slotAddr: Float64Array;
-  private readonly slotLen: Float64Array;
-  private readonly slotAccept: Float64Array;
-  private readonly slotData: (Uint8Array | null)[];
-  private readonly slotDst: (Uint8Array | null)[];
-  private readonly slotDstOff: Float64Array;
-  /** The read of this slot has no memory behind it: it completes with all-ones. */
-  private readonly slotUr: Uint8Array;
-  private readonly slotQpn: Float64Array;
-  private readonly slotWqe: Float64Array;
+  /**
+   * Each tag's read, one record per slot: a read's state is written at acceptance and read at
+   * completion, microseconds of other work apart, and one record is a cache line or two where a
+   * typed array per field was eleven arrays (each its object and its store) to touch each time.
+   */
+  private readonly slots: ReadSlot[];
   /**
    * The DMA-ownership checker (dma_check.ts), or null: every read and write that touches host
    * memory is checked at that instant. Set by the testbed (`trace.checkDma`).
@@ -251,17 +267,10 @@ export class Pcie extends Module implements EventTarget {
     this.cDoorbells = this.stats.counter('doorbells');
 
     const n = this.maxOut;
-    this.slotPort = new Int32Array(n);
-    this.slotTag = new Float64Array(n);
-    this.slotAddr = new Float64Array(n);
-    this.slotLen = new Float64Array(n);
-    this.slotAccept = new Float64Array(n);
-    this.slotData = new Array<Uint8Array | null>(n).fill(null);
-    this.slotDst = new Array<Uint8Array | null>(n).fill(null);
-    this.slotDstOff = new Float64Array(n);
-    this.slotUr = new Uint8Array(n);
-    this.slotQpn = new Float64Array(n);
-    this.slotWqe = new Float64Array(n);
+    this.slots = [];
+    for (let i = 0; i < n; i++) {
+      this.slots.push({ port: 0, tag: 0, addr: 0, len: 0, accept: 0, data: null, dst: null, dstOff: 0, ur: false, qpn: -1, wqe: -1 });
+    }
     this.freeSlots = new Int32Array(n);
     for (let i = 0; i < n; i++) this.freeSlots[i] = n - 1 - i;
     this.nFree = n;
@@ -284,6 +293,7 @@ export class Pcie extends Module implements EventTarget {
     req.consumer = this;
     const port: DmaPort = { name, req, resp };
     const resps = opts.reuseResponses === true ? new ReuseRing(resp, (): DmaResp => ({ tag: 0, data: null })) : null;
+    this.reqs.push(req);
     this.ports.push({ port, tables: opts.tables === true, held: new Int32Array(this.maxOut), head: 0, count: 0, resps });
     return port;
   }
@@ -330,13 +340,13 @@ export class Pcie extends Module implements EventTarget {
       this.doorbellBlocked = false;
       this.deliverDoorbells();
     }
-    const ports = this.ports;
-    const n = ports.length;
+    const reqs = this.reqs;
+    const n = reqs.length;
     let stalled = false;
     for (let k = 0; k < n; k++) {
       let pi = this.rr + k;
       if (pi >= n) pi -= n;
-      const q = ports[pi].port.req;
+      const q = reqs[pi];
       if (!q.canPop()) continue;
       const r = q.peek();
       if (r.kind === 'read') {
@@ -353,13 +363,15 @@ export class Pcie extends Module implements EventTarget {
       this.rr = pi + 1 === n ? 0 : pi + 1;
       // one request an edge: stay awake for the next one, or to lower the pulse in traced waves
       if (this.keepsPulse(1)) return;
-      for (let j = 0; j < n; j++) if (ports[j].port.req.canPop()) return;
+      for (let j = 0; j < n; j++) if (reqs[j].canPop()) return;
       this.sleep();
       return;
     }
-    this.rdReqValid.set(0);
-    this.wrValid.set(0);
-    this.state.set(stalled ? PCIE.TAG_STALL : PCIE.IDLE);
+    if (this.traced) {
+      this.rdReqValid.set(0);
+      this.wrValid.set(0);
+      this.state.set(stalled ? PCIE.TAG_STALL : PCIE.IDLE);
+    }
     if (stalled && !this.tagStalled) this.cTagStalls.inc();
     this.tagStalled = stalled;
     // woken by a request push, a freed tag, space in a resp FIFO, or a doorbell FIFO pop
@@ -368,23 +380,22 @@ export class Pcie extends Module implements EventTarget {
 
   /** @internal A read completes: `slot` is its tag slot. */
   fire(slot: number): void {
-    const dst = this.slotDst[slot];
-    if (this.checker !== null && this.slotUr[slot] === 0) {
-      this.checker.check('read', this.ports[this.slotPort[slot]].port.name, this.slotAddr[slot], this.slotLen[slot], this.slotQpn[slot], this.slotWqe[slot], this.sim.now);
+    const rs = this.slots[slot];
+    const dst = rs.dst;
+    if (this.checker !== null && !rs.ur) {
+      this.checker.check('read', this.ports[rs.port].port.name, rs.addr, rs.len, rs.qpn, rs.wqe, this.sim.now);
     }
-    if (this.slotUr[slot] === 1) {
+    if (rs.ur) {
       // no memory there: the completion carries all-ones (as a root complex answers such a read)
-      const off = this.slotDstOff[slot];
-      const len = this.slotLen[slot];
-      if (dst !== null) dst.fill(0xff, off, off + len);
-      this.slotData[slot] = dst ?? new Uint8Array(len).fill(0xff);
-      this.slotDst[slot] = null;
+      if (dst !== null) dst.fill(0xff, rs.dstOff, rs.dstOff + rs.len);
+      rs.data = dst ?? new Uint8Array(rs.len).fill(0xff);
+      rs.dst = null;
     } else if (dst !== null) {
-      this.mem.readInto(this.slotAddr[slot], dst, this.slotDstOff[slot], this.slotLen[slot]);
-      this.slotData[slot] = dst;
-      this.slotDst[slot] = null;
-    } else this.slotData[slot] = this.mem.read(this.slotAddr[slot], this.slotLen[slot]);
-    const ps = this.ports[this.slotPort[slot]];
+      this.mem.readInto(rs.addr, dst, rs.dstOff, rs.len);
+      rs.data = dst;
+      rs.dst = null;
+    } else rs.data = this.mem.read(rs.addr, rs.len);
+    const ps = this.ports[rs.port];
     if (ps.count === 0 && ps.port.resp.canPush()) this.deliver(slot);
     else {
       ps.held[(ps.head + ps.count) % this.maxOut] = slot;
@@ -420,16 +431,17 @@ export class Pcie extends Module implements EventTarget {
     const backed = this.check(pi, r);
     const now = this.sim.now;
     const s = this.freeSlots[--this.nFree];
-    this.slotUr[s] = backed ? 0 : 1;
-    this.slotPort[s] = pi;
-    this.slotTag[s] = r.tag;
-    this.slotAddr[s] = r.addr;
-    this.slotLen[s] = r.length;
-    this.slotAccept[s] = now;
-    this.slotDst[s] = r.dst ?? null;
-    this.slotDstOff[s] = r.dstOff ?? 0;
-    this.slotQpn[s] = r.qpn ?? -1;
-    this.slotWqe[s] = r.wqe ?? -1;
+    const rs = this.slots[s];
+    rs.ur = !backed;
+    rs.port = pi;
+    rs.tag = r.tag;
+    rs.addr = r.addr;
+    rs.len = r.length;
+    rs.accept = now;
+    rs.dst = r.dst ?? null;
+    rs.dstOff = r.dstOff ?? 0;
+    rs.qpn = r.qpn ?? -1;
+    rs.wqe = r.wqe ?? -1;
     // ceil, ignoring float noise below 1e-6 ps (12 B at 0.012 B/ps is 1000 ps, not 1001)
     const xfer = Math.ceil(r.length / this.cfg.pcieReadBytesPerPs - 1e-6);
     let finish = now + this.cfg.pcieReadBasePs + xfer;
@@ -439,17 +451,20 @@ export class Pcie extends Module implements EventTarget {
     this.sim.at(finish, this, s);
 
     const out = this.maxOut - this.nFree;
-    this.outstanding.set(out);
     if (out > this.cMaxOutstanding.value) this.cMaxOutstanding.value = out;
     this.cReads.inc();
     this.cBytesRead.inc(r.length);
-    this.state.set(PCIE.READ);
-    this.rdReqValid.set(1);
-    this.rdAddr.set(r.addr);
-    this.rdLen.set(r.length);
-    this.rdTag.set(r.tag);
-    this.rdPort.set(pi);
-    this.wrValid.set(0);
+    // the waves' view, only when traced: untraced, each probe is one more object to touch per request
+    if (this.traced) {
+      this.outstanding.set(out);
+      this.state.set(PCIE.READ);
+      this.rdReqValid.set(1);
+      this.rdAddr.set(r.addr);
+      this.rdLen.set(r.length);
+      this.rdTag.set(r.tag);
+      this.rdPort.set(pi);
+      this.wrValid.set(0);
+    }
   }
 
   private acceptWrite(pi: number, r: DmaReq): void {
@@ -477,11 +492,13 @@ export class Pcie extends Module implements EventTarget {
     this.sim.at(due, this.writeLand);
     this.cWrites.inc();
     this.cBytesWritten.inc(r.length);
-    this.state.set(PCIE.WRITE);
-    this.wrValid.set(1);
-    this.wrAddr.set(r.addr);
-    this.wrLen.set(r.length);
-    this.rdReqValid.set(0);
+    if (this.traced) {
+      this.state.set(PCIE.WRITE);
+      this.wrValid.set(1);
+      this.wrAddr.set(r.addr);
+      this.wrLen.set(r.length);
+      this.rdReqValid.set(0);
+    }
   }
 
   /** A posted write lands (all have the same latency, so the oldest is due). */
@@ -501,19 +518,20 @@ export class Pcie extends Module implements EventTarget {
 
   /** Pushes a completed read into its port's resp FIFO and frees its tag. */
   private deliver(slot: number): void {
-    const ps = this.ports[this.slotPort[slot]];
+    const rs = this.slots[slot];
+    const ps = this.ports[rs.port];
     const ring = ps.resps;
-    if (ring === null) ps.port.resp.push({ tag: this.slotTag[slot], data: this.slotData[slot] });
+    if (ring === null) ps.port.resp.push({ tag: rs.tag, data: rs.data });
     else {
       const r = ring.next();
-      r.tag = this.slotTag[slot];
-      r.data = this.slotData[slot];
+      r.tag = rs.tag;
+      r.data = rs.data;
       ps.port.resp.push(r);
     }
-    this.slotData[slot] = null;
-    this.hReadLatency.add(this.sim.now - this.slotAccept[slot]);
+    rs.data = null;
+    this.hReadLatency.add(this.sim.now - rs.accept);
     this.freeSlots[this.nFree++] = slot;
-    this.outstanding.set(this.maxOut - this.nFree);
+    if (this.traced) this.outstanding.set(this.maxOut - this.nFree);
     if (this.tagStalled) {
       this.tagStalled = false;
       this.wake();

@@ -218,6 +218,8 @@ export class UmrEngine extends Module implements EventTarget {
    * once they have landed).
    */
   private readonly ctxBuf: Uint8Array[] = [new Uint8Array(CTX_BYTES), new Uint8Array(CTX_BYTES), new Uint8Array(0), new Uint8Array(0), new Uint8Array(CTX_BYTES)];
+  /** A DataView over each of `ctxBuf` (made once: a job decodes and edits its contexts through them). */
+  private readonly ctxView: DataView[] = this.ctxBuf.map((b) => new DataView(b.buffer, b.byteOffset, b.byteLength));
   /** The 64 context bytes read of each index this job, edited in place by the plan. */
   private readonly fetchedIndex: number[] = [];
   private readonly fetchedBytes: Uint8Array[] = [];
@@ -355,11 +357,14 @@ export class UmrEngine extends Module implements EventTarget {
     if (this.writes.length !== 0) this.writes.length = 0; // (a setter call even on an empty array)
     this.nWritten = 0;
     this.nLanded = 0;
-    this.rKey.set(w.key);
-    this.rKind.set(w.kind);
-    this.rQpn.set(job.qpn & 0xffffff);
-    this.rSyndrome.set(0);
-    this.rBusy.set(1);
+    // the waves' view, only when traced: untraced, each probe is one more object touched per job
+    if (this.traced) {
+      this.rKey.set(w.key);
+      this.rKind.set(w.kind);
+      this.rQpn.set(job.qpn & 0xffffff);
+      this.rSyndrome.set(0);
+      this.rBusy.set(1);
+    }
     if (w.kind === UMR_KIND.INVALID) {
       this.syn = CqeSyndrome.LOCAL_QP_OP_ERR; // a malformed WQE is a local QP operation error
       return this.rState.set(UMR.CHECK);
@@ -394,7 +399,7 @@ export class UmrEngine extends Module implements EventTarget {
   private onRead(r: DmaResp): void {
     this.nPending--;
     const d = r.data!;
-    const view = new DataView(d.buffer, d.byteOffset, d.byteLength);
+    const view = this.viewOf(d);
     switch (r.tag) {
       case TAG_TARGET:
         this.target = decodeIcmMkey(view, 0, mkeyIndex(this.w!.key));
@@ -535,7 +540,7 @@ export class UmrEngine extends Module implements EventTarget {
   /** CHECK: the translation rules, then the plan of writes (none on error). */
   private check(): void {
     if (this.syn === 0) this.plan();
-    this.rSyndrome.set(this.syn);
+    if (this.traced) this.rSyndrome.set(this.syn);
     this.rState.set(this.syn === 0 && this.writes.length > 0 ? UMR.WRITE : UMR.DONE);
   }
 
@@ -599,6 +604,12 @@ export class UmrEngine extends Module implements EventTarget {
     }
   }
 
+  /** A DataView over `d`: the kept one when `d` is one of the job's context buffers (a context read lands there). */
+  private viewOf(d: Uint8Array): DataView {
+    for (let i = 0; i < this.ctxBuf.length; i++) if (d === this.ctxBuf[i]) return this.ctxView[i];
+    return new DataView(d.buffer, d.byteOffset, d.byteLength);
+  }
+
   /** Records the context bytes `d` read of mkey `index` (a second read of it replaces the first, as Map.set did). */
   private setFetched(index: number, d: Uint8Array): void {
     for (let i = 0; i < this.nFetched; i++) {
@@ -624,7 +635,7 @@ export class UmrEngine extends Module implements EventTarget {
   private ctxWrite(index: number, edit: (c: MkeyContext, p: IcmPrivate) => void): PlannedWrite {
     const bytes = this.fetchedOf(index);
     if (bytes === undefined) throw new Error(`${this.path}: a write of mkey index ${index}, whose context was not read`);
-    const view = new DataView(bytes.buffer, bytes.byteOffset, CTX_BYTES);
+    const view = this.viewOf(bytes);
     const c = decodeMkeyContext(view, 0);
     const p = readIcmPrivate(view, 0);
     edit(c, p);

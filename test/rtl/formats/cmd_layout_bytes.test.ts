@@ -13,6 +13,7 @@ import {
   CmdEntryOff,
   decodeCmdBlockCtrl,
   decodeCmdEntry,
+  decodeCmdEntryInto,
   encodeCmdBlockCtrl,
   encodeCmdEntry,
   signCmdBlock,
@@ -69,6 +70,35 @@ describe('cmd_layout byte codecs equal the DataView form', () => {
             v.getUint32(CmdEntryOff.INLEN), v.getUint32(CmdEntryOff.OUTLEN), v.getUint8(0), v.getUint8(CmdEntryOff.TOKEN), v.getUint8(CmdEntryOff.SIG), v.getUint8(CmdEntryOff.STATUS_OWN),
           ]);
           expect(d!.in).toEqual(a.slice(off + 16, off + 32));
+        }
+      }),
+    );
+  });
+
+  it('decodeCmdEntryInto fills one record, entry after entry, with what decodeCmdEntry returns (false where it gives null)', () => {
+    // one record for every decode, as the firmware keeps one per queue entry: nothing of an
+    // earlier entry may stay in it
+    const rec: CmdEntry = { type: 0, inlen: 0, inPtr: 0, in: new Uint8Array(16), out: new Uint8Array(16), outPtr: 0, outlen: 0, token: 0, sig: 0, rsvd: 0, statusOwn: 0 };
+    // random bytes, mostly with pointers below 2^53 (else both give null): reserved bytes set too
+    const raw = fc.tuple(fc.uint8Array({ minLength: CMD_ENTRY_BYTES, maxLength: CMD_ENTRY_BYTES }), fc.boolean(), fc.boolean()).map(([b, inOk, outOk]) => {
+      if (inOk) b[CmdEntryOff.IN_PTR] = b[CmdEntryOff.IN_PTR + 1] = 0;
+      if (outOk) b[CmdEntryOff.OUT_PTR] = b[CmdEntryOff.OUT_PTR + 1] = 0;
+      return b;
+    });
+    const bytes = fc.oneof(raw, entry.map((e) => {
+      const b = new Uint8Array(CMD_ENTRY_BYTES);
+      encodeCmdEntry(b, 0, e);
+      return b;
+    }));
+    fc.assert(
+      fc.property(fc.array(fc.tuple(bytes, fc.integer({ min: 0, max: 8 })), { minLength: 1, maxLength: 6 }), (list) => {
+        for (const [b, off] of list) {
+          const a = new Uint8Array(off + CMD_ENTRY_BYTES);
+          a.set(b, off);
+          const d = decodeCmdEntry(a, off);
+          const ok = decodeCmdEntryInto(a, off, rec);
+          expect(ok).toBe(d !== null);
+          if (d !== null) expect(rec).toEqual(d);
         }
       }),
     );
