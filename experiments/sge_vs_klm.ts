@@ -104,7 +104,7 @@ async function ioRun(seed: number, config: Record<string, unknown>, io: IoShape,
       for (let k = 0; k < n; k += maxSge) {
         const part = list.slice(k, k + maxSge);
         wrs.push({
-          wrId: slot, opcode: 'RDMA_READ', sgList: part.map((p) => ({ ...p, lkey: lmr[slot].lkey })), remoteAddr: rmr.iova + k * segBytes, rkey: rmr.rkey,
+          wrId: slot, opcode: 'RDMA_READ', sgList: part.map((p) => ({ addr: p.addr, length: p.length, lkey: lmr[slot].lkey })), remoteAddr: rmr.iova + k * segBytes, rkey: rmr.rkey,
           signaled: k + maxSge >= n,
         });
       }
