@@ -172,8 +172,11 @@ const XLT_CHUNK_SLOTS = XLT_CHUNK_BYTES / XLT_ALIGN;
 export class Icm implements DeviceMemory {
   /** mkey indices reachable. */
   readonly mkeyEntries: number;
-  /** Physical address of each page of the mkey context table, 0 until touched (frame 0 is never allocated). */
-  /** (Grown as pages are taken, up to the table's: 2^24 mkeys are 262,144 pages, 2 MB an adapter at once.) */
+  /**
+   * Physical address of each page of the mkey context table, 0 until touched (frame 0 is never
+   * allocated); grown as pages are taken, up to the table's (2^24 mkeys are 262,144 pages: 2 MB an
+   * adapter, made at once, were most of building one).
+   */
   private mkeyPages = new Float64Array(64);
   private readonly mkeyPagesMax: number;
   private mkeyPagesUsed = 0;
