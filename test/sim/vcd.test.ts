@@ -313,3 +313,13 @@ describe('GTKWave save file', () => {
     expect(readFileSync(join(dir, 'nested', 'run', 'run.gtkw'), 'utf8')).toContain(`^1 ${join(filters, 'consumer_state.txt')}`);
   });
 });
+
+describe('attaching a tracer', () => {
+  it('is refused once simulated time has passed (untraced modules keep no waves-only probes), with the start option named', () => {
+    const sim = new Sim({ seed: 1 });
+    new KernelDemo(sim, 4);
+    sim.runUntil(10_000);
+    expect(() => new Tracer(sim, { vcd: tmp('late'), gtkw: false })).toThrow(/attached at time 0.*now is 10000 ps.*`start`/);
+    expect(sim.tracer).toBeNull();
+  });
+});

@@ -124,6 +124,9 @@ export class Tracer implements TraceSink {
     this.stop = opts.stop === undefined ? Infinity : checkPs(opts.stop, 'trace stop');
     if (this.stop < this.start) throw new RangeError(`trace stop ${this.stop} is before start ${this.start}`);
     if (sim.tracer) throw new Error('a tracer is already attached to this simulation');
+    // an untraced module does not keep its waves-only probes (pcie.ts, cq_writer.ts, ...): a
+    // tracer attached later would start from stale values. (`start` delays what is written.)
+    if (sim.now > 0) throw new Error(`a tracer is attached at time 0, before anything runs (now is ${sim.now} ps): use the trace option \`start\` to begin the waves later`);
     mkdirSync(dirname(opts.vcd), { recursive: true });
     this.w = new VcdWriter(opts.vcd);
     this.select();
